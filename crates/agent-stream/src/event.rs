@@ -1,0 +1,90 @@
+//! Events, agentctl → backend, carried in `agent.event` notifications.
+
+use kandev_elicitation::Question;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A pending elicitation, as announced to the backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElicitationRequested {
+    /// UUID v4 minted by agentctl; the backend's clarification id, verbatim.
+    pub pending_id: String,
+    /// The ACP session id of the request.
+    pub acp_session_id: String,
+    /// The tool call that raised it, when any.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    /// The request's message.
+    pub message: String,
+    /// The mapped questions, in D1 order.
+    pub questions: Vec<Question>,
+}
+
+/// How a pending elicitation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettleOutcome {
+    /// The operator's answer was sent (`accept`).
+    Answered,
+    /// The operator skipped (`decline`).
+    Declined,
+    /// The answer deadline passed (`decline`).
+    TimedOut,
+    /// The agent withdrew the request with `$/cancel_request`.
+    AgentCancelled,
+    /// The turn was cancelled (`cancel`).
+    TurnCancelled,
+    /// agentctl is shutting down (`cancel`).
+    Shutdown,
+    /// The agent process exited; nothing could be sent.
+    AgentExited,
+}
+
+/// The payload of an `agent.event` notification, tagged by `event`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum AgentEvent {
+    /// An ACP `session/update`; `update` is its params, verbatim.
+    SessionUpdate {
+        /// The `session/update` params.
+        update: Value,
+    },
+    /// The prompt returned.
+    TurnCompleted {
+        /// The ACP stop reason (`end_turn`, `cancelled`, …), or `error`.
+        stop_reason: String,
+        /// Why the prompt failed, when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A form elicitation awaits the operator.
+    ElicitationRequested(ElicitationRequested),
+    /// A pending elicitation ended; `response` is the ACP response sent (null if none could be).
+    ElicitationSettled {
+        /// Which one.
+        pending_id: String,
+        /// How.
+        outcome: SettleOutcome,
+        /// What the agent got.
+        response: Value,
+    },
+    /// agentctl answered a `session/request_permission` by policy.
+    PermissionResolved {
+        /// The tool call asking.
+        #[serde(default)]
+        tool_call_id: Option<String>,
+        /// The option chosen, or none when cancelled.
+        #[serde(default)]
+        option_id: Option<String>,
+    },
+    /// The agent process ended.
+    AgentExited {
+        /// Its exit code, when it had one.
+        code: Option<i32>,
+    },
+    /// One line the agent wrote to stderr.
+    AgentStderr {
+        /// The line, without its newline.
+        line: String,
+    },
+}

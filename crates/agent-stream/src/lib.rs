@@ -1,0 +1,53 @@
+//! # kandev-agent-stream
+//!
+//! The wire between the backend and agentctl (ARCHITECTURE §4.2): a WebSocket at
+//! [`STREAM_PATH`] carrying JSON text frames, each an [`Envelope`].
+//!
+//! - The backend sends `request` frames whose `action` is one of [`action`] and whose
+//!   payload is the matching type of [`request`]; agentctl answers each with a
+//!   `response` frame (the matching type of [`response`]) or an `error` frame
+//!   ([`ErrorPayload`]) carrying the same `id`.
+//! - agentctl sends `notification` frames with action [`action::AGENT_EVENT`] whose
+//!   payload is an [`event::AgentEvent`].
+
+pub mod envelope;
+pub mod event;
+pub mod request;
+pub mod response;
+
+pub use envelope::{Envelope, ErrorCode, ErrorPayload, FrameType};
+pub use event::{AgentEvent, ElicitationRequested, SettleOutcome};
+
+/// The path of the agent-stream WebSocket on agentctl.
+pub const STREAM_PATH: &str = "/api/v1/agent/stream";
+
+/// Action names, the `action` field of an [`Envelope`].
+pub mod action {
+    /// Start the agent for a session: [`crate::request::SessionStart`].
+    pub const SESSION_START: &str = "agent.session.start";
+    /// Re-attach this stream to a running session: [`crate::request::SessionAttach`].
+    pub const SESSION_ATTACH: &str = "agent.session.attach";
+    /// Send a prompt; the turn's end arrives as an event: [`crate::request::Prompt`].
+    pub const PROMPT: &str = "agent.prompt";
+    /// Cancel the current turn; every pending elicitation is answered `cancel`.
+    pub const CANCEL: &str = "agent.cancel";
+    /// Answer a pending elicitation: [`crate::request::ElicitationsRespond`].
+    pub const ELICITATIONS_RESPOND: &str = "agent.elicitations.respond";
+    /// List pending elicitations.
+    pub const ELICITATIONS_LIST: &str = "agent.elicitations.list";
+    /// Stop the agent; every pending elicitation is answered `cancel`.
+    pub const SHUTDOWN: &str = "agent.shutdown";
+    /// agentctl → backend: an [`crate::event::AgentEvent`].
+    pub const AGENT_EVENT: &str = "agent.event";
+
+    /// Every request action agentctl serves.
+    pub const REQUESTS: &[&str] = &[
+        SESSION_START,
+        SESSION_ATTACH,
+        PROMPT,
+        CANCEL,
+        ELICITATIONS_RESPOND,
+        ELICITATIONS_LIST,
+        SHUTDOWN,
+    ];
+}

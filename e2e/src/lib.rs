@@ -1,0 +1,1 @@
+//! Full-stack end-to-end tests for kandev.
