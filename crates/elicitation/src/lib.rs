@@ -19,6 +19,11 @@ pub mod question;
 pub mod request;
 pub mod response;
 
+mod companion;
+mod format;
+mod schema;
+mod size;
+
 pub use answer::{Answer, OperatorAnswer};
 pub use order::compare_keys;
 pub use question::{Constraints, CustomAnswer, Question, QuestionKind, QuestionOption};
