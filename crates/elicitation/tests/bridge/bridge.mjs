@@ -11,7 +11,10 @@
 //   apply    {response, toolInput, questions}    -> applyAskElicitationResponse(...)
 //   refusal  {prompt, sessionId}                 -> refusalFallbackToCreateRequest(...)
 //   mcp      {request, sessionId}                -> mcpElicitationToCreateRequest(...)
+//   refusal-result {response}                    -> refusalFallbackResultFromResponse(...)
+//   mcp-result     {response}                    -> createElicitationResponseToElicitResult(...)
 //   exports  -                                   -> the names dist/elicitation.js exports
+//   batch    [{op, input}, ...]                  -> [result, ...] (one Node start for many calls)
 //
 // Each version is fetched once with `npm pack` (no install, no lifecycle
 // scripts), checked against a pinned sha512, and extracted into
@@ -205,8 +208,24 @@ async function run(op, version, cache, input) {
       return need(b, "refusalFallbackToCreateRequest", version)(input.prompt, input.sessionId);
     case "mcp":
       return need(b, "mcpElicitationToCreateRequest", version)(input.request, input.sessionId);
+    case "refusal-result":
+      return need(b, "refusalFallbackResultFromResponse", version)(input.response);
+    case "mcp-result":
+      return need(b, "createElicitationResponseToElicitResult", version)(input.response);
+    case "batch": {
+      if (!Array.isArray(input)) die("batch input must be a JSON array of {op, input}");
+      const results = [];
+      for (const call of input) {
+        if (call.op === "batch" || call.op === "ensure") die(`op ${call.op} cannot be batched`);
+        results.push(await run(call.op, version, cache, call.input ?? {}));
+      }
+      return results;
+    }
     default:
-      return die(`unknown op ${op}; known: ensure, exports, build, apply, refusal, mcp, capture`);
+      return die(
+        `unknown op ${op}; known: ensure, exports, build, apply, refusal, mcp, ` +
+          "refusal-result, mcp-result, batch, capture",
+      );
   }
 }
 
@@ -242,7 +261,23 @@ async function capture(cache) {
       request: inputs.mcp_request,
       sessionId: inputs.session_id,
     });
-    for (const [name, value] of [["refusal", refusal], ["mcp", mcp]]) {
+    const extra = [
+      ["refusal", refusal],
+      ["mcp", mcp],
+    ];
+    // What a JetBrains AIR client gets from 0.101.0: the companion marker is back.
+    if (version === "0.101.0") {
+      extra.push([
+        "air-mixed",
+        await run("build", version, cache, {
+          questions: inputs.question_sets.mixed,
+          sessionId: inputs.session_id,
+          toolCallId: inputs.tool_call_id,
+          airClient: true,
+        }),
+      ]);
+    }
+    for (const [name, value] of extra) {
       const file = path.join(FIXTURES, `v${version}-${name}.json`);
       fs.writeFileSync(file, fixtureText(value));
       written.push(path.relative(REPO_ROOT, file));
