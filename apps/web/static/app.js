@@ -1,0 +1,74 @@
+// Entry point: the header, hash routing (`#/`, `#/sessions/<id>`, `#/settings`) and the
+// one operator WebSocket shared by every view.
+
+import { mountBoard } from "./board.js";
+import { h, replace } from "./dom.js";
+import { t } from "./i18n.js";
+import { mountNotifications } from "./notifications.js";
+import { mountSession } from "./session.js";
+import { mountSettings } from "./settings.js";
+import * as ws from "./ws.js";
+
+const main = document.getElementById("main");
+const nav = document.getElementById("nav");
+const toasts = document.getElementById("toasts");
+let unmount = () => {};
+
+/** The route for a hash: `{name, params}`. */
+export function parseRoute(hash) {
+  const path = (hash || "#/").replace(/^#/, "") || "/";
+  const session = /^\/sessions\/([^/]+)$/.exec(path);
+  if (session) return { name: "session", params: { sessionId: decodeURIComponent(session[1]) } };
+  if (path === "/settings") return { name: "settings", params: {} };
+  return { name: "board", params: {} };
+}
+
+function navigate(hash) {
+  if (location.hash === hash) route();
+  else location.hash = hash;
+}
+
+function route() {
+  unmount();
+  const { name, params } = parseRoute(location.hash);
+  for (const link of nav.querySelectorAll("a[data-route]")) {
+    if (link.dataset.route === name) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  if (name === "session") unmount = mountSession(main, { ...params, navigate });
+  else if (name === "settings") unmount = mountSettings(main, { navigate });
+  else unmount = mountBoard(main, { navigate });
+  document.title = `${t("app.title")} · ${t(name === "settings" ? "nav.settings" : name === "session" ? "session.heading" : "nav.board")}`;
+  main.focus({ preventScroll: true });
+}
+
+function header() {
+  const dot = h("span", { class: "conn", "data-testid": "connection", role: "status" });
+  ws.onStatus((up) => {
+    dot.dataset.state = up ? "online" : "offline";
+    dot.textContent = up ? t("conn.online") : t("conn.offline");
+    dot.title = t("conn.status", { state: dot.textContent });
+  });
+  const tools = h("div", { class: "tools" }, dot);
+  replace(nav,
+    h("a", { class: "brand", href: "#/" }, h("span", { class: "logo", "aria-hidden": "true" }, "K"), t("app.title")),
+    h("div", { class: "links", role: "list" },
+      h("a", { href: "#/", "data-route": "board", role: "listitem" }, t("nav.board")),
+      h("a", { href: "#/settings", "data-route": "settings", role: "listitem", "data-testid": "nav-settings" }, t("nav.settings"))),
+    tools);
+  nav.setAttribute("aria-label", t("nav.main"));
+  mountNotifications(tools, toasts);
+}
+
+document.documentElement.lang = "en";
+const skip = document.getElementById("skip-link");
+skip.textContent = t("app.skipToContent");
+// The hash is the router's, so the skip link moves focus itself instead of navigating.
+skip.addEventListener("click", (ev) => {
+  ev.preventDefault();
+  main.focus();
+});
+header();
+ws.connect();
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,101 @@
+// Notifications: a toast for each `session.clarification_requested` pushed on the operator
+// WebSocket, and a list (loaded once, then kept current from the same events), each
+// linking to its session.
+
+import { api } from "./api.js";
+import { h, replace, formatTime } from "./dom.js";
+import { t } from "./i18n.js";
+import * as ws from "./ws.js";
+
+const CLARIFICATION = "session.clarification_requested";
+const TOAST_MS = 12_000;
+
+function sessionHref(n) {
+  return n.session_id ? `#/sessions/${encodeURIComponent(n.session_id)}` : "#/";
+}
+
+function item(n) {
+  return h("li", { class: `notif notif-${n.event === CLARIFICATION ? "clar" : "other"}`, "data-testid": "notification-item", "data-event": n.event },
+    h("a", { href: sessionHref(n), "data-testid": "notification-link" },
+      h("strong", {}, n.title || (n.event === CLARIFICATION ? t("notif.clarification") : n.event)),
+      n.body ? h("span", { class: "notif-body" }, n.body) : null,
+      h("time", { datetime: n.created_at }, formatTime(n.created_at))));
+}
+
+/**
+ * Mount the header button, its panel and the toast region. `container` receives the
+ * button and panel; `toasts` is the page's toast region.
+ */
+export function mountNotifications(container, toasts) {
+  let items = [];
+  let unseen = 0;
+  const count = h("span", { class: "badge", "data-testid": "notification-count", hidden: true });
+  const button = h("button", { type: "button", class: "icon-button", "aria-expanded": "false", "aria-controls": "notif-panel", "data-testid": "notifications-button" },
+    h("span", { "aria-hidden": "true" }, "🔔"), h("span", { class: "label" }, t("nav.notifications")), count);
+  const list = h("ul", { class: "notif-list", "data-testid": "notifications-list" });
+  const panel = h("section", { id: "notif-panel", class: "notif-panel", hidden: true, "aria-labelledby": "notif-h", "data-testid": "notifications-panel" },
+    h("div", { class: "panel-head" },
+      h("h2", { id: "notif-h" }, t("notif.heading")),
+      h("button", { type: "button", class: "link", "data-testid": "notifications-close", onclick: () => setOpen(false) }, t("common.close"))),
+    list);
+
+  function render() {
+    replace(list, items.length ? items.map(item) : h("li", { class: "muted" }, t("notif.empty")));
+    count.hidden = unseen === 0;
+    count.textContent = String(unseen);
+    button.setAttribute("aria-label", unseen ? t("nav.notificationsCount", { count: unseen }) : t("nav.notifications"));
+  }
+
+  function setOpen(open) {
+    panel.hidden = !open;
+    button.setAttribute("aria-expanded", String(open));
+    if (open) {
+      unseen = 0;
+      render();
+      panel.querySelector("a, button")?.focus();
+    } else {
+      button.focus();
+    }
+  }
+
+  button.addEventListener("click", () => setOpen(panel.hidden));
+  panel.addEventListener("keydown", (ev) => ev.key === "Escape" && setOpen(false));
+  list.addEventListener("click", (ev) => ev.target.closest("a") && setOpen(false));
+
+  function toast(n) {
+    const el = h("div", { class: "toast", role: "status", "data-testid": "toast", "data-session-id": n.session_id ?? "" },
+      h("div", { class: "toast-text" },
+        h("strong", {}, n.title || t("notif.clarification")),
+        n.body ? h("span", {}, n.body) : null),
+      h("a", { href: sessionHref(n), class: "button primary", "data-testid": "toast-link" }, t("notif.open")),
+      h("button", { type: "button", class: "link", "aria-label": t("notif.dismiss"), "data-testid": "toast-dismiss" }, "×"));
+    const remove = () => el.remove();
+    el.querySelector("a").addEventListener("click", remove);
+    el.querySelector("button").addEventListener("click", remove);
+    setTimeout(remove, TOAST_MS);
+    toasts.append(el);
+  }
+
+  async function load() {
+    try {
+      items = await api.listNotifications();
+      items.sort((a, b) => String(b.created_at ?? "").localeCompare(String(a.created_at ?? "")));
+      render();
+    } catch {
+      // The list is secondary; live events still arrive.
+    }
+  }
+
+  ws.on("notification", (n) => {
+    if (!n || items.some((x) => x.id === n.id)) return;
+    items.unshift(n);
+    if (panel.hidden) unseen += 1;
+    render();
+    if (n.event === CLARIFICATION) toast(n);
+  });
+  ws.onStatus((up) => up && load());
+
+  container.append(button, panel);
+  render();
+  load();
+}

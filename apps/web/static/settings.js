@@ -1,0 +1,107 @@
+// Settings (`#/settings`): the runtime flags with what they are, where their value comes
+// from, and a toggle that PATCHes an override. Env-locked flags say why they are locked.
+
+import { api } from "./api.js";
+import { h, replace } from "./dom.js";
+import { t, has } from "./i18n.js";
+import { coalesce } from "./refresh.js";
+import * as ws from "./ws.js";
+
+function sourceLabel(source) {
+  const key = `settings.source.${source}`;
+  return has(key) ? t(key) : source;
+}
+
+function slug(key) {
+  return key.replace(/[^A-Za-z0-9_-]/g, "-");
+}
+
+function flagRow(flag, onChange) {
+  const id = `flag-${slug(flag.key)}`;
+  const descId = `${id}-desc`;
+  const lockId = `${id}-lock`;
+  const locked = flag.locked || flag.source === "env";
+  const disabled = locked || flag.mutable === false;
+  const reason = locked ? t("settings.lockedEnv", { env: flag.env_var }) : flag.mutable === false ? t("settings.immutable") : null;
+  const status = h("p", { class: "form-status", role: "status", "data-testid": `flag-status-${flag.key}` });
+  const toggle = h("input", {
+    type: "checkbox",
+    role: "switch",
+    id,
+    class: "switch",
+    checked: flag.value === true,
+    disabled,
+    "aria-describedby": [descId, reason ? lockId : null].filter(Boolean).join(" "),
+    "data-testid": `flag-toggle-${flag.key}`,
+  });
+  toggle.addEventListener("change", async () => {
+    const wanted = toggle.checked;
+    toggle.disabled = true;
+    try {
+      const updated = await api.setFlag(flag.key, wanted);
+      const value = updated?.value ?? wanted;
+      status.textContent = t("settings.saved", { value: value ? t("settings.on") : t("settings.off") });
+    } catch (err) {
+      toggle.checked = !wanted;
+      status.textContent = t("common.error", { message: err.message });
+    } finally {
+      toggle.disabled = disabled;
+      onChange();
+    }
+  });
+  const reset = flag.source === "override" && !disabled
+    ? h("button", { type: "button", class: "link", "data-testid": `flag-reset-${flag.key}` }, t("settings.reset"))
+    : null;
+  reset?.addEventListener("click", async () => {
+    try {
+      await api.setFlag(flag.key, null);
+    } catch (err) {
+      status.textContent = t("common.error", { message: err.message });
+    }
+    onChange();
+  });
+  return h("li", { class: `flag${disabled ? " locked" : ""}`, "data-testid": `flag-${flag.key}`, "data-source": flag.source },
+    h("div", { class: "flag-main" },
+      h("label", { for: id, class: "flag-label" }, flag.label ?? flag.key),
+      h("p", { class: "flag-desc", id: descId }, flag.description ?? ""),
+      h("p", { class: "flag-meta" },
+        h("span", { class: `pill pill-stability-${flag.stability}` }, t("settings.stability", { stability: flag.stability ?? "?" })),
+        h("span", { class: `pill pill-risk-${flag.risk_level}` }, t("settings.risk", { risk: flag.risk_level ?? "?" })),
+        h("span", { class: "pill", "data-testid": `flag-source-${flag.key}` }, t("settings.source", { source: sourceLabel(flag.source) })),
+        h("code", { class: "env" }, flag.env_var ?? flag.key)),
+      reason ? h("p", { class: "flag-lock", id: lockId, "data-testid": `flag-lock-${flag.key}` }, reason) : null,
+      flag.restart_required ? h("p", { class: "hint" }, t("settings.restartRequired")) : null,
+      status),
+    h("div", { class: "flag-control" },
+      h("span", { class: "flag-value", "data-testid": `flag-value-${flag.key}` }, flag.value ? t("settings.on") : t("settings.off")),
+      toggle,
+      reset));
+}
+
+/** Mount Settings into `root`; returns the unmount function. */
+export function mountSettings(root) {
+  const list = h("ul", { class: "flags", "data-testid": "flag-list" });
+  const status = h("p", { class: "muted" }, t("common.loading"));
+  const load = coalesce(async () => {
+    try {
+      const flags = await api.listFlags();
+      status.hidden = flags.length > 0;
+      status.textContent = flags.length ? "" : t("settings.empty");
+      replace(list, flags.map((f) => flagRow(f, load)));
+    } catch (err) {
+      status.hidden = false;
+      status.textContent = t("common.error", { message: err.message });
+    }
+  });
+  replace(root,
+    h("div", { class: "settings" },
+      h("h1", {}, t("settings.heading")),
+      h("section", { class: "card", "aria-labelledby": "flags-h" },
+        h("h2", { id: "flags-h" }, t("settings.flags")),
+        h("p", { class: "note", "data-testid": "settings-applies-next" }, t("settings.appliesNext")),
+        status,
+        list)));
+  const offs = [ws.onStatus((up) => up && load()), ws.on("runtime_flags.updated", load)];
+  load();
+  return () => offs.forEach((off) => off());
+}
