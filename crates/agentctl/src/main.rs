@@ -1,1 +1,219 @@
-fn main() {}
+//! `agentctl`: runs ACP agents for the Kandev backend and serves the agent stream.
+//!
+//! ```text
+//! AGENTCTL_TOKEN=secret agentctl serve --listen 127.0.0.1:7740
+//! agentctl elicitation map < params.json
+//! agentctl elicitation respond --request params.json < answer.json
+//! ```
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use kandev_agentctl::config::Timeouts;
+use kandev_agentctl::debug_cli;
+use kandev_agentctl::server::AgentCtl;
+
+/// Env var holding the agent-stream bearer token.
+const TOKEN_VAR: &str = "AGENTCTL_TOKEN";
+
+#[derive(Parser)]
+#[command(
+    name = "agentctl",
+    version,
+    about = "Runs one ACP agent per session and serves the Kandev agent stream.",
+    long_about = "Runs one ACP agent per session and serves the Kandev agent stream.\n\n\
+        Start it:   AGENTCTL_TOKEN=secret agentctl serve --listen 127.0.0.1:7740\n\
+        Talk to it: websocat -H 'Authorization: Bearer secret' ws://127.0.0.1:7740/api/v1/agent/stream\n\
+        then send one JSON request per line, e.g.\n  \
+        {\"id\":\"1\",\"type\":\"request\",\"action\":\"agent.session.start\",\"payload\":{\"session_id\":\"s1\",\
+        \"agent\":{\"id\":\"mock\",\"command\":[\"mock-agent\"]},\"flags\":{\"features.acpElicitation\":true}}}\n  \
+        {\"id\":\"2\",\"type\":\"request\",\"action\":\"agent.prompt\",\"payload\":{\"text\":\"hi\"}}\n\n\
+        Environment: AGENTCTL_TOKEN (required unless --insecure-no-token), \
+        KANDEV_ELICITATION_ANSWER_TIMEOUT (default 55m), KANDEV_ACP_IDLE_TIMEOUT (default 1h; must exceed \
+        the answer timeout), RUST_LOG (log filter; logs go to stderr)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the agent stream at /api/v1/agent/stream (and /healthz).
+    Serve {
+        /// Address to listen on; port 0 picks a free one. Prints `AGENTCTL_LISTENING <addr>` once bound.
+        #[arg(long, default_value = "127.0.0.1:7740")]
+        listen: SocketAddr,
+        /// Accept streams without a token (local development only).
+        #[arg(long)]
+        insecure_no_token: bool,
+    },
+    /// Debug the elicitation mapping without an agent.
+    #[command(subcommand)]
+    Elicitation(ElicitationCommand),
+}
+
+#[derive(Subcommand)]
+enum ElicitationCommand {
+    /// Read `elicitation/create` params on stdin; print the mapped questions or `{"decline": …}`.
+    Map,
+    /// Read an operator answer `{answers, rejected, reject_reason}` on stdin; print the ACP
+    /// response, or the validation error (exit code 1).
+    Respond {
+        /// File with the `elicitation/create` params the answer is for.
+        #[arg(long)]
+        request: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve {
+            listen,
+            insecure_no_token,
+        } => serve(listen, insecure_no_token),
+        Command::Elicitation(ElicitationCommand::Map) => {
+            let Some(stdin) = read_stdin() else {
+                return ExitCode::from(2);
+            };
+            print_outcome(debug_cli::map(&stdin))
+        }
+        Command::Elicitation(ElicitationCommand::Respond { request }) => {
+            let params = match std::fs::read_to_string(&request) {
+                Ok(params) => params,
+                Err(err) => {
+                    return config_error(&format!(
+                        "cannot read --request {}: {err}",
+                        request.display()
+                    ));
+                }
+            };
+            let Some(answer) = read_stdin() else {
+                return ExitCode::from(2);
+            };
+            print_outcome(debug_cli::respond(&params, &answer))
+        }
+    }
+}
+
+fn read_stdin() -> Option<String> {
+    let mut text = String::new();
+    match std::io::stdin().read_to_string(&mut text) {
+        Ok(_) => Some(text),
+        Err(err) => {
+            eprintln!("agentctl: cannot read stdin: {err}");
+            None
+        }
+    }
+}
+
+fn print_outcome(outcome: debug_cli::Outcome) -> ExitCode {
+    let text = serde_json::to_string_pretty(&outcome.output).unwrap_or_default();
+    println!("{text}");
+    if outcome.failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// One clear line on stderr and exit code 2.
+fn config_error(message: &str) -> ExitCode {
+    eprintln!("agentctl: {message}");
+    ExitCode::from(2)
+}
+
+fn serve(listen: SocketAddr, insecure_no_token: bool) -> ExitCode {
+    let timeouts = match Timeouts::from_env() {
+        Ok(timeouts) => timeouts,
+        Err(err) => return config_error(&err.to_string()),
+    };
+    let token = std::env::var(TOKEN_VAR)
+        .ok()
+        .filter(|t| !t.trim().is_empty());
+    let token = match (token, insecure_no_token) {
+        (Some(token), _) => Some(token),
+        (None, true) => None,
+        (None, false) => {
+            return config_error(&format!(
+                "{TOKEN_VAR} is not set; set it to the agent-stream bearer token, or pass --insecure-no-token for local development"
+            ));
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),
+    };
+    runtime.block_on(run_server(listen, token, timeouts))
+}
+
+async fn run_server(listen: SocketAddr, token: Option<String>, timeouts: Timeouts) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(err) => return config_error(&format!("cannot listen on {listen}: {err}")),
+    };
+    let bound = match listener.local_addr() {
+        Ok(bound) => bound,
+        Err(err) => return config_error(&format!("cannot read the bound address: {err}")),
+    };
+    if token.is_none() {
+        tracing::warn!(
+            "--insecure-no-token: the agent stream accepts anyone who can reach {bound}"
+        );
+    }
+    tracing::info!(
+        %bound,
+        answer_timeout = %humantime::format_duration(timeouts.answer),
+        idle_timeout = %humantime::format_duration(timeouts.idle),
+        "agentctl listening"
+    );
+    let app = AgentCtl::new(token, timeouts);
+    let router = app.router();
+    println!("AGENTCTL_LISTENING {bound}");
+    let _ = std::io::stdout().flush();
+
+    let server = axum::serve(listener, router);
+    tokio::select! {
+        result = server => match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                tracing::error!(error = %err, "server failed");
+                ExitCode::FAILURE
+            }
+        },
+        signal = shutdown_signal() => {
+            tracing::info!(signal, "shutting down: cancelling pending elicitations and stopping agents");
+            app.shutdown_all().await;
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        },
+        _ => {
+            tracing::warn!("cannot install signal handlers; only ctrl-c is handled");
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
+}

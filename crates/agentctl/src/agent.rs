@@ -1,0 +1,338 @@
+//! One agent subprocess and the ACP client connection to it.
+//!
+//! agentctl spawns the agent itself (command, env, cwd from the session's `AgentSpec`),
+//! speaks ACP over its stdin/stdout with the `agent-client-protocol` SDK's client side,
+//! turns its stderr into lines and its exit into a callback. Incoming agent requests are
+//! handled from their **raw** params (an untyped handler), so a malformed
+//! `elicitation/create` can still be answered `decline` rather than a JSON-RPC error.
+//!
+//! Handlers run inside the SDK's dispatch loop, so [`AgentHandler`] methods must return
+//! quickly: park responders, emit events, spawn timers; never wait for the operator.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::{Agent, ByteStreams, Client, Handled, UntypedMessage};
+use kandev_agent_stream::request::AgentSpec;
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio::process::{Child, Command};
+use tokio::sync::{oneshot, watch};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+/// The responder of one incoming agent request (JSON result).
+pub type AcpResponder = agent_client_protocol::Responder<Value, agent_client_protocol::V1>;
+/// The ACP connection to the agent.
+pub type AcpConnection = agent_client_protocol::v1::ConnectionTo<Agent>;
+
+/// ACP method of a form elicitation.
+pub const ELICITATION_CREATE: &str = "elicitation/create";
+/// ACP method of a permission request.
+pub const REQUEST_PERMISSION: &str = "session/request_permission";
+/// ACP notification carrying session updates.
+pub const SESSION_UPDATE: &str = "session/update";
+
+/// What the connection reports to the session that owns it.
+pub trait AgentHandler: Send + Sync + 'static {
+    /// Any frame arrived from the agent (drives the idle timeout).
+    fn activity(&self);
+    /// A `session/update` notification, params verbatim.
+    fn session_update(&self, params: Value);
+    /// An `elicitation/create` request; `responder` must be answered exactly once.
+    fn elicitation(&self, params: Value, responder: AcpResponder);
+    /// A `session/request_permission` request.
+    fn permission(&self, params: Value, responder: AcpResponder);
+    /// One line of the agent's stderr, without its newline.
+    fn stderr_line(&self, line: String);
+    /// The agent process ended (`None`: killed by a signal).
+    fn exited(&self, code: Option<i32>);
+}
+
+/// Why the agent could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// `command` was empty.
+    #[error("agent command is empty")]
+    EmptyCommand,
+    /// The OS refused to start it.
+    #[error("cannot start agent `{program}`: {source}")]
+    Io {
+        /// The program.
+        program: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A pipe was missing (cannot happen with piped stdio; reported rather than unwrapped).
+    #[error("agent `{0}` started without the {1} pipe")]
+    MissingPipe(String, &'static str),
+    /// The SDK connection ended before it was usable.
+    #[error("ACP connection to the agent closed before it started")]
+    ConnectionClosed,
+}
+
+/// A request to the agent failed.
+#[derive(Debug, thiserror::Error)]
+#[error("ACP `{method}` failed: {message}")]
+pub struct RequestError {
+    /// The method sent.
+    pub method: String,
+    /// What came back (the agent's JSON-RPC error, or a transport failure).
+    pub message: String,
+}
+
+/// A running agent: its ACP connection and the controls of its process.
+pub struct AgentLink {
+    cx: AcpConnection,
+    pid: Option<u32>,
+    stop: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+    kill: Mutex<Option<oneshot::Sender<()>>>,
+    exit: watch::Receiver<Option<Option<i32>>>,
+}
+
+impl AgentLink {
+    /// Spawns `spec` and connects the SDK's client side to its stdio.
+    pub async fn spawn(
+        spec: &AgentSpec,
+        handler: Arc<dyn AgentHandler>,
+    ) -> Result<Self, SpawnError> {
+        let (program, args) = spec.command.split_first().ok_or(SpawnError::EmptyCommand)?;
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .envs(&spec.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(cwd) = &spec.cwd {
+            command.current_dir(cwd);
+        }
+        let mut child = command.spawn().map_err(|source| SpawnError::Io {
+            program: program.clone(),
+            source,
+        })?;
+        let pid = child.id();
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| SpawnError::MissingPipe(program.clone(), "stdin"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| SpawnError::MissingPipe(program.clone(), "stdout"))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| SpawnError::MissingPipe(program.clone(), "stderr"))?;
+        tracing::info!(program = %program, pid, "agent started");
+
+        spawn_stderr_reader(stderr, Arc::clone(&handler));
+
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let stop = Arc::new(Mutex::new(Some(stop_tx)));
+        let (kill_tx, kill_rx) = oneshot::channel();
+        let (exit_tx, exit_rx) = watch::channel(None);
+        spawn_exit_watcher(
+            child,
+            kill_rx,
+            exit_tx,
+            Arc::clone(&stop),
+            Arc::clone(&handler),
+        );
+
+        let (cx_tx, cx_rx) = oneshot::channel();
+        let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+        tokio::spawn(run_connection(transport, handler, cx_tx, stop_rx));
+        let cx = cx_rx.await.map_err(|_| SpawnError::ConnectionClosed)?;
+
+        Ok(Self {
+            cx,
+            pid,
+            stop,
+            kill: Mutex::new(Some(kill_tx)),
+            exit: exit_rx,
+        })
+    }
+
+    /// The agent's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Sends a request with raw params and waits for its result. Call it outside the
+    /// dispatch loop (from a request task), never from an [`AgentHandler`] method.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, RequestError> {
+        let error = |message: String| RequestError {
+            method: method.to_owned(),
+            message,
+        };
+        let message = UntypedMessage::new(method, params).map_err(|err| error(err.to_string()))?;
+        self.cx
+            .send_request(message)
+            .block_task()
+            .await
+            .map_err(|err| error(err.to_string()))
+    }
+
+    /// Sends a notification with raw params.
+    pub fn notify(&self, method: &str, params: Value) -> Result<(), RequestError> {
+        let error = |message: String| RequestError {
+            method: method.to_owned(),
+            message,
+        };
+        let message = UntypedMessage::new(method, params).map_err(|err| error(err.to_string()))?;
+        self.cx
+            .send_notification(message)
+            .map_err(|err| error(err.to_string()))
+    }
+
+    /// Whether the process has exited.
+    pub fn has_exited(&self) -> bool {
+        self.exit.borrow().is_some()
+    }
+
+    /// Waits for the process to exit; returns its code.
+    pub async fn wait_exit(&self) -> Option<i32> {
+        let mut exit = self.exit.clone();
+        match exit.wait_for(Option::is_some).await {
+            Ok(code) => code.flatten(),
+            // The watcher is gone, which only happens after it published the exit.
+            Err(_) => None,
+        }
+    }
+
+    /// Stops the agent: closes the ACP connection (and with it the agent's stdin), waits
+    /// up to `grace` for it to exit, then kills it. Returns its exit code.
+    pub async fn stop(&self, grace: Duration) -> Option<i32> {
+        if let Some(stop) = lock(&self.stop).take() {
+            let _ = stop.send(());
+        }
+        if let Ok(code) = tokio::time::timeout(grace, self.wait_exit()).await {
+            return code;
+        }
+        tracing::warn!(
+            pid = self.pid,
+            ?grace,
+            "agent did not exit after its stdin closed; killing it"
+        );
+        if let Some(kill) = lock(&self.kill).take() {
+            let _ = kill.send(());
+        }
+        self.wait_exit().await
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn run_connection<T>(
+    transport: T,
+    handler: Arc<dyn AgentHandler>,
+    cx_tx: oneshot::Sender<AcpConnection>,
+    stop_rx: oneshot::Receiver<()>,
+) where
+    T: agent_client_protocol::ConnectTo<Client> + 'static,
+{
+    let requests = Arc::clone(&handler);
+    let notifications = handler;
+    let result = Client
+        .v1()
+        .name("kandev-agentctl")
+        .on_receive_request(
+            async move |message: UntypedMessage, responder: AcpResponder, _cx: AcpConnection| {
+                requests.activity();
+                let handled: Handled<(UntypedMessage, AcpResponder)> = match message.method() {
+                    ELICITATION_CREATE => {
+                        requests.elicitation(message.params, responder);
+                        Handled::Yes
+                    }
+                    REQUEST_PERMISSION => {
+                        requests.permission(message.params, responder);
+                        Handled::Yes
+                    }
+                    // Not advertised (fs, terminal, …): the SDK answers "method not found".
+                    _ => Handled::No {
+                        message: (message, responder),
+                        retry: false,
+                    },
+                };
+                Ok(handled)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |message: UntypedMessage, _cx: AcpConnection| {
+                notifications.activity();
+                if message.method() == SESSION_UPDATE {
+                    notifications.session_update(message.params);
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(transport, async move |cx: AcpConnection| {
+            let _ = cx_tx.send(cx.clone());
+            tokio::select! {
+                _ = stop_rx => {}
+                _ = cx.incoming_closed() => {}
+            }
+            Ok(())
+        })
+        .await;
+    match result {
+        Ok(()) => tracing::debug!("ACP connection closed"),
+        Err(err) => tracing::warn!(error = %err, "ACP connection ended with an error"),
+    }
+}
+
+fn spawn_stderr_reader(stderr: tokio::process::ChildStderr, handler: Arc<dyn AgentHandler>) {
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        loop {
+            match lines.next_line().await {
+                Ok(Some(line)) => handler.stderr_line(line),
+                Ok(None) => break,
+                Err(err) => {
+                    tracing::debug!(error = %err, "agent stderr unreadable");
+                    break;
+                }
+            }
+        }
+    });
+}
+
+fn spawn_exit_watcher(
+    mut child: Child,
+    kill_rx: oneshot::Receiver<()>,
+    exit_tx: watch::Sender<Option<Option<i32>>>,
+    stop: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+    handler: Arc<dyn AgentHandler>,
+) {
+    tokio::spawn(async move {
+        let status = tokio::select! {
+            status = child.wait() => status,
+            _ = kill_rx => {
+                let _ = child.start_kill();
+                child.wait().await
+            }
+        };
+        let code = match status {
+            Ok(status) => status.code(),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot wait for the agent process");
+                None
+            }
+        };
+        tracing::info!(code, "agent exited");
+        // The connection cannot outlive the process it talks to.
+        if let Some(stop) = lock(&stop).take() {
+            let _ = stop.send(());
+        }
+        handler.exited(code);
+        let _ = exit_tx.send(Some(code));
+    });
+}
