@@ -1,0 +1,228 @@
+// Page-level tests of the answer surface: the real clarification.js module, in chromium,
+// rendering fixture records (tests/fixtures) with `respond` replaced by a recorder.
+// These pin the UI rules whatever the backend does; the full-stack tests in
+// ui.test.mjs pin what reaches the agent.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { launchBrowser, newPage, screenshot, startWebServer } from "./harness.mjs";
+
+let server;
+let browser;
+
+before(async () => {
+  server = await startWebServer();
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+async function bench(fixture, viewport) {
+  const page = await newPage(browser, viewport);
+  await page.goto(`${server.url}/__test__/overlay.html?fixture=${fixture}`);
+  await page.locator("body[data-ready=true]").waitFor();
+  await page.getByTestId("clarification-overlay").waitFor();
+  return page;
+}
+
+const calls = (page) => page.evaluate(() => window.__calls);
+const reply = (page, value) => page.evaluate((v) => { window.__reply = v; }, value);
+
+describe("answer surface, ask_user_question rules (AC-57, page-level with a fixture record)", () => {
+  test("AC-57: typing clears the chosen option, choosing clears the typed text, only one is sent", async () => {
+    const page = await bench("ask-user-question");
+    const postgres = page.getByTestId("clarification-option-q1-Postgres");
+    const custom = page.getByTestId("clarification-custom-q1");
+    await postgres.check();
+    await custom.fill("CockroachDB");
+    assert.equal(await postgres.isChecked(), false, "typing cleared the selection");
+    await postgres.check();
+    assert.equal(await custom.inputValue(), "", "selecting cleared the text");
+    await custom.fill("CockroachDB");
+    await page.getByTestId("clarification-option-q2-eu").check();
+    await screenshot(page, "overlay-ask-user-question");
+    await page.getByTestId("clarification-submit").click();
+    await page.getByTestId("clarification-outcome").waitFor();
+    assert.deepEqual(await calls(page), [{
+      pendingId: "7b0f6a1e-4a55-4c1b-9a57-2f3e1d0c9b11",
+      payload: {
+        answers: [
+          { question_id: "q1", selected_options: [], custom_text: "CockroachDB" },
+          { question_id: "q2", selected_options: ["eu"], custom_text: "" },
+        ],
+        rejected: false,
+        reject_reason: "",
+      },
+    }]);
+    await page.context().close();
+  });
+
+  test("AC-57: every question must be answered before submit; skip stays available", async () => {
+    const page = await bench("ask-user-question");
+    await page.getByTestId("clarification-option-q1-SQLite").check();
+    await page.getByTestId("clarification-submit").click();
+    await page.getByTestId("clarification-error-q2").waitFor();
+    assert.match(await page.getByTestId("clarification-error-q2").textContent(), /required/i);
+    assert.equal((await calls(page)).length, 0, "nothing sent while a question is unanswered");
+    await reply(page, { ok: true, body: { status: "declined" } });
+    await page.getByTestId("clarification-skip").click();
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.deepEqual((await calls(page))[0].payload, { answers: [], rejected: true, reject_reason: "skipped" });
+    assert.match(await page.getByTestId("clarification-outcome").textContent(), /skipped/i);
+    await page.context().close();
+  });
+});
+
+describe("answer surface, elicitation rules (page-level)", () => {
+  test("selection and custom text coexist; the options only look deselected (spec addition 2)", async () => {
+    const page = await bench("elicitation-single");
+    const postgres = page.getByTestId("clarification-option-question_0-Postgres");
+    await postgres.check();
+    await page.getByTestId("clarification-custom-question_0").fill("  CockroachDB ");
+    assert.equal(await postgres.isChecked(), true, "the selection is kept");
+    assert.equal(await page.locator(".options.superseded").count(), 1, "options look deselected while text is typed");
+    await screenshot(page, "overlay-elicitation-coexist");
+    await page.getByTestId("clarification-submit").click();
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.deepEqual((await calls(page))[0].payload.answers, [
+      { question_id: "question_0", selected_options: ["Postgres"], custom_text: "CockroachDB" },
+    ]);
+    await page.context().close();
+  });
+
+  test("multi-select accumulates and is sent in declaration order; maxItems checked inline", async () => {
+    const page = await bench("elicitation-multi");
+    await page.getByTestId("clarification-option-question_1-prod").check();
+    await page.getByTestId("clarification-option-question_1-dev").check();
+    await page.getByTestId("clarification-option-question_1-staging").check();
+    await page.getByTestId("clarification-submit").click();
+    await page.getByTestId("clarification-error-question_1").waitFor();
+    assert.match(await page.getByTestId("clarification-error-question_1").textContent(), /at most 2/);
+    assert.equal((await calls(page)).length, 0);
+    await page.getByTestId("clarification-option-question_1-staging").uncheck();
+    await page.getByTestId("clarification-submit").click();
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.deepEqual((await calls(page))[0].payload.answers, [
+      { question_id: "question_1", selected_options: ["dev", "prod"], custom_text: "" },
+    ]);
+    await page.context().close();
+  });
+
+  test("AC-56 (page-level): a zero-option question renders the free-text field alone and submits it", async () => {
+    const page = await bench("elicitation-apikey");
+    const overlay = page.getByTestId("clarification-overlay");
+    assert.equal(await overlay.locator("input[type=radio], input[type=checkbox], .options").count(), 0, "no option list");
+    await page.getByTestId("clarification-custom-apiKey").fill("sk-123");
+    await page.getByTestId("clarification-submit").click();
+    await overlay.waitFor({ state: "detached" });
+    assert.deepEqual((await calls(page))[0].payload.answers, [{ question_id: "apiKey", selected_options: [], custom_text: "sk-123" }]);
+    await page.context().close();
+  });
+
+  test("boolean, integer, number and text fields: defaults pre-filled, required marked, constraints checked before submit", async () => {
+    const page = await bench("elicitation-extended");
+    assert.equal(await page.getByTestId("clarification-option-confirm-true").isChecked(), true, "boolean default");
+    assert.equal(await page.getByTestId("clarification-custom-replicas").inputValue(), "3", "integer default");
+    assert.equal(await page.locator('[data-question-id="replicas"] .required').count(), 1, "required marker");
+    await page.getByTestId("clarification-custom-replicas").fill("12");
+    await page.getByTestId("clarification-custom-ratio").fill("abc");
+    await page.getByTestId("clarification-custom-contact").fill("not-an-email");
+    await page.getByTestId("clarification-custom-ticket").fill("JIRA-1");
+    await page.getByTestId("clarification-submit").click();
+    await page.getByTestId("clarification-error-replicas").waitFor();
+    assert.match(await page.getByTestId("clarification-error-replicas").textContent(), /10 or less/);
+    assert.match(await page.getByTestId("clarification-error-ratio").textContent(), /number/i);
+    assert.match(await page.getByTestId("clarification-error-contact").textContent(), /email/i);
+    assert.match(await page.getByTestId("clarification-error-ticket").textContent(), /expected form/i);
+    await screenshot(page, "overlay-extended-errors");
+    assert.equal((await calls(page)).length, 0, "nothing is sent while a field is invalid");
+
+    await page.getByTestId("clarification-custom-replicas").fill("");
+    await page.getByTestId("clarification-submit").click();
+    assert.match(await page.getByTestId("clarification-error-replicas").textContent(), /required/i);
+
+    await page.getByTestId("clarification-custom-replicas").fill("4");
+    await page.getByTestId("clarification-custom-ratio").fill("0.25");
+    await page.getByTestId("clarification-custom-contact").fill("oncall@example.com");
+    await page.getByTestId("clarification-custom-ticket").fill("OPS-42");
+    await page.getByTestId("clarification-option-confirm-false").check();
+    await page.getByTestId("clarification-submit").click();
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.deepEqual((await calls(page))[0].payload.answers, [
+      { question_id: "confirm", selected_options: [], custom_text: "false" },
+      { question_id: "replicas", selected_options: [], custom_text: "4" },
+      { question_id: "ratio", selected_options: [], custom_text: "0.25" },
+      { question_id: "contact", selected_options: [], custom_text: "oncall@example.com" },
+      { question_id: "ticket", selected_options: [], custom_text: "OPS-42" },
+    ]);
+    await page.context().close();
+  });
+});
+
+describe("answer surface outcomes (page-level)", () => {
+  test("400 shows the server's message and keeps the surface", async () => {
+    const page = await bench("elicitation-single");
+    await reply(page, { ok: false, status: 400, code: "INVALID_ANSWER", message: "option Nope is not declared" });
+    await page.getByTestId("clarification-option-question_0-SQLite").check();
+    await page.getByTestId("clarification-submit").click();
+    const outcome = page.getByTestId("clarification-outcome");
+    await outcome.waitFor();
+    assert.match(await outcome.textContent(), /option Nope is not declared/);
+    assert.equal(await outcome.getAttribute("data-outcome"), "invalid");
+    assert.equal(await page.getByTestId("clarification-overlay").isVisible(), true);
+    assert.equal(await page.getByTestId("clarification-submit").isEnabled(), true, "the operator can correct and resubmit");
+    await page.context().close();
+  });
+
+  test("503 says the answer did not reach the agent and keeps the surface open", async () => {
+    const page = await bench("elicitation-single");
+    await reply(page, { ok: false, status: 503, code: "AGENT_STREAM_NOT_CONNECTED", message: "agent stream not connected" });
+    await page.getByTestId("clarification-option-question_0-SQLite").check();
+    await page.getByTestId("clarification-submit").click();
+    const outcome = page.getByTestId("clarification-outcome");
+    await outcome.waitFor();
+    assert.match(await outcome.textContent(), /did not reach the agent; the question stays open/);
+    assert.equal(await page.getByTestId("clarification-overlay").isVisible(), true);
+    assert.equal(await page.getByTestId("clarification-option-question_0-SQLite").isChecked(), true, "the answer is kept for a retry");
+    await page.context().close();
+  });
+
+  test("404 says it was already answered elsewhere and withdraws the surface", async () => {
+    const page = await bench("elicitation-single");
+    await reply(page, { ok: false, status: 404, code: "NOT_FOUND", message: "no such pending" });
+    await page.getByTestId("clarification-option-question_0-SQLite").check();
+    await page.getByTestId("clarification-submit").click();
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.match(await page.getByTestId("clarification-outcome").textContent(), /already answered elsewhere/);
+    await page.context().close();
+  });
+
+  test("not_delivered says the agent disconnected and the answer was recorded only", async () => {
+    const page = await bench("elicitation-single");
+    await reply(page, { ok: true, body: { status: "not_delivered" } });
+    await page.getByTestId("clarification-option-question_0-SQLite").check();
+    await page.getByTestId("clarification-submit").click();
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.match(await page.getByTestId("clarification-outcome").textContent(), /agent disconnected; your answer was recorded but not delivered/);
+    await page.context().close();
+  });
+
+  test("a settlement by another route withdraws the surface and says why", async () => {
+    const page = await bench("elicitation-single");
+    await page.evaluate(() => window.__area.settle("0d7c1c7e-0c38-4f43-8d7b-5a0f3f1b2c01", "expired"));
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.match(await page.getByTestId("clarification-outcome").textContent(), /closed.*Expired/);
+    await page.context().close();
+  });
+
+  test("readable at 375px: no horizontal scrolling", async () => {
+    const page = await bench("elicitation-extended", { width: 375, height: 800 });
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert.ok(overflow <= 0, `page overflows by ${overflow}px`);
+    await screenshot(page, "overlay-375");
+    await page.context().close();
+  });
+});
