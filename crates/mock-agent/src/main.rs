@@ -1,1 +1,183 @@
-fn main() {}
+//! `mock-agent`: a scripted ACP agent over stdio, for demos and tests of Kandev.
+//!
+//! See `mock-agent --help` and `notes/scenario-format.md` for the scenario format.
+
+mod agent;
+mod bridge_form;
+mod capability;
+mod catalog;
+mod frame_log;
+mod scenario;
+mod turn;
+mod wire;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::agent::MockAgent;
+use crate::catalog::Catalog;
+use crate::frame_log::FrameLog;
+use crate::wire::Wire;
+
+const LONG_ABOUT: &str = "\
+A scripted ACP agent (protocol v1) over stdio, for demos and tests of Kandev.
+
+stdin and stdout carry newline-delimited JSON-RPC and nothing else; logs go to
+stderr (filter with RUST_LOG, default `info`).
+
+Every session/prompt plays one scenario: a prompt starting with `/e2e:NAME`
+plays NAME (the rest of the prompt is ignored), any other prompt plays
+--scenario. An unknown scenario is answered with the text `unknown scenario
+NAME` and the turn ends `end_turn`. session/cancel stops the scenario and the
+prompt returns `cancelled`; elicitations already sent stay outstanding.
+
+A scenario is a JSON file {\"name\", \"description\", \"steps\": [...]}; each step is
+an object with one key:
+  {\"text\": \"Hello\"}                         agent_message_chunk
+  {\"tool_call\": {\"toolCallId\", \"title\", ...}}  session/update tool_call (ACP fields)
+  {\"tool_call_update\": {\"toolCallId\", ...}}    session/update tool_call_update
+  {\"elicit\": {\"id\": \"e1\", \"params\": {...}}}  elicitation/create with these params
+  {\"elicit_questions\": {\"id\", \"tool_call_id\", \"questions\": [...]}}
+                                            the form claude-agent-acp 0.65.0 builds
+                                            for AskUserQuestion
+  {\"elicit_raw\": {\"id\", \"params\": <any JSON>}}  params sent exactly as given
+  {\"cancel_elicitation\": {\"id\", \"after_ms\": 50}}  $/cancel_request after a delay
+  {\"await\": {\"id\"}}                        wait, then say `elicitation ID result: <json>`
+  {\"say_choice\": {\"id\", \"question\": \"question_0\"}}  wait, then say what was picked
+  {\"request_permission\": {\"toolCallId\", \"options\": [...]}}  ask and report
+  {\"sleep_ms\": 100}
+  {\"if_capability\": \"elicitation.form\", \"then\": [...], \"else\": [...]}
+  {\"end_turn\": \"end_turn\"|\"cancelled\"|\"max_tokens\"|\"refusal\"}
+  {\"exit\": 3}                               exit the process at once
+\"$SESSION_ID\" in string values (all steps but elicit_raw) becomes the ACP
+session id. Elicit steps do not wait; `await` does.
+
+Environment:
+  MOCK_AGENT_LOG=PATH   append every JSON-RPC frame received and sent, one
+                        {\"dir\": \"recv\"|\"send\", \"frame\": {...}} per line,
+                        flushed per line
+  RUST_LOG              log filter for stderr
+
+Talk to it by hand (one JSON object per line on stdin):
+  mock-agent
+  {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1,\"clientCapabilities\":{\"elicitation\":{\"form\":{}}}}}
+  {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session/new\",\"params\":{\"cwd\":\"/tmp\",\"mcpServers\":[]}}
+  {\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"mock-session-1\",\"prompt\":[{\"type\":\"text\",\"text\":\"/e2e:single\"}]}}
+  then answer the elicitation/create it sends, using its id:
+  {\"jsonrpc\":\"2.0\",\"id\":\"<id>\",\"result\":{\"action\":\"accept\",\"content\":{\"question_0\":\"Postgres\"}}}";
+
+/// Command line of `mock-agent`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "mock-agent",
+    version,
+    about = "Scripted ACP agent over stdio for demos and tests.",
+    long_about = LONG_ABOUT
+)]
+struct Cli {
+    /// Scenario for prompts that do not start with `/e2e:NAME`.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "demo",
+        env = "MOCK_AGENT_SCENARIO"
+    )]
+    scenario: String,
+    /// Directory of more scenarios, one `NAME.json` each; they take precedence
+    /// over embedded scenarios of the same name.
+    #[arg(long, value_name = "DIR", env = "MOCK_AGENT_SCENARIO_DIR")]
+    scenario_dir: Option<PathBuf>,
+    /// Print the available scenarios and exit.
+    #[arg(long)]
+    list_scenarios: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("info,agent_client_protocol=warn")
+            }),
+        )
+        .init();
+
+    let catalog = Catalog::new(cli.scenario_dir.clone());
+    if cli.list_scenarios {
+        return list_scenarios(&catalog);
+    }
+    if let Err(error) = catalog.load(&cli.scenario) {
+        eprintln!("mock-agent: --scenario {}: {error}", cli.scenario);
+        return ExitCode::from(2);
+    }
+    let log = match std::env::var_os("MOCK_AGENT_LOG").filter(|path| !path.is_empty()) {
+        Some(path) => match FrameLog::open(path.as_ref()) {
+            Ok(log) => Some(log),
+            Err(error) => {
+                eprintln!(
+                    "mock-agent: cannot open MOCK_AGENT_LOG {}: {error}",
+                    PathBuf::from(path).display()
+                );
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("mock-agent: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(scenario = %cli.scenario, "mock-agent ready on stdio");
+    let agent = MockAgent::new(Wire::new(log), catalog, cli.scenario);
+    let result = runtime.block_on(agent.serve());
+    // stdin is at EOF or broken; do not wait on leftover tasks such as delayed cancels.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("mock-agent: connection failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn list_scenarios(catalog: &Catalog) -> ExitCode {
+    let listings = match catalog.list() {
+        Ok(listings) => listings,
+        Err(error) => {
+            eprintln!("mock-agent: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut broken = false;
+    for listing in listings {
+        match listing.summary {
+            Ok(description) => println!("{:<16} {description}", listing.name),
+            Err(problem) => {
+                broken = true;
+                println!(
+                    "{:<16} INVALID ({}): {problem}",
+                    listing.name, listing.origin
+                );
+            }
+        }
+    }
+    if broken {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
