@@ -22,3 +22,13 @@ lint:
 # Format the code.
 fmt:
     cargo fmt --all
+
+# Install browser-test dependencies: Debian's chromium if missing, apps/web's locked npm packages.
+web-deps:
+    command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+    cd apps/web && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
+
+# Browser tests of apps/web in headless chromium against a real kandev (screenshots in target/browser-screenshots/).
+e2e-browser: web-deps
+    cargo build --workspace --bins
+    node --test apps/web/tests/
