@@ -10,13 +10,13 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::flags::{SessionFlags, elicitation_enabled};
+use kandev_flags::FlagSnapshot;
 
 /// The agent id whose `_meta` also carries `parameterizedModelPicker`.
 pub const CURSOR_AGENT_ID: &str = "cursor-acp";
 
 /// Builds the `clientCapabilities` for `agent_id` under `flags`.
-pub fn client_capabilities(agent_id: &str, flags: &SessionFlags) -> Value {
+pub fn client_capabilities(agent_id: &str, flags: &FlagSnapshot) -> Value {
     // Keys in byte order, as the Go original's map marshalling produced them.
     let mut meta = Map::new();
     if agent_id == CURSOR_AGENT_ID {
@@ -26,7 +26,7 @@ pub fn client_capabilities(agent_id: &str, flags: &SessionFlags) -> Value {
 
     let mut capabilities = Map::new();
     capabilities.insert("_meta".to_owned(), Value::Object(meta));
-    if elicitation_enabled(flags) {
+    if flags.acp_elicitation() {
         capabilities.insert("elicitation".to_owned(), json!({"form": {}}));
     }
     Value::Object(capabilities)
@@ -35,10 +35,12 @@ pub fn client_capabilities(agent_id: &str, flags: &SessionFlags) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flags::ACP_ELICITATION;
+    use kandev_flags::registry::ACP_ELICITATION;
 
-    fn flags(on: bool) -> SessionFlags {
-        SessionFlags::from([(ACP_ELICITATION.to_owned(), on)])
+    fn flags(on: bool) -> FlagSnapshot {
+        let mut snapshot = FlagSnapshot::default();
+        snapshot.set(ACP_ELICITATION, on);
+        snapshot
     }
 
     fn fixture(name: &str) -> String {
@@ -65,7 +67,7 @@ mod tests {
         }
         // An empty snapshot is flag off as well.
         assert_eq!(
-            compact(&client_capabilities("claude-acp", &SessionFlags::new())),
+            compact(&client_capabilities("claude-acp", &FlagSnapshot::default())),
             fixture("default.json")
         );
     }

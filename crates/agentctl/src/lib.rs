@@ -24,7 +24,6 @@ pub mod agent;
 pub mod capabilities;
 pub mod config;
 pub mod debug_cli;
-pub mod flags;
 pub mod outbox;
 pub mod pending;
 pub mod server;

@@ -15,6 +15,7 @@ use kandev_agent_stream::{
     AgentEvent, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome,
 };
 use kandev_elicitation::{ElicitationResponse, build_response, map_request};
+use kandev_flags::FlagSnapshot;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -23,7 +24,6 @@ use tracing::Instrument;
 use crate::agent::{AcpResponder, AgentHandler, AgentLink, SpawnError};
 use crate::capabilities::client_capabilities;
 use crate::config::Timeouts;
-use crate::flags::elicitation_enabled;
 use crate::outbox::{DEFAULT_CAPACITY, Outbox};
 use crate::pending::{PendingElicitation, PendingSet, TakeRefused};
 
@@ -151,11 +151,13 @@ impl Session {
         } = start;
         let span = tracing::info_span!("session", session_id = %session_id, agent = %agent.id);
         async move {
+            // The backend resolved the flags at session start (F5); agentctl reads none itself.
+            let flags = FlagSnapshot::from(flags);
             let client_capabilities = client_capabilities(&agent.id, &flags);
             let session = Arc::new_cyclic(|me| Session {
                 id: session_id.clone(),
                 agent_id: agent.id.clone(),
-                elicitation_enabled: elicitation_enabled(&flags),
+                elicitation_enabled: flags.acp_elicitation(),
                 permission_policy: agent.permission_policy,
                 timeouts,
                 client_capabilities,
