@@ -70,10 +70,12 @@ const PACKAGES = {
   ],
 };
 
-/** Fails with a message on stderr and exit code 2 (1 is left to Node itself). */
+/** A failure reported as `bridge.mjs: <message>` with exit code 2 (1 is Node's own). */
+class BridgeError extends Error {}
+
+/** Throws, so that `finally` blocks (staging clean-up) still run. */
 function die(message) {
-  process.stderr.write(`bridge.mjs: ${message}\n`);
-  process.exit(2);
+  throw new BridgeError(message);
 }
 
 function parseArgs(argv) {
@@ -286,13 +288,18 @@ async function capture(cache) {
   return { written };
 }
 
-const { op, version, cache } = parseArgs(process.argv.slice(2));
-if (!op) die("usage: bridge.mjs <ensure|exports|build|apply|refusal|mcp> <version> | capture");
-let result;
-if (op === "capture") {
-  result = await capture(cache);
-} else {
+async function main() {
+  const { op, version, cache } = parseArgs(process.argv.slice(2));
+  if (!op) die("usage: bridge.mjs <ensure|exports|build|apply|refusal|mcp|batch> <version> | capture");
+  if (op === "capture") return capture(cache);
   if (!version) die(`${op} needs a bridge version (${Object.keys(PACKAGES).join(", ")})`);
-  result = await run(op, version, cache, op === "ensure" || op === "exports" ? {} : readStdin());
+  return run(op, version, cache, op === "ensure" || op === "exports" ? {} : readStdin());
 }
-process.stdout.write(`${JSON.stringify(result === undefined ? null : result)}\n`);
+
+try {
+  const result = await main();
+  process.stdout.write(`${JSON.stringify(result === undefined ? null : result)}\n`);
+} catch (err) {
+  process.stderr.write(`bridge.mjs: ${err instanceof BridgeError ? err.message : err.stack}\n`);
+  process.exitCode = 2;
+}
