@@ -1,0 +1,596 @@
+//! The real `mock-agent` binary driven over its stdin/stdout with raw JSON-RPC
+//! lines: no SDK on this side, so what is asserted is the wire itself.
+
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// How long any single expected frame or exit may take.
+const DEADLINE: Duration = Duration::from_secs(15);
+
+/// The spec's §C single-question form, as the `single` scenario sends it.
+fn spec_c_single(session_id: &str) -> Value {
+    json!({
+        "mode": "form",
+        "sessionId": session_id,
+        "toolCallId": "tool-42",
+        "message": "Which database should the new service use?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "question_0": {
+                    "type": "string",
+                    "title": "Datastore",
+                    "oneOf": [
+                        { "const": "Postgres", "title": "Postgres", "description": "Relational, already operated by the team." },
+                        { "const": "SQLite", "title": "SQLite", "description": "Embedded; no ops burden.",
+                          "_meta": { "_claude/askUserQuestionOption": { "preview": "file:./app.db" } } },
+                        { "const": "DynamoDB", "title": "DynamoDB" }
+                    ]
+                },
+                "question_0_custom": {
+                    "type": "string",
+                    "title": "Other",
+                    "description": "Type your own answer instead of choosing an option above (optional).",
+                    "_meta": { "_askUserQuestionCustomAnswer": { "questionId": "question_0", "isCustomAnswer": true } }
+                }
+            }
+        }
+    })
+}
+
+/// A running `mock-agent` and everything that crossed its stdio.
+struct MockAgent {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Lines<BufReader<ChildStdout>>,
+    log_path: PathBuf,
+    _dir: tempfile::TempDir,
+    /// Frames we wrote, in order.
+    written: Vec<Value>,
+    /// Frames we read, in order.
+    read: Vec<Value>,
+    /// Frames read while looking for another one, not yet consumed.
+    backlog: Vec<Value>,
+    next_id: i64,
+}
+
+impl MockAgent {
+    fn spawn(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log_path = dir.path().join("frames.jsonl");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mock-agent"))
+            .args(args)
+            .env("MOCK_AGENT_LOG", &log_path)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("mock-agent starts");
+        let stdin = child.stdin.take().expect("stdin piped");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+        Self {
+            child,
+            stdin: Some(stdin),
+            stdout,
+            log_path,
+            _dir: dir,
+            written: Vec::new(),
+            read: Vec::new(),
+            backlog: Vec::new(),
+            next_id: 1,
+        }
+    }
+
+    async fn send(&mut self, frame: Value) {
+        let mut line = frame.to_string();
+        line.push('\n');
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin
+            .write_all(line.as_bytes())
+            .await
+            .expect("write to agent");
+        stdin.flush().await.expect("flush to agent");
+        self.written.push(frame);
+    }
+
+    /// Send a request and return its id; the response is read later.
+    async fn request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
+    /// The next frame from stdout, with a deadline.
+    async fn read_frame(&mut self) -> Value {
+        let line = tokio::time::timeout(DEADLINE, self.stdout.next_line())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no frame within {DEADLINE:?}; read so far: {:#?}",
+                    self.read
+                )
+            })
+            .expect("read agent stdout")
+            .unwrap_or_else(|| panic!("agent closed stdout; read so far: {:#?}", self.read));
+        let frame: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|error| panic!("stdout line is not JSON ({error}): {line}"));
+        self.read.push(frame.clone());
+        frame
+    }
+
+    /// The first frame (backlog first, then stdout) that `wanted` accepts;
+    /// frames passed over stay in the backlog.
+    async fn expect(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        if let Some(index) = self.backlog.iter().position(&wanted) {
+            return self.backlog.remove(index);
+        }
+        let give_up = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            assert!(
+                tokio::time::Instant::now() < give_up,
+                "no {what} within {DEADLINE:?}; read: {:#?}",
+                self.read
+            );
+            let frame = self.read_frame().await;
+            if wanted(&frame) {
+                return frame;
+            }
+            self.backlog.push(frame);
+        }
+    }
+
+    async fn response(&mut self, id: i64) -> Value {
+        let frame = self
+            .expect(&format!("response {id}"), |frame| {
+                frame.get("method").is_none() && frame["id"] == id
+            })
+            .await;
+        assert!(frame.get("error").is_none(), "request {id} failed: {frame}");
+        frame["result"].clone()
+    }
+
+    async fn method(&mut self, method: &str) -> Value {
+        self.expect(method, |frame| frame["method"] == method).await
+    }
+
+    async fn text(&mut self) -> String {
+        let frame = self
+            .expect("agent_message_chunk", |frame| {
+                frame["method"] == "session/update"
+                    && frame["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            })
+            .await;
+        frame["params"]["update"]["content"]["text"]
+            .as_str()
+            .expect("text chunk")
+            .to_owned()
+    }
+
+    /// initialize with `capabilities`, then session/new; returns the session id.
+    async fn start_session(&mut self, capabilities: Value) -> String {
+        let id = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
+            )
+            .await;
+        let init = self.response(id).await;
+        assert_eq!(init["protocolVersion"], 1);
+        assert_eq!(init["agentInfo"]["name"], "mock-agent");
+        assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["http"], true);
+        let id = self
+            .request("session/new", json!({"cwd": "/tmp", "mcpServers": []}))
+            .await;
+        let session = self.response(id).await;
+        session["sessionId"]
+            .as_str()
+            .expect("session id")
+            .to_owned()
+    }
+
+    async fn prompt(&mut self, session_id: &str, text: &str) -> i64 {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await
+    }
+
+    async fn reply(&mut self, request: &Value, result: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": request["id"].clone(), "result": result}))
+            .await;
+    }
+
+    /// Close stdin and wait for the agent to exit.
+    async fn finish(&mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        self.exit_status().await
+    }
+
+    async fn exit_status(&mut self) -> ExitStatus {
+        tokio::time::timeout(DEADLINE, self.child.wait())
+            .await
+            .expect("agent exits in time")
+            .expect("wait for agent")
+    }
+
+    fn log(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log_path)
+            .expect("MOCK_AGENT_LOG written")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("each log line is JSON"))
+            .collect()
+    }
+
+    fn sent_methods(&self) -> Vec<String> {
+        self.read
+            .iter()
+            .filter_map(|frame| frame["method"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+fn form_caps() -> Value {
+    json!({"_meta": {"terminal_output": true}, "elicitation": {"form": {}}})
+}
+
+#[tokio::test]
+async fn single_scenario_sends_the_spec_c_form_and_reports_the_answer_on_the_same_prompt() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "/e2e:single please").await;
+
+    let request = agent.method("elicitation/create").await;
+    assert_eq!(request["params"], spec_c_single(&session));
+    agent
+        .reply(
+            &request,
+            json!({"action": "accept", "content": {"question_0": "Postgres"}}),
+        )
+        .await;
+
+    assert_eq!(
+        agent.text().await,
+        r#"elicitation e1 result: {"action":"accept","content":{"question_0":"Postgres"}}"#
+    );
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert_eq!(
+        agent
+            .sent_methods()
+            .iter()
+            .filter(|m| *m == "elicitation/create")
+            .count(),
+        1
+    );
+    assert!(agent.finish().await.success());
+}
+
+#[tokio::test]
+async fn demo_with_elicitation_form_asks_pick_a_colour_as_a_form() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent
+        .prompt(
+            &session,
+            "use the AskUserQuestion tool right now to ask me to pick a colour",
+        )
+        .await;
+
+    let request = agent.method("elicitation/create").await;
+    let params = &request["params"];
+    assert_eq!(params["mode"], "form");
+    assert_eq!(params["sessionId"], session.as_str());
+    assert_eq!(params["toolCallId"], "toolu-ask-colour");
+    assert_eq!(params["message"], "Pick a colour");
+    let properties = &params["requestedSchema"]["properties"];
+    assert_eq!(
+        properties["question_0"],
+        json!({"type": "string", "title": "Colour", "oneOf": [
+            {"const": "Red", "title": "Red"}, {"const": "Blue", "title": "Blue"}
+        ]})
+    );
+    assert_eq!(
+        properties["question_0_custom"]["_meta"]["_askUserQuestionCustomAnswer"],
+        json!({"questionId": "question_0", "isCustomAnswer": true})
+    );
+    agent
+        .reply(
+            &request,
+            json!({"action": "accept", "content": {"question_0": "Red"}}),
+        )
+        .await;
+    assert_eq!(agent.text().await, "You picked Red.");
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    // The AskUserQuestion round trip shows as a tool call that completes.
+    let tool_updates: Vec<&Value> = agent
+        .read
+        .iter()
+        .filter(|frame| frame["params"]["update"]["toolCallId"] == "toolu-ask-colour")
+        .collect();
+    assert_eq!(tool_updates.len(), 2, "{tool_updates:#?}");
+    assert_eq!(tool_updates[1]["params"]["update"]["status"], "completed");
+    assert!(agent.finish().await.success());
+}
+
+#[tokio::test]
+async fn demo_without_elicitation_form_asks_in_prose_and_never_elicits() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent
+        .start_session(json!({"_meta": {"terminal_output": true}}))
+        .await;
+    let prompt = agent.prompt(&session, "pick a colour").await;
+    assert_eq!(
+        agent.text().await,
+        "I don't have the AskUserQuestion tool available in this session, so I can't use it. \
+         Instead, plainly: Pick a colour — Red or Blue?"
+    );
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert!(agent.finish().await.success());
+    assert!(
+        !agent
+            .sent_methods()
+            .iter()
+            .any(|m| m == "elicitation/create"),
+        "{:#?}",
+        agent.read
+    );
+}
+
+#[tokio::test]
+async fn agent_cancel_sends_cancel_request_naming_the_elicitation() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "/e2e:agent-cancel").await;
+
+    let request = agent.method("elicitation/create").await;
+    let cancel = agent.method("$/cancel_request").await;
+    assert_eq!(cancel["params"]["requestId"], request["id"]);
+    assert!(cancel.get("id").is_none(), "a notification: {cancel}");
+
+    agent.reply(&request, json!({"action": "cancel"})).await;
+    assert_eq!(
+        agent.text().await,
+        r#"elicitation e1 result: {"action":"cancel"}"#
+    );
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert!(agent.finish().await.success());
+    assert!(agent.log().iter().any(|entry| entry["dir"] == "send"
+        && entry["frame"]["method"] == "$/cancel_request"
+        && entry["frame"]["params"]["requestId"] == request["id"]));
+}
+
+#[tokio::test]
+async fn session_cancel_returns_cancelled_and_leaves_the_elicitation_outstanding() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "/e2e:single").await;
+    let request = agent.method("elicitation/create").await;
+
+    agent
+        .send(
+            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
+        )
+        .await;
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "cancelled"})
+    );
+
+    // The client still owes the elicitation its one answer; the agent takes it and
+    // keeps serving: a later turn runs normally.
+    agent.reply(&request, json!({"action": "cancel"})).await;
+    let next = agent.prompt(&session, "/e2e:plain").await;
+    assert_eq!(
+        agent.response(next).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert!(agent.finish().await.success());
+    assert!(
+        !agent.sent_methods().iter().any(|m| m == "$/cancel_request"),
+        "no $/cancel_request on session/cancel: {:#?}",
+        agent.read
+    );
+}
+
+#[tokio::test]
+async fn two_identical_elicitations_are_in_flight_at_once_and_answered_independently() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "/e2e:two-identical").await;
+    let first = agent.method("elicitation/create").await;
+    let second = agent.method("elicitation/create").await;
+    assert_ne!(first["id"], second["id"]);
+    assert_eq!(first["params"], second["params"]);
+
+    // Answer the second first: the scenario awaits e1 before e2.
+    agent.reply(&second, json!({"action": "decline"})).await;
+    agent
+        .reply(
+            &first,
+            json!({"action": "accept", "content": {"question_0": "SQLite"}}),
+        )
+        .await;
+    assert_eq!(
+        agent.text().await,
+        r#"elicitation e1 result: {"action":"accept","content":{"question_0":"SQLite"}}"#
+    );
+    assert_eq!(
+        agent.text().await,
+        r#"elicitation e2 result: {"action":"decline"}"#
+    );
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert!(agent.finish().await.success());
+}
+
+#[tokio::test]
+async fn malformed_sends_a_bare_string_as_params_and_the_log_is_exactly_the_wire() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "/e2e:malformed").await;
+
+    let request = agent.method("elicitation/create").await;
+    assert_eq!(request["params"], json!("this is not an elicitation"));
+    agent.reply(&request, json!({"action": "decline"})).await;
+    assert_eq!(
+        agent.text().await,
+        r#"elicitation e1 result: {"action":"decline"}"#
+    );
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert!(agent.finish().await.success());
+
+    let log = agent.log();
+    let logged = |dir: &str| -> Vec<Value> {
+        log.iter()
+            .filter(|entry| entry["dir"] == dir)
+            .map(|entry| entry["frame"].clone())
+            .collect()
+    };
+    assert_eq!(
+        logged("recv"),
+        agent.written,
+        "recv frames are what we wrote"
+    );
+    assert_eq!(logged("send"), agent.read, "send frames are what we read");
+    assert_eq!(log.len(), agent.written.len() + agent.read.len());
+}
+
+#[tokio::test]
+async fn permission_scenario_asks_and_reports_the_outcome() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "/e2e:permission").await;
+    let request = agent.method("session/request_permission").await;
+    assert_eq!(request["params"]["sessionId"], session.as_str());
+    assert_eq!(request["params"]["toolCall"]["toolCallId"], "t1");
+    assert_eq!(request["params"]["options"][0]["optionId"], "allow");
+    agent
+        .reply(
+            &request,
+            json!({"outcome": {"outcome": "selected", "optionId": "allow"}}),
+        )
+        .await;
+    assert_eq!(
+        agent.text().await,
+        r#"permission t1 result: {"outcome":{"outcome":"selected","optionId":"allow"}}"#
+    );
+    assert_eq!(agent.text().await, "Permission handled.");
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert!(agent.finish().await.success());
+}
+
+#[tokio::test]
+async fn unknown_scenario_is_reported_and_the_turn_ends() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "/e2e:no-such-thing").await;
+    assert_eq!(agent.text().await, "unknown scenario no-such-thing");
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert!(agent.finish().await.success());
+}
+
+#[tokio::test]
+async fn crash_exits_with_code_3_after_eliciting() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    agent.prompt(&session, "/e2e:crash").await;
+    agent.method("elicitation/create").await;
+    let status = agent.exit_status().await;
+    assert_eq!(status.code(), Some(3));
+}
+
+#[tokio::test]
+async fn scenario_dir_and_default_scenario_flags_are_honoured() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("custom.json"),
+        json!({"name": "custom", "steps": [
+            {"if_capability": "elicitation.form", "then": [{"text": "form in $SESSION_ID"}], "else": [{"text": "no form"}]},
+            {"end_turn": "max_tokens"}
+        ]})
+        .to_string(),
+    )
+    .expect("write scenario");
+    let dir_arg = dir.path().to_str().expect("utf-8 path");
+    let mut agent = MockAgent::spawn(&["--scenario-dir", dir_arg, "--scenario", "custom"]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "anything").await;
+    assert_eq!(agent.text().await, format!("form in {session}"));
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "max_tokens"})
+    );
+    assert!(agent.finish().await.success());
+}
+
+#[tokio::test]
+async fn an_unknown_default_scenario_is_refused_at_start() {
+    let output = Command::new(env!("CARGO_BIN_EXE_mock-agent"))
+        .args(["--scenario", "nope"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty(), "stdout is the protocol only");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown scenario nope"));
+}
+
+#[tokio::test]
+async fn list_scenarios_names_every_embedded_scenario() {
+    let output = Command::new(env!("CARGO_BIN_EXE_mock-agent"))
+        .arg("--list-scenarios")
+        .output()
+        .await
+        .expect("runs");
+    assert!(output.status.success());
+    let listing = String::from_utf8_lossy(&output.stdout);
+    for name in [
+        "demo",
+        "plain",
+        "single",
+        "multi",
+        "agent-cancel",
+        "crash",
+        "permission",
+    ] {
+        assert!(
+            listing
+                .lines()
+                .any(|line| line.starts_with(&format!("{name} "))),
+            "{name} missing from:\n{listing}"
+        );
+    }
+}
