@@ -97,7 +97,10 @@ mod tests {
         assert_eq!(ct.as_deref(), Some("text/html; charset=utf-8"));
         let index = WebAssets::get("index.html").expect("index.html is embedded");
         let text = String::from_utf8_lossy(&index.data);
-        assert!(text.contains(r#"src="/app.js""#), "index.html loads the app module");
+        assert!(
+            text.contains(r#"src="/app.js""#),
+            "index.html loads the app module"
+        );
     }
 
     #[test]
@@ -126,7 +129,10 @@ mod tests {
             "settings.js",
             "notifications.js",
         ] {
-            assert!(names.iter().any(|n| n == module), "{module} missing: {names:?}");
+            assert!(
+                names.iter().any(|n| n == module),
+                "{module} missing: {names:?}"
+            );
         }
     }
 
@@ -140,8 +146,14 @@ mod tests {
     #[tokio::test]
     async fn only_get_and_head_are_served() {
         let uri: Uri = "/".parse().expect("uri");
-        assert_eq!(serve(Method::GET, uri.clone()).await.status(), StatusCode::OK);
-        assert_eq!(serve(Method::HEAD, uri.clone()).await.status(), StatusCode::OK);
+        assert_eq!(
+            serve(Method::GET, uri.clone()).await.status(),
+            StatusCode::OK
+        );
+        assert_eq!(
+            serve(Method::HEAD, uri.clone()).await.status(),
+            StatusCode::OK
+        );
         assert_eq!(
             serve(Method::POST, uri).await.status(),
             StatusCode::METHOD_NOT_ALLOWED

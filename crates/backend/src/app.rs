@@ -1,0 +1,146 @@
+//! Start-up and serving: configuration checks, database, flags, state, listener,
+//! graceful shutdown.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kandev_flags::{FlagService, ProcessEnv, Profiles, resolve_all};
+use tokio::net::TcpListener;
+
+use crate::config::{Config, ConfigError};
+use crate::db::{self, DbError};
+use crate::flags::SqliteOverrideStore;
+use crate::sessions::link::StreamConnector;
+use crate::state::AppState;
+
+/// The line `kandev` prints on stdout once it listens (with the real port when
+/// `listen` asked for port 0), for scripts and tests.
+pub const LISTENING_PREFIX: &str = "KANDEV_LISTENING=";
+
+/// Why `kandev serve` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A configuration value is bad (exit code 2).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The database could not be opened or migrated.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The listener could not be bound, or serving failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Something else failed during start-up.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl StartError {
+    /// The process exit code: 2 for configuration errors, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            StartError::Config(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Checks what can only be checked against the environment: the profiles file and
+/// the flag env vars (a non-boolean `KANDEV_FEATURES_*` is a configuration error).
+pub fn prepare(config: &Config, cwd: &Path) -> Result<Profiles, ConfigError> {
+    let profiles = config.load_profiles(cwd)?;
+    resolve_all(&ProcessEnv, &BTreeMap::new(), &profiles, config.profile).map_err(|err| {
+        ConfigError {
+            key: err.var.clone(),
+            message: err.to_string(),
+        }
+    })?;
+    Ok(profiles)
+}
+
+/// Runs `kandev serve` until SIGINT/SIGTERM.
+pub async fn serve(config: Config, profiles: Profiles) -> Result<(), StartError> {
+    let db = db::connect(&config.database_url).await?;
+    let flags = FlagService::new(
+        config.profile,
+        profiles,
+        ProcessEnv,
+        SqliteOverrideStore::new(db.clone()),
+    );
+    let listen = config.listen;
+    let state = AppState::new(db, config, flags, Arc::new(StreamConnector));
+    let stale = state
+        .runtime
+        .reconcile_after_restart()
+        .await
+        .map_err(|e| StartError::Other(format!("cannot reconcile sessions: {e}")))?;
+    if stale > 0 {
+        tracing::warn!(
+            sessions = stale,
+            "sessions left live by a previous run marked FAILED"
+        );
+    }
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: listen.to_string(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: listen.to_string(),
+        source,
+    })?;
+    println!("{LISTENING_PREFIX}{addr}");
+    tracing::info!(%addr, profile = %state.config.profile, "kandev listening on http://{addr}");
+
+    let runtime = Arc::clone(&state.runtime);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
+        axum::serve(listener, crate::http::router(state).into_make_service())
+            .with_graceful_shutdown(async {
+                let _ = stop_rx.await;
+            })
+            .into_future(),
+    );
+    shutdown_signal().await;
+    tracing::info!("shutting down: stopping live sessions");
+    runtime.shutdown_all().await;
+    let _ = stop_tx.send(());
+    // Open WebSockets would hold a graceful shutdown forever; give requests a moment.
+    match tokio::time::timeout(Duration::from_secs(3), server).await {
+        Ok(Ok(Err(source))) => Err(StartError::Listen {
+            addr: addr.to_string(),
+            source,
+        }),
+        _ => Ok(()),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut sig) => {
+                sig.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = terminate => {}
+    }
+}

@@ -1,0 +1,487 @@
+//! The backend's configuration (ARCHITECTURE §4.5): figment layers, built-in
+//! defaults < `kandev.toml` (`--config` / `KANDEV_CONFIG`) < `KANDEV_*` env.
+//!
+//! A bad value stops start-up with one line naming the key ([`ConfigError`]).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Format, Serialized, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile as FigmentProfile, Provider};
+use kandev_agent_stream::request::{AgentSpec, PermissionPolicy};
+use kandev_flags::{Profile, Profiles};
+use serde::{Deserialize, Serialize};
+
+use crate::agent_link::ExecutorConfig;
+
+/// The repository's `profiles.yaml`, used when no `profiles_file` is configured and
+/// none is in the working directory.
+pub const BUILTIN_PROFILES: &str = include_str!("../../../profiles.yaml");
+
+/// Env var naming the config file (same as `--config`).
+pub const CONFIG_FILE_VAR: &str = "KANDEV_CONFIG";
+
+/// Env vars with the `KANDEV_` prefix that belong to other layers and are not config keys.
+const FOREIGN_ENV: &[&str] = &[
+    "config",
+    "features_acp_elicitation",
+    "elicitation_answer_timeout",
+    "acp_idle_timeout",
+    "log",
+];
+
+/// One configured agent, `[agents.<id>]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Extra environment for the agent process.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of the agent process.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// How agentctl answers the agent's permission requests.
+    #[serde(default)]
+    pub permission_policy: PermissionPolicy,
+}
+
+impl AgentConfig {
+    /// The agent as `agent.session.start` carries it.
+    pub fn spec(&self, id: &str) -> AgentSpec {
+        AgentSpec {
+            id: id.to_owned(),
+            command: self.command.clone(),
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            permission_policy: self.permission_policy,
+        }
+    }
+}
+
+/// Which notifications are dispatched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationsConfig {
+    /// `session.clarification_requested` (on by default).
+    #[serde(default = "yes")]
+    pub clarification_requested: bool,
+    /// `session.turn_finished` (off by default).
+    #[serde(default)]
+    pub turn_finished: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for NotificationsConfig {
+    fn default() -> Self {
+        Self {
+            clarification_requested: true,
+            turn_finished: false,
+        }
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// Deployment profile, selecting the `profiles.yaml` column.
+    pub profile: Profile,
+    /// Address of the operator API.
+    pub listen: SocketAddr,
+    /// sqlx database URL.
+    pub database_url: String,
+    /// Agents by id.
+    pub agents: BTreeMap<String, AgentConfig>,
+    /// Where agentctl runs.
+    pub executor: ExecutorConfig,
+    /// Which notifications are dispatched.
+    pub notifications: NotificationsConfig,
+    /// `profiles.yaml` to read; `None` means `./profiles.yaml` if present, else the built-in copy.
+    #[serde(default)]
+    pub profiles_file: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let mock = AgentConfig {
+            command: vec![
+                sibling_binary("mock-agent").display().to_string(),
+                "--scenario".to_owned(),
+                "demo".to_owned(),
+            ],
+            env: BTreeMap::new(),
+            cwd: None,
+            permission_policy: PermissionPolicy::default(),
+        };
+        Self {
+            profile: Profile::Dev,
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            database_url: "sqlite://data/kandev.db".to_owned(),
+            agents: BTreeMap::from([("mock".to_owned(), mock)]),
+            executor: ExecutorConfig::default(),
+            notifications: NotificationsConfig::default(),
+            profiles_file: None,
+        }
+    }
+}
+
+/// A binary installed beside the running `kandev` executable.
+pub fn sibling_binary(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+        .unwrap_or_default()
+        .join(name)
+}
+
+/// A configuration `kandev` refuses to start with; [`std::fmt::Display`] is one line naming the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: `{key}`: {message}")]
+pub struct ConfigError {
+    /// The dotted key at fault.
+    pub key: String,
+    /// What is wrong with it, and where it came from.
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Config {
+    /// Loads the layers: defaults, then the TOML file (when given), then the `KANDEV_*`
+    /// variables among `env` (the process environment in production).
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ConfigError::new(
+                    "config",
+                    format!("config file {} does not exist", path.display()),
+                ));
+            }
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        figment = figment.merge(EnvLayer::from_vars(env));
+        Self::from_figment(figment)
+    }
+
+    /// Extracts and validates a config from any figment (tests build their own).
+    pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
+        let config: Config = figment.extract().map_err(figment_error)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what serde cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.database_url.starts_with("sqlite:") {
+            return Err(ConfigError::new(
+                "database_url",
+                format!(
+                    "`{}` is not supported; use a sqlite: URL such as sqlite://data/kandev.db",
+                    self.database_url
+                ),
+            ));
+        }
+        if self.agents.is_empty() {
+            return Err(ConfigError::new("agents", "at least one agent is required"));
+        }
+        for (id, agent) in &self.agents {
+            if agent.command.first().is_none_or(|p| p.trim().is_empty()) {
+                return Err(ConfigError::new(
+                    format!("agents.{id}.command"),
+                    "must name a program, e.g. command = [\"/usr/bin/my-agent\", \"--acp\"]",
+                ));
+            }
+        }
+        if let ExecutorConfig::Remote { url, token } = &self.executor {
+            if !(url.starts_with("ws://") || url.starts_with("wss://")) {
+                return Err(ConfigError::new(
+                    "executor.url",
+                    format!("`{url}` must start with ws:// or wss://"),
+                ));
+            }
+            if token.is_empty() {
+                return Err(ConfigError::new(
+                    "executor.token",
+                    "a remote executor needs the agentctl token",
+                ));
+            }
+        }
+        if let Some(path) = &self.profiles_file
+            && !path.is_file()
+        {
+            return Err(ConfigError::new(
+                "profiles_file",
+                format!("{} does not exist", path.display()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The per-profile flag values: the configured file, else `profiles.yaml` in
+    /// `cwd`, else the built-in copy.
+    pub fn load_profiles(&self, cwd: &Path) -> Result<Profiles, ConfigError> {
+        let local = cwd.join("profiles.yaml");
+        let path = self
+            .profiles_file
+            .clone()
+            .or_else(|| local.is_file().then_some(local));
+        match path {
+            Some(path) => Profiles::from_file(&path)
+                .map_err(|err| ConfigError::new("profiles_file", err.to_string())),
+            None => Profiles::parse(BUILTIN_PROFILES)
+                .map_err(|err| ConfigError::new("profiles_file", err.to_string())),
+        }
+    }
+}
+
+/// The `KANDEV_*` env layer: `KANDEV_LISTEN` sets `listen`, a double underscore
+/// nests (`KANDEV_NOTIFICATIONS__TURN_FINISHED` sets `notifications.turn_finished`).
+/// Values parse like figment's own env provider (`true`, `42`, `[a, b]`, strings).
+#[derive(Debug, Clone, Default)]
+pub struct EnvLayer {
+    vars: Vec<(String, String)>,
+}
+
+impl EnvLayer {
+    /// Keeps the `KANDEV_*` variables that are config keys.
+    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        let vars = vars
+            .into_iter()
+            .filter_map(|(name, value)| {
+                let key = name.strip_prefix("KANDEV_")?.to_ascii_lowercase();
+                (!key.is_empty() && !FOREIGN_ENV.contains(&key.as_str()))
+                    .then(|| (key.replace("__", "."), value))
+            })
+            .collect();
+        Self { vars }
+    }
+}
+
+impl Provider for EnvLayer {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(ENV_LAYER_NAME)
+    }
+
+    fn data(&self) -> Result<Map<FigmentProfile, Dict>, figment::Error> {
+        let mut dict = Dict::new();
+        for (key, value) in &self.vars {
+            let parsed: Value = value.parse().unwrap_or_else(|_| Value::from(value.clone()));
+            let path: Vec<&str> = key.split('.').collect();
+            insert_path(&mut dict, &path, parsed);
+        }
+        Ok(FigmentProfile::Default.collect(dict))
+    }
+}
+
+/// Sets `path` in `dict`, creating the intermediate dictionaries.
+fn insert_path(dict: &mut Dict, path: &[&str], value: Value) {
+    match path {
+        [] => {}
+        [last] => {
+            dict.insert((*last).to_owned(), value);
+        }
+        [first, rest @ ..] => {
+            let entry = dict
+                .entry((*first).to_owned())
+                .or_insert_with(|| Value::from(Dict::new()));
+            if entry.as_dict().is_none() {
+                *entry = Value::from(Dict::new());
+            }
+            if let Value::Dict(_, inner) = entry {
+                insert_path(inner, rest, value);
+            }
+        }
+    }
+}
+
+const ENV_LAYER_NAME: &str = "environment variable";
+
+/// One line from figment's (possibly chained) error: the first problem, its key and its source.
+fn figment_error(err: figment::Error) -> ConfigError {
+    let Some(first) = err.into_iter().next() else {
+        return ConfigError::new("?", "unreadable configuration");
+    };
+    let key = if first.path.is_empty() {
+        "(file)".to_owned()
+    } else {
+        first.path.join(".")
+    };
+    let source = first
+        .metadata
+        .as_ref()
+        .map(|md| match &md.source {
+            _ if md.name == ENV_LAYER_NAME => format!(
+                " (from environment variable KANDEV_{})",
+                first.path.join("__").to_ascii_uppercase()
+            ),
+            Some(source) => format!(" (from {} {source})", md.name),
+            None => format!(" (from {})", md.name),
+        })
+        .unwrap_or_default();
+    let kind = first.kind.to_string().replace('\n', " ");
+    ConfigError::new(key, format!("{kind}{source}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = Config::load(None, env(&[("PATH", "/bin")])).expect("defaults load");
+        assert_eq!(c.profile, Profile::Dev);
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.database_url, "sqlite://data/kandev.db");
+        assert_eq!(c.executor, ExecutorConfig::Local { agentctl: None });
+        let mock = &c.agents["mock"];
+        assert!(mock.command[0].ends_with("mock-agent"));
+        assert_eq!(mock.command[1..], ["--scenario", "demo"]);
+        assert!(c.notifications.clarification_requested);
+        assert!(!c.notifications.turn_finished);
+        assert_eq!(c.profiles_file, None);
+    }
+
+    #[test]
+    fn file_then_env_override_defaults() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("kandev.toml");
+        std::fs::write(
+            &file,
+            r#"
+            profile = "prod"
+            listen = "127.0.0.1:9000"
+            [agents.claude]
+            command = ["claude-agent-acp"]
+            env = { FOO = "bar" }
+            permission_policy = "reject_once"
+            [executor]
+            kind = "remote"
+            url = "ws://10.0.0.5:7740"
+            token = "secret"
+            "#,
+        )
+        .expect("write");
+        let vars = env(&[
+            ("KANDEV_LISTEN", "127.0.0.1:9100"),
+            ("KANDEV_NOTIFICATIONS__TURN_FINISHED", "true"),
+            // Flag and agentctl variables are not config keys.
+            ("KANDEV_FEATURES_ACP_ELICITATION", "true"),
+            ("KANDEV_ELICITATION_ANSWER_TIMEOUT", "2s"),
+            ("KANDEV_CONFIG", "elsewhere.toml"),
+        ]);
+        let c = Config::load(Some(&file), vars).expect("loads");
+        assert_eq!(c.profile, Profile::Prod);
+        assert_eq!(c.listen.to_string(), "127.0.0.1:9100");
+        assert!(c.notifications.turn_finished);
+        assert!(c.notifications.clarification_requested);
+        assert!(c.agents.contains_key("mock"), "defaults stay merged");
+        let claude = &c.agents["claude"];
+        assert_eq!(claude.env["FOO"], "bar");
+        assert_eq!(claude.permission_policy, PermissionPolicy::RejectOnce);
+        assert_eq!(claude.spec("claude").id, "claude");
+        assert_eq!(
+            c.executor,
+            ExecutorConfig::Remote {
+                url: "ws://10.0.0.5:7740".into(),
+                token: "secret".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_bad_value_names_its_key_in_one_line() {
+        let err = Config::load(None, env(&[("KANDEV_PROFILE", "staging")])).expect_err("profile");
+        assert_eq!(err.key, "profile");
+        let line = err.to_string();
+        assert!(!line.contains('\n'), "{line}");
+        assert!(line.contains("staging"), "{line}");
+        assert!(line.contains("KANDEV_PROFILE"), "{line}");
+
+        let err = Config::load(None, env(&[("KANDEV_LISTEN", "nowhere")])).expect_err("listen");
+        assert_eq!(err.key, "listen");
+
+        let err =
+            Config::load(None, env(&[("KANDEV_DATABASE_URL", "postgres://x")])).expect_err("db");
+        assert_eq!(err.key, "database_url");
+
+        let err = Config::load(
+            None,
+            env(&[("KANDEV_NOTIFICATIONS__TURN_FINISHED", "maybe")]),
+        )
+        .expect_err("bool");
+        assert_eq!(err.key, "notifications.turn_finished");
+        assert!(
+            err.to_string()
+                .contains("KANDEV_NOTIFICATIONS__TURN_FINISHED")
+        );
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("k.toml");
+        std::fs::write(&file, "[agents.x]\ncommand = []\n").expect("write");
+        let err = Config::load(Some(&file), env(&[])).expect_err("empty command");
+        assert_eq!(err.key, "agents.x.command");
+
+        std::fs::write(
+            &file,
+            "[executor]\nkind = \"remote\"\nurl = \"http://x\"\ntoken = \"t\"\n",
+        )
+        .expect("write");
+        let err = Config::load(Some(&file), env(&[])).expect_err("bad url");
+        assert_eq!(err.key, "executor.url");
+
+        let missing = dir.path().join("missing.toml");
+        let err = Config::load(Some(&missing), env(&[])).expect_err("missing file");
+        assert_eq!(err.key, "config");
+
+        let err = Config::load(
+            None,
+            env(&[("KANDEV_PROFILES_FILE", "/nope/profiles.yaml")]),
+        )
+        .expect_err("missing profiles");
+        assert_eq!(err.key, "profiles_file");
+    }
+
+    #[test]
+    fn profiles_fall_back_to_the_built_in_copy() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = Config::default();
+        assert_eq!(
+            c.load_profiles(dir.path()).expect("built in"),
+            Profiles::parse(BUILTIN_PROFILES).expect("valid")
+        );
+        std::fs::write(
+            dir.path().join("profiles.yaml"),
+            "features:\n  KANDEV_FEATURES_ACP_ELICITATION:\n    dev: \"true\"\n",
+        )
+        .expect("write");
+        let p = c.load_profiles(dir.path()).expect("local file");
+        assert_eq!(
+            p.value(kandev_flags::ACP_ELICITATION, Profile::Dev),
+            Some(true)
+        );
+    }
+}

@@ -1,0 +1,244 @@
+//! [`AppError`]: every way an API call fails, rendered as
+//! `{"error": {"code", "message"}}` with its HTTP status (ARCHITECTURE §4.4).
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// Who said "not found": the backend's own store, or agentctl (a forwarded respond).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The backend does not know the id.
+    Backend,
+    /// agentctl answered `NOT_FOUND` (unknown or already-settled pending, D5).
+    Agentctl,
+}
+
+impl Origin {
+    fn as_str(self) -> &'static str {
+        match self {
+            Origin::Backend => "backend",
+            Origin::Agentctl => "agentctl",
+        }
+    }
+}
+
+/// An API error.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// 404 `NOT_FOUND`.
+    #[error("{message}")]
+    NotFound {
+        /// What was not found.
+        message: String,
+        /// Set on clarification responds, where it matters who adjudicated.
+        origin: Option<Origin>,
+    },
+    /// 400 `BAD_REQUEST`: the body or a parameter is not acceptable.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 400 `INVALID_ANSWER`: agentctl refused the answer; the pending stays open.
+    #[error("{0}")]
+    InvalidAnswer(String),
+    /// 409: the request conflicts with the resource's state.
+    #[error("{message}")]
+    Conflict {
+        /// `FLAG_LOCKED`, `FLAG_IMMUTABLE`, `SESSION_ENDED`, …
+        code: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// 405 `METHOD_NOT_ALLOWED`: the route exists, not with this method.
+    #[error("method not allowed on this route")]
+    MethodNotAllowed,
+    /// 413 `PAYLOAD_TOO_LARGE`.
+    #[error("request body is larger than {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// 503 `AGENT_STREAM_NOT_CONNECTED`: nothing was sent to the agent.
+    #[error("{0}")]
+    AgentStreamNotConnected(String),
+    /// 502 `AGENTCTL_ERROR`: agentctl failed or answered something unexpected.
+    #[error("{0}")]
+    Agentctl(String),
+    /// 504 `AGENTCTL_TIMEOUT`: agentctl did not answer in time.
+    #[error("{0}")]
+    AgentctlTimeout(String),
+    /// 500 `INTERNAL`: the database failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// 500 `INTERNAL`.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl AppError {
+    /// A 404 from the backend's own store.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::NotFound {
+            message: message.into(),
+            origin: None,
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::NotFound { .. } => StatusCode::NOT_FOUND,
+            Self::BadRequest(_) | Self::InvalidAnswer(_) => StatusCode::BAD_REQUEST,
+            Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::AgentStreamNotConnected(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Agentctl(_) => StatusCode::BAD_GATEWAY,
+            Self::AgentctlTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::Database(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } => "NOT_FOUND",
+            Self::BadRequest(_) => "BAD_REQUEST",
+            Self::InvalidAnswer(_) => "INVALID_ANSWER",
+            Self::Conflict { code, .. } => code,
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Self::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
+            Self::AgentStreamNotConnected(_) => "AGENT_STREAM_NOT_CONNECTED",
+            Self::Agentctl(_) => "AGENTCTL_ERROR",
+            Self::AgentctlTimeout(_) => "AGENTCTL_TIMEOUT",
+            Self::Database(_) | Self::Internal(_) => "INTERNAL",
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let message = match &self {
+            // Database details are for the log, not the client.
+            Self::Database(err) => {
+                tracing::error!(error = %err, "database error");
+                "internal database error".to_owned()
+            }
+            Self::Internal(msg) => {
+                tracing::error!(error = %msg, "internal error");
+                msg.clone()
+            }
+            other => other.to_string(),
+        };
+        let mut error = json!({"code": self.code(), "message": message});
+        if let Self::NotFound {
+            origin: Some(origin),
+            ..
+        } = &self
+        {
+            error["origin"] = json!(origin.as_str());
+        }
+        (status, Json(json!({ "error": error }))).into_response()
+    }
+}
+
+impl From<JsonRejection> for AppError {
+    fn from(rejection: JsonRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return Self::PayloadTooLarge {
+                limit: crate::http::BODY_LIMIT,
+            };
+        }
+        Self::BadRequest(rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for AppError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::BadRequest(rejection.body_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body(err: AppError) -> (StatusCode, serde_json::Value) {
+        let resp = err.into_response();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .expect("body");
+        (status, serde_json::from_slice(&bytes).expect("json"))
+    }
+
+    #[tokio::test]
+    async fn renders_code_message_and_origin() {
+        let (status, v) = body(AppError::NotFound {
+            message: "no such pending".into(),
+            origin: Some(Origin::Agentctl),
+        })
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            v,
+            json!({"error": {"code": "NOT_FOUND", "message": "no such pending", "origin": "agentctl"}})
+        );
+        let (status, v) = body(AppError::not_found("no task")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(v["error"].get("origin").is_none());
+    }
+
+    #[tokio::test]
+    async fn every_variant_has_its_status() {
+        let cases = [
+            (AppError::BadRequest("x".into()), 400, "BAD_REQUEST"),
+            (AppError::InvalidAnswer("x".into()), 400, "INVALID_ANSWER"),
+            (
+                AppError::Conflict {
+                    code: "FLAG_LOCKED",
+                    message: "x".into(),
+                },
+                409,
+                "FLAG_LOCKED",
+            ),
+            (
+                AppError::PayloadTooLarge { limit: 1 },
+                413,
+                "PAYLOAD_TOO_LARGE",
+            ),
+            (
+                AppError::AgentStreamNotConnected("x".into()),
+                503,
+                "AGENT_STREAM_NOT_CONNECTED",
+            ),
+            (AppError::Agentctl("x".into()), 502, "AGENTCTL_ERROR"),
+            (
+                AppError::AgentctlTimeout("x".into()),
+                504,
+                "AGENTCTL_TIMEOUT",
+            ),
+            (
+                AppError::Database(sqlx::Error::RowNotFound),
+                500,
+                "INTERNAL",
+            ),
+        ];
+        for (err, status, code) in cases {
+            let (s, v) = body(err).await;
+            assert_eq!(s.as_u16(), status);
+            assert_eq!(v["error"]["code"], code);
+        }
+    }
+
+    #[tokio::test]
+    async fn database_details_stay_out_of_the_body() {
+        let (_, v) = body(AppError::Database(sqlx::Error::Protocol(
+            "secret detail".into(),
+        )))
+        .await;
+        assert_eq!(v["error"]["message"], "internal database error");
+    }
+}

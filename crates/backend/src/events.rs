@@ -1,0 +1,82 @@
+//! The operator event hub: every change a UI must see, broadcast to the
+//! WebSocket clients of `GET /api/v1/ws` as `{"type": "...", "data": {...}}`.
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+/// `session.updated`: a session's state, `pending_action` or capabilities changed.
+pub const SESSION_UPDATED: &str = "session.updated";
+/// `message.created`: a new chat message.
+pub const MESSAGE_CREATED: &str = "message.created";
+/// `message.updated`: a message grew (aggregated text) or its metadata changed.
+pub const MESSAGE_UPDATED: &str = "message.updated";
+/// `clarification.created`: a new pending clarification.
+pub const CLARIFICATION_CREATED: &str = "clarification.created";
+/// `clarification.settled`: a clarification left `pending` (F7).
+pub const CLARIFICATION_SETTLED: &str = "clarification.settled";
+/// `notification`: a stored notification.
+pub const NOTIFICATION: &str = "notification";
+/// `task.created`: a new task.
+pub const TASK_CREATED: &str = "task.created";
+
+/// One operator event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OperatorEvent {
+    /// The event type, one of the constants of this module.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The resource, as the API returns it.
+    pub data: Value,
+}
+
+/// Broadcasts [`OperatorEvent`]s to every subscriber. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EventHub {
+    tx: broadcast::Sender<OperatorEvent>,
+}
+
+impl Default for EventHub {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventHub {
+    /// A hub that buffers up to 1024 events per slow subscriber.
+    pub fn new() -> Self {
+        let (tx, _) = broadcast::channel(1024);
+        Self { tx }
+    }
+
+    /// Sends `data` as a `kind` event; nobody listening is fine.
+    pub fn publish(&self, kind: &'static str, data: impl Serialize) {
+        let data = serde_json::to_value(data).unwrap_or(Value::Null);
+        let _ = self.tx.send(OperatorEvent { kind, data });
+    }
+
+    /// A receiver of every event published from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<OperatorEvent> {
+        self.tx.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn subscribers_get_events_in_order_as_type_and_data() {
+        let hub = EventHub::new();
+        hub.publish(SESSION_UPDATED, serde_json::json!({"id": "lost"}));
+        let mut rx = hub.subscribe();
+        hub.publish(MESSAGE_CREATED, serde_json::json!({"id": "m1"}));
+        hub.publish(NOTIFICATION, serde_json::json!({"id": "n1"}));
+        let first = rx.recv().await.expect("event");
+        assert_eq!(
+            serde_json::to_value(&first).expect("json"),
+            serde_json::json!({"type": "message.created", "data": {"id": "m1"}})
+        );
+        assert_eq!(rx.recv().await.expect("event").kind, NOTIFICATION);
+    }
+}

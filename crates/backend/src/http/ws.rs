@@ -1,0 +1,49 @@
+//! `GET /api/v1/ws`: the operator event stream, `{"type", "data"}` JSON text frames,
+//! so a UI never polls.
+
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use axum::routing::get;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::state::AppState;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new().route("/ws", get(upgrade))
+}
+
+async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+    // Subscribe before the upgrade completes, so nothing published after the
+    // handshake response can be missed.
+    let events = state.hub.subscribe();
+    ws.on_upgrade(move |socket| forward(socket, events))
+}
+
+async fn forward(
+    mut socket: WebSocket,
+    mut events: tokio::sync::broadcast::Receiver<crate::events::OperatorEvent>,
+) {
+    loop {
+        tokio::select! {
+            event = events.recv() => {
+                let text = match event {
+                    Ok(event) => serde_json::to_string(&event).unwrap_or_default(),
+                    Err(RecvError::Lagged(missed)) => {
+                        // The client fell behind: tell it to re-read the resources.
+                        serde_json::json!({"type": "resync", "data": {"missed": missed}}).to_string()
+                    }
+                    Err(RecvError::Closed) => return,
+                };
+                if socket.send(Message::Text(text.into())).await.is_err() {
+                    return;
+                }
+            }
+            incoming = socket.recv() => match incoming {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}

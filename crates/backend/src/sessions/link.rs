@@ -1,0 +1,90 @@
+//! The seam between the session runtime and the agent stream: [`SessionLink`] is
+//! what a live session needs from its link, [`AgentConnector`] opens one. The
+//! production implementations wrap [`AgentLink`]; unit tests substitute fakes.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::agent_link::{AgentLink, ExecutorConfig, LinkError, LinkEvent};
+
+/// One session's connection to its agentctl.
+pub trait SessionLink: Send + Sync + 'static {
+    /// Sends one request and returns the response payload.
+    fn request_value<'a>(
+        &'a self,
+        action: &'a str,
+        payload: Value,
+    ) -> BoxFuture<'a, Result<Value, LinkError>>;
+
+    /// Whether the stream is up right now.
+    fn is_connected(&self) -> bool;
+
+    /// Stops the agent and, for a local executor, agentctl.
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
+}
+
+/// A shared link.
+pub type DynLink = Arc<dyn SessionLink>;
+
+/// Opens links.
+pub trait AgentConnector: Send + Sync + 'static {
+    /// Starts or reaches agentctl for `session_id`; events arrive on the receiver, in order.
+    fn connect<'a>(
+        &'a self,
+        executor: &'a ExecutorConfig,
+        session_id: &'a str,
+    ) -> BoxFuture<'a, Result<(DynLink, UnboundedReceiver<LinkEvent>), LinkError>>;
+}
+
+/// Sends a typed request over a link.
+pub async fn call<P: Serialize, R: DeserializeOwned>(
+    link: &dyn SessionLink,
+    action: &str,
+    payload: &P,
+) -> Result<R, LinkError> {
+    let payload = serde_json::to_value(payload)
+        .map_err(|err| LinkError::Protocol(format!("cannot encode `{action}`: {err}")))?;
+    let value = link.request_value(action, payload).await?;
+    serde_json::from_value(value)
+        .map_err(|err| LinkError::Protocol(format!("unexpected `{action}` response: {err}")))
+}
+
+impl SessionLink for AgentLink {
+    fn request_value<'a>(
+        &'a self,
+        action: &'a str,
+        payload: Value,
+    ) -> BoxFuture<'a, Result<Value, LinkError>> {
+        Box::pin(async move { self.request::<Value, Value>(action, &payload).await })
+    }
+
+    fn is_connected(&self) -> bool {
+        AgentLink::is_connected(self)
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(AgentLink::shutdown(self))
+    }
+}
+
+/// The production connector: [`AgentLink::connect`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StreamConnector;
+
+impl AgentConnector for StreamConnector {
+    fn connect<'a>(
+        &'a self,
+        executor: &'a ExecutorConfig,
+        session_id: &'a str,
+    ) -> BoxFuture<'a, Result<(DynLink, UnboundedReceiver<LinkEvent>), LinkError>> {
+        Box::pin(async move {
+            let (link, events) = AgentLink::connect(executor, session_id).await?;
+            Ok((Arc::new(link) as DynLink, events))
+        })
+    }
+}

@@ -1,0 +1,202 @@
+//! Test doubles for unit tests: a fake agentctl link whose replies are scripted
+//! and whose events the test pushes, and an [`AppState`] on in-memory SQLite.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use kandev_flags::{FlagService, Profile, Profiles};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use crate::agent_link::{ExecutorConfig, LinkError, LinkEvent};
+use crate::config::Config;
+use crate::flags::SqliteOverrideStore;
+use crate::sessions::link::{AgentConnector, DynLink, SessionLink};
+use crate::state::AppState;
+
+/// One fake agentctl per session.
+#[derive(Default)]
+pub struct FakeLink {
+    /// Every request sent: `(action, payload)`.
+    pub calls: Mutex<Vec<(String, Value)>>,
+    /// Scripted replies per action, used once each; otherwise a default success.
+    pub replies: Mutex<HashMap<String, VecDeque<Result<Value, LinkError>>>>,
+    /// Whether the stream is up; requests fail `NotConnected` when not.
+    pub down: AtomicBool,
+    /// The event sender of this session.
+    pub events: Mutex<Option<UnboundedSender<LinkEvent>>>,
+    /// Set by `shutdown`.
+    pub shut: AtomicBool,
+}
+
+impl FakeLink {
+    /// Scripts the next reply to `action`.
+    pub fn reply(&self, action: &str, reply: Result<Value, LinkError>) {
+        self.replies
+            .lock()
+            .expect("lock")
+            .entry(action.to_owned())
+            .or_default()
+            .push_back(reply);
+    }
+
+    /// Delivers a link event to the session's consumer.
+    pub fn push(&self, event: LinkEvent) {
+        if let Some(tx) = self.events.lock().expect("lock").as_ref() {
+            let _ = tx.send(event);
+        }
+    }
+
+    /// The requests of `action` so far.
+    pub fn calls_of(&self, action: &str) -> Vec<Value> {
+        self.calls
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(a, _)| a == action)
+            .map(|(_, p)| p.clone())
+            .collect()
+    }
+}
+
+impl SessionLink for FakeLink {
+    fn request_value<'a>(
+        &'a self,
+        action: &'a str,
+        payload: Value,
+    ) -> BoxFuture<'a, Result<Value, LinkError>> {
+        Box::pin(async move {
+            if self.down.load(Ordering::SeqCst) {
+                return Err(LinkError::NotConnected);
+            }
+            self.calls
+                .lock()
+                .expect("lock")
+                .push((action.to_owned(), payload.clone()));
+            if let Some(reply) = self
+                .replies
+                .lock()
+                .expect("lock")
+                .get_mut(action)
+                .and_then(VecDeque::pop_front)
+            {
+                return reply;
+            }
+            Ok(match action {
+                "agent.session.start" => {
+                    let on = payload["flags"]["features.acpElicitation"] == json!(true);
+                    let mut caps = json!({"_meta": {"terminal_output": true}});
+                    if on {
+                        caps["elicitation"] = json!({"form": {}});
+                    }
+                    json!({"acp_session_id": "acp-1", "client_capabilities": caps})
+                }
+                "agent.prompt" => json!({"accepted": true}),
+                "agent.elicitations.list" => json!({"pending": []}),
+                _ => json!({"success": true}),
+            })
+        })
+    }
+
+    fn is_connected(&self) -> bool {
+        !self.down.load(Ordering::SeqCst)
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.shut.store(true, Ordering::SeqCst);
+        })
+    }
+}
+
+/// Hands out [`FakeLink`]s and remembers them by session id.
+#[derive(Default)]
+pub struct FakeConnector {
+    /// Links by session id.
+    pub links: Mutex<BTreeMap<String, Arc<FakeLink>>>,
+    /// When set, `connect` fails with `Unreachable`.
+    pub unreachable: AtomicBool,
+}
+
+impl FakeConnector {
+    /// The link of `session_id`.
+    pub fn link(&self, session_id: &str) -> Arc<FakeLink> {
+        Arc::clone(
+            self.links
+                .lock()
+                .expect("lock")
+                .get(session_id)
+                .expect("a link for the session"),
+        )
+    }
+}
+
+impl AgentConnector for FakeConnector {
+    fn connect<'a>(
+        &'a self,
+        _executor: &'a ExecutorConfig,
+        session_id: &'a str,
+    ) -> BoxFuture<'a, Result<(DynLink, UnboundedReceiver<LinkEvent>), LinkError>> {
+        Box::pin(async move {
+            if self.unreachable.load(Ordering::SeqCst) {
+                return Err(LinkError::Unreachable("connection refused".into()));
+            }
+            let (tx, rx) = unbounded_channel();
+            let link = Arc::new(FakeLink::default());
+            *link.events.lock().expect("lock") = Some(tx);
+            self.links
+                .lock()
+                .expect("lock")
+                .insert(session_id.to_owned(), Arc::clone(&link));
+            Ok((link as DynLink, rx))
+        })
+    }
+}
+
+/// An app on in-memory SQLite with a fake connector; `env` is the flag env tier.
+pub async fn app_with(
+    env: BTreeMap<String, String>,
+    config: Config,
+) -> (AppState, Arc<FakeConnector>) {
+    let db = crate::db::memory().await;
+    let flags = FlagService::new(
+        Profile::Dev,
+        Profiles::empty(),
+        env,
+        SqliteOverrideStore::new(db.clone()),
+    );
+    let connector = Arc::new(FakeConnector::default());
+    let state = AppState::new(
+        db,
+        config,
+        flags,
+        Arc::clone(&connector) as Arc<dyn AgentConnector>,
+    );
+    (state, connector)
+}
+
+/// [`app_with`] with no flag env var and the default config.
+pub async fn app() -> (AppState, Arc<FakeConnector>) {
+    app_with(BTreeMap::new(), Config::default()).await
+}
+
+/// Polls `check` until it returns `Some`, failing after two seconds.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
