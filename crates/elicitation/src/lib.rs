@@ -11,6 +11,49 @@
 //!
 //! Everything works on [`serde_json::Value`], so a malformed body becomes a decline,
 //! never a protocol error.
+//!
+//! ## Mapping rules
+//!
+//! Each property of `requestedSchema.properties` is classified by the first rule that
+//! matches (spec "Schema → questions mapping", ARCHITECTURE §5 and §7):
+//!
+//! 1. `{type: "string", oneOf: [...]}` → single-select; each entry with a string
+//!    `const` becomes an option (label `title || const`); other entries are skipped.
+//! 2. `{type: "array", items: {anyOf: [...]}}` → multi-select, options as in rule 1.
+//! 3. `{type: "string"}` with `_meta._askUserQuestionCustomAnswer.questionId` → the
+//!    free-text companion of that question (D2), never a question of its own.
+//! 4. `{type: "string"}` with no `oneOf`, no `enum` and no marker → free text, zero
+//!    options.
+//!
+//! Then the extensions, which never change what rules 1–4 produce: `boolean`,
+//! `number`, `integer`; a string `enum` → single-select (labels from `enumNames`);
+//! an array with `items.enum` (or `items.oneOf`) → multi-select; plus `default`,
+//! `required` and the constraints `minLength`, `maxLength`, `pattern`, `format`,
+//! `minimum`, `maximum`, `minItems`, `maxItems` on every kind they apply to.
+//! 5. Anything else is ignored.
+//!
+//! **Decision — `enum` versus rule 4.** Rule 4 reads "a string without `oneOf`"; a
+//! string with an `enum` would match it literally. An `enum` is an enumeration of the
+//! acceptable values, though, so such a property is the enum extension (a
+//! single-select), not free text. Rule-4 text is reserved for strings that constrain
+//! their value by no list at all.
+//!
+//! A rule-1/2 question whose entries are all filtered out stays a question with zero
+//! options, answered by text at its own key. Repeated option consts keep their first
+//! entry. Companions are resolved and removed before ordering; a companion naming no
+//! question is ignored; of two companions for one question the one first under D1
+//! wins. Questions are sorted by [`compare_keys`] (D1). A prompt is the property's
+//! description, else the request message, else the property title, else the key
+//! (D10).
+//!
+//! ## Responses
+//!
+//! [`build_response`] validates first (F10, one [`AnswerError`] per kind of mistake)
+//! and only then builds sparse content: a key appears only when it carries an answer;
+//! trimmed free text goes to the companion when there is one (the selection is then
+//! not sent), else to the question's own key when it has no options (typed for
+//! `boolean`/`number`/`integer`), else it is dropped; multi-select values are sent in
+//! declaration order.
 
 pub mod answer;
 pub mod limits;
