@@ -35,25 +35,37 @@ NAME` and the turn ends `end_turn`. session/cancel stops the scenario and the
 prompt returns `cancelled`; elicitations already sent stay outstanding.
 
 A scenario is a JSON file {\"name\", \"description\", \"steps\": [...]}; each step is
-an object with one key:
-  {\"text\": \"Hello\"}                         agent_message_chunk
-  {\"tool_call\": {\"toolCallId\", \"title\", ...}}  session/update tool_call (ACP fields)
-  {\"tool_call_update\": {\"toolCallId\", ...}}    session/update tool_call_update
-  {\"elicit\": {\"id\": \"e1\", \"params\": {...}}}  elicitation/create with these params
-  {\"elicit_questions\": {\"id\", \"tool_call_id\", \"questions\": [...]}}
-                                            the form claude-agent-acp 0.65.0 builds
-                                            for AskUserQuestion
-  {\"elicit_raw\": {\"id\", \"params\": <any JSON>}}  params sent exactly as given
-  {\"cancel_elicitation\": {\"id\", \"after_ms\": 50}}  $/cancel_request after a delay
-  {\"await\": {\"id\"}}                        wait, then say `elicitation ID result: <json>`
-  {\"say_choice\": {\"id\", \"question\": \"question_0\"}}  wait, then say what was picked
-  {\"request_permission\": {\"toolCallId\", \"options\": [...]}}  ask and report
+an object with one key (errors name the step, e.g. `steps[2]: unknown step`):
+  {\"text\": \"Hello\"}
+      session/update agent_message_chunk
+  {\"tool_call\": {\"toolCallId\": \"t1\", \"title\": \"Read\", ...}}, {\"tool_call_update\": {...}}
+      session/update with these ACP fields, verbatim
+  {\"elicit\": {\"id\": \"e1\", \"params\": {...}}}
+      elicitation/create with these params; does not wait, so several
+      elicitations can be in flight at once
+  {\"elicit_questions\": {\"id\", \"tool_call_id\", \"questions\": [{\"question\", \"header\",
+      \"options\": [{\"label\", \"description\"}], \"multiSelect\"}]}}
+      the form claude-agent-acp 0.65.0 builds for AskUserQuestion
+  {\"elicit_raw\": {\"id\", \"params\": <any JSON, even a string>}}
+      params sent exactly as given
+  {\"cancel_elicitation\": {\"id\", \"after_ms\": 50}}
+      $/cancel_request for that request after the delay; does not block
+  {\"await\": {\"id\"}}
+      wait for the answer, then say `elicitation ID result: <compact JSON>`
+      (an error answer is reported as {\"error\": {...}})
+  {\"say_choice\": {\"id\", \"question\": \"question_0\"}}
+      wait, then say \"You picked Red.\" / \"You skipped the question.\"
+  {\"request_permission\": {\"toolCallId\", \"options\": [...]}}
+      session/request_permission; say `permission ID result: <JSON>`
   {\"sleep_ms\": 100}
   {\"if_capability\": \"elicitation.form\", \"then\": [...], \"else\": [...]}
+      branch on that path being non-null in initialize's clientCapabilities
   {\"end_turn\": \"end_turn\"|\"cancelled\"|\"max_tokens\"|\"refusal\"}
-  {\"exit\": 3}                               exit the process at once
-\"$SESSION_ID\" in string values (all steps but elicit_raw) becomes the ACP
-session id. Elicit steps do not wait; `await` does.
+      return the prompt (running out of steps ends `end_turn`)
+  {\"exit\": 3}
+      exit the process with that code at once
+\"$SESSION_ID\" in string values (every step but elicit_raw) becomes the ACP
+session id. Embedded scenarios: --list-scenarios.
 
 Environment:
   MOCK_AGENT_LOG=PATH   append every JSON-RPC frame received and sent, one
@@ -61,8 +73,8 @@ Environment:
                         flushed per line
   RUST_LOG              log filter for stderr
 
-Talk to it by hand (one JSON object per line on stdin):
-  mock-agent
+Talk to it by hand: run `mock-agent` and paste one line at a time, each after
+the previous answer (requests sent before `initialize` completes are refused):
   {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":1,\"clientCapabilities\":{\"elicitation\":{\"form\":{}}}}}
   {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"session/new\",\"params\":{\"cwd\":\"/tmp\",\"mcpServers\":[]}}
   {\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"session/prompt\",\"params\":{\"sessionId\":\"mock-session-1\",\"prompt\":[{\"type\":\"text\",\"text\":\"/e2e:single\"}]}}

@@ -16,6 +16,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use agent_client_protocol::Lines;
 use futures::{Sink, Stream, StreamExt};
@@ -109,10 +110,14 @@ impl Wire {
         (json!({ BARRIER_METHOD: slot }), wait)
     }
 
-    /// Exit the process with `code` once no frame is half-written.
+    /// Exit the process with `code` once no frame is half-written (waiting at
+    /// most a second, so a client that stopped reading cannot keep us alive).
     pub async fn exit(&self, code: i32) -> ! {
-        let mut stdout = self.stdout.lock().await;
-        let _ = stdout.flush().await;
+        if let Ok(mut stdout) =
+            tokio::time::timeout(Duration::from_secs(1), self.stdout.lock()).await
+        {
+            let _ = tokio::time::timeout(Duration::from_secs(1), stdout.flush()).await;
+        }
         std::process::exit(code)
     }
 
