@@ -9,6 +9,11 @@ default:
 build:
     cargo build --workspace --bins
 
+# Build the binaries and start kandev on http://127.0.0.1:8080 (profile dev, demo agent `mock`; Ctrl-C stops it).
+run:
+    cargo build --workspace --bins
+    KANDEV_PROFILE=dev KANDEV_LISTEN=127.0.0.1:8080 target/debug/kandev serve
+
 # Everything CI runs: format, lints, and every test of the workspace.
 test: lint
     cargo test --workspace --all-targets
