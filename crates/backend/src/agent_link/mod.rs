@@ -1,13 +1,43 @@
 //! The backend's side of the agent stream: starting or reaching an agentctl (the
 //! [`ExecutorConfig`]), and one [`AgentLink`] per session that correlates requests
 //! with responses, delivers agent events in order, and re-attaches after a drop.
+//!
+//! Handshake: [`AgentLink::connect`] only opens the stream. The session runtime then
+//! sends `agent.session.start` itself through [`AgentLink::request`]. The link watches
+//! for the first successful `agent.session.start` (or `agent.session.attach`) and from
+//! then on knows which session to re-attach after a drop: it reconnects with backoff,
+//! sends `agent.session.attach {session_id}` on the new stream before any other request
+//! may use it, and reports [`LinkEvent::Reattached`] with agentctl's still-open
+//! elicitations. While the stream is down every request fails at once with
+//! [`LinkError::NotConnected`] and nothing is sent (AC-20a).
+//!
+//! Submodules: `dial` opens one authenticated WebSocket, `local` starts a sibling
+//! `agentctl serve`, `shared` is the correlation table and connection state, and
+//! `supervisor` is the single task that reads the stream and reconnects.
+
+mod dial;
+mod local;
+mod shared;
+mod supervisor;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kandev_agent_stream::{AgentEvent, ElicitationRequested, ErrorPayload};
+use kandev_agent_stream::{AgentEvent, ElicitationRequested, ErrorPayload, FrameType, action};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use self::dial::Endpoint;
+use self::shared::Shared;
+
+pub use self::local::AGENTCTL_TOKEN_VAR;
 
 /// Where agentctl runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,11 +72,18 @@ pub enum LinkEvent {
     /// The stream dropped; the link is trying to re-attach.
     Disconnected,
     /// The stream is back; `pending` is agentctl's list of still-open elicitations.
+    ///
+    /// The list is a snapshot taken when agentctl accepted the re-attach. The events
+    /// agentctl buffered while the stream was down follow this event, in their original
+    /// order, so they may be older than the snapshot: consumers key by `pending_id`.
+    /// When the stream dropped before any session was started on it, nothing is
+    /// re-attached and `pending` is empty.
     Reattached {
         /// Elicitations still waiting for an answer.
         pending: Vec<ElicitationRequested>,
     },
     /// agentctl is gone for good (died, or re-attaching failed): nothing pending can be delivered.
+    /// It is the last event; the receiver ends after it.
     Lost {
         /// Why.
         reason: String,
@@ -73,10 +110,67 @@ pub enum LinkError {
     Protocol(String),
 }
 
+/// Timeouts and limits of one link. [`LinkOptions::default`] is what
+/// [`AgentLink::connect`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkOptions {
+    /// How long [`AgentLink::request`] waits for a response (default 30 s).
+    pub request_timeout: Duration,
+    /// How long the link keeps trying to reconnect after a drop before it reports
+    /// [`LinkEvent::Lost`] (default 30 s). Backoff starts at 50 ms and doubles to 1 s.
+    pub reconnect_window: Duration,
+    /// How long one WebSocket connect (TCP plus upgrade) may take (default 5 s).
+    pub connect_timeout: Duration,
+    /// How long a local agentctl may take to print `AGENTCTL_LISTENING` (default 20 s).
+    pub listen_timeout: Duration,
+    /// How long [`AgentLink::shutdown`] waits for `agent.shutdown` to be answered, and
+    /// then for the local agentctl to exit (default 5 s each).
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for LinkOptions {
+    fn default() -> Self {
+        Self {
+            request_timeout: Duration::from_secs(30),
+            reconnect_window: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            listen_timeout: Duration::from_secs(20),
+            shutdown_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
 /// One session's connection to its agentctl. Cheap to clone.
+///
+/// Dropping every clone closes the stream and stops a local agentctl, like
+/// [`AgentLink::shutdown`] but without asking agentctl to stop the agent first.
 #[derive(Debug, Clone)]
 pub struct AgentLink {
-    _private: (),
+    inner: Arc<LinkInner>,
+}
+
+struct LinkInner {
+    shared: Arc<Shared>,
+    supervisor: Mutex<Option<JoinHandle<()>>>,
+    /// Set by the first `shutdown`, so a second one does nothing.
+    shutting_down: AtomicBool,
+}
+
+impl std::fmt::Debug for LinkInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentLink")
+            .field("session_id", &self.shared.session_id)
+            .field("connected", &self.shared.is_connected())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for LinkInner {
+    fn drop(&mut self) {
+        // The supervisor holds only `Shared`; closing it ends the task, which drops the
+        // last `Shared` and with it the local agentctl (killed on drop).
+        self.shared.close();
+    }
 }
 
 impl AgentLink {
@@ -86,7 +180,57 @@ impl AgentLink {
         executor: &ExecutorConfig,
         session_id: &str,
     ) -> Result<(AgentLink, mpsc::UnboundedReceiver<LinkEvent>), LinkError> {
-        todo!("{executor:?} {session_id}")
+        Self::connect_with(executor, session_id, LinkOptions::default()).await
+    }
+
+    /// [`AgentLink::connect`] with explicit timeouts.
+    pub async fn connect_with(
+        executor: &ExecutorConfig,
+        session_id: &str,
+        options: LinkOptions,
+    ) -> Result<(AgentLink, mpsc::UnboundedReceiver<LinkEvent>), LinkError> {
+        let span = tracing::info_span!("agent_link", session_id = %session_id);
+        let (endpoint, process) = match executor {
+            ExecutorConfig::Local { agentctl } => {
+                let binary = match agentctl {
+                    Some(path) => path.clone(),
+                    None => local::default_binary()?,
+                };
+                let started = local::start(&binary, options.listen_timeout)
+                    .instrument(span.clone())
+                    .await?;
+                let endpoint = Endpoint::new(&format!("ws://{}", started.addr), &started.token);
+                (endpoint, Some(started.process))
+            }
+            ExecutorConfig::Remote { url, token } => (Endpoint::new(url, token), None),
+        };
+        // On failure `process` is dropped here, which kills the agentctl just started.
+        let ws = match tokio::time::timeout(options.connect_timeout, dial::open(&endpoint)).await {
+            Ok(Ok(ws)) => ws,
+            Ok(Err(err)) => return Err(LinkError::Unreachable(err.to_string())),
+            Err(_) => {
+                return Err(LinkError::Unreachable(format!(
+                    "connecting to {} took longer than {:?}",
+                    endpoint.url(),
+                    options.connect_timeout
+                )));
+            }
+        };
+        span.in_scope(|| tracing::info!(url = %endpoint.url(), "agent stream connected"));
+
+        let shared = Arc::new(Shared::new(session_id, options, process));
+        let outgoing = shared.publish().ok_or(LinkError::NotConnected)?;
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let supervisor = supervisor::Supervisor::new(Arc::clone(&shared), endpoint, events_tx);
+        let task = tokio::spawn(supervisor.run(ws, outgoing).instrument(span));
+        let link = AgentLink {
+            inner: Arc::new(LinkInner {
+                shared,
+                supervisor: Mutex::new(Some(task)),
+                shutting_down: AtomicBool::new(false),
+            }),
+        };
+        Ok((link, events_rx))
     }
 
     /// Sends one request and waits for its response payload.
@@ -95,17 +239,150 @@ impl AgentLink {
         action: &str,
         payload: &P,
     ) -> Result<R, LinkError> {
-        let _ = serde_json::to_value(payload);
-        todo!("{action}")
+        let timeout = self.inner.shared.options.request_timeout;
+        self.request_with_timeout(action, payload, timeout).await
+    }
+
+    /// [`AgentLink::request`] with its own timeout (e.g. a longer one for
+    /// `agent.session.start`, which waits for the agent's `initialize`).
+    pub async fn request_with_timeout<P: Serialize, R: DeserializeOwned>(
+        &self,
+        action: &str,
+        payload: &P,
+        timeout: Duration,
+    ) -> Result<R, LinkError> {
+        let payload = serde_json::to_value(payload).map_err(|err| {
+            LinkError::Protocol(format!("could not encode the `{action}` payload: {err}"))
+        })?;
+        let shared = &self.inner.shared;
+        let span = tracing::info_span!(
+            "agent_request",
+            session_id = %shared.session_id,
+            action,
+            pending_id = tracing::field::Empty,
+        );
+        if let Some(pending_id) = payload.get("pending_id").and_then(Value::as_str) {
+            span.record("pending_id", pending_id);
+        }
+        let bound_session = binds_session(action).then(|| {
+            payload
+                .get("session_id")
+                .and_then(Value::as_str)
+                .map_or_else(|| shared.session_id.clone(), str::to_owned)
+        });
+
+        async move {
+            let (id, reply) = shared.send_request(action, payload)?;
+            let reply = match tokio::time::timeout(timeout, reply).await {
+                Ok(Ok(envelope)) => envelope,
+                // The waiter was dropped: the stream went down with this request in flight.
+                Ok(Err(_)) => {
+                    tracing::warn!("agent stream dropped before the answer arrived");
+                    return Err(LinkError::NotConnected);
+                }
+                Err(_) => {
+                    shared.forget(&id);
+                    tracing::warn!(?timeout, "agentctl did not answer in time");
+                    return Err(LinkError::Timeout(timeout));
+                }
+            };
+            match reply.frame_type {
+                FrameType::Response => {
+                    if let Some(session_id) = bound_session {
+                        shared.mark_bound(session_id);
+                    }
+                    decode_payload(action, reply.payload)
+                }
+                FrameType::Error => {
+                    let error: ErrorPayload =
+                        serde_json::from_value(reply.payload).map_err(|err| {
+                            LinkError::Protocol(format!(
+                                "error frame for `{action}` does not decode: {err}"
+                            ))
+                        })?;
+                    tracing::debug!(code = ?error.code, "agentctl answered with an error");
+                    Err(LinkError::Remote(error))
+                }
+                other => Err(LinkError::Protocol(format!(
+                    "a `{other:?}` frame answered `{action}`"
+                ))),
+            }
+        }
+        .instrument(span)
+        .await
     }
 
     /// Whether the stream is up right now.
     pub fn is_connected(&self) -> bool {
-        todo!()
+        self.inner.shared.is_connected()
+    }
+
+    /// The process id of the local agentctl this link started; `None` for a remote
+    /// executor. (Tests use it to kill agentctl and watch the link report `Lost`.)
+    pub fn agentctl_pid(&self) -> Option<u32> {
+        self.inner
+            .shared
+            .process
+            .as_ref()
+            .and_then(|process| process.pid())
     }
 
     /// Asks agentctl to shut the agent down, closes the stream, and stops a local agentctl.
+    ///
+    /// `agent.shutdown` is sent only when the stream is up and a session was started on
+    /// it. Afterwards every request fails with [`LinkError::NotConnected`], there is no
+    /// reconnect, and the event receiver ends. Calling it again does nothing more.
     pub async fn shutdown(&self) {
-        todo!()
+        let shared = &self.inner.shared;
+        if self.inner.shutting_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let grace = shared.options.shutdown_timeout;
+        if shared.is_connected() && shared.bound_session().is_some() {
+            let answer: Result<Value, LinkError> = self
+                .request_with_timeout(
+                    action::SHUTDOWN,
+                    &kandev_agent_stream::request::Empty {},
+                    grace,
+                )
+                .await;
+            if let Err(err) = answer {
+                tracing::warn!(session_id = %shared.session_id, error = %err, "agent.shutdown failed");
+            }
+        }
+        shared.close();
+        let task = self
+            .inner
+            .supervisor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(task) = task {
+            // The supervisor sends a close frame and ends; don't wait forever on a dead peer.
+            if tokio::time::timeout(grace, task).await.is_err() {
+                tracing::warn!(session_id = %shared.session_id, "agent stream did not close in time");
+            }
+        }
+        if let Some(process) = &shared.process {
+            process.stop(grace).await;
+        }
+        tracing::info!(session_id = %shared.session_id, "agent link shut down");
+    }
+}
+
+/// Actions whose successful response binds the stream to a session, so that a
+/// reconnect must re-attach it.
+fn binds_session(action: &str) -> bool {
+    action == action::SESSION_START || action == action::SESSION_ATTACH
+}
+
+/// Decodes a response payload; a missing payload reads as `{}` for struct responses.
+fn decode_payload<R: DeserializeOwned>(action: &str, payload: Value) -> Result<R, LinkError> {
+    let missing = payload.is_null();
+    match serde_json::from_value(payload) {
+        Ok(decoded) => Ok(decoded),
+        Err(_) if missing => serde_json::from_value(Value::Object(Default::default()))
+            .map_err(|err| LinkError::Protocol(format!("`{action}` response: {err}"))),
+        Err(err) => Err(LinkError::Protocol(format!("`{action}` response: {err}"))),
     }
 }

@@ -1,0 +1,158 @@
+//! Opening one authenticated agent-stream WebSocket to an agentctl.
+
+use kandev_agent_stream::STREAM_PATH;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// An open agent stream.
+pub(crate) type WsStream = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Where the stream is and how to authenticate.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    url: String,
+    token: String,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the token.
+        f.debug_struct("Endpoint")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// `base` is agentctl's address (`ws://host:port`, `http://…` or bare `host:port`);
+    /// the stream path is appended unless already there.
+    pub fn new(base: &str, token: &str) -> Self {
+        Self {
+            url: stream_url(base),
+            token: token.to_owned(),
+        }
+    }
+
+    /// The full stream URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// Why a connect failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DialError {
+    /// Retrying cannot help: agentctl refused the token, or the URL is unusable.
+    #[error("{0}")]
+    Rejected(String),
+    /// Maybe temporary: nothing listening, connection reset, unexpected HTTP status.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The full stream URL for a configured base.
+pub(crate) fn stream_url(base: &str) -> String {
+    let base = base.trim().trim_end_matches('/');
+    let base = if let Some(rest) = base.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else if let Some(rest) = base.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if base.starts_with("ws://") || base.starts_with("wss://") {
+        base.to_owned()
+    } else {
+        format!("ws://{base}")
+    };
+    if base.ends_with(STREAM_PATH) {
+        base
+    } else {
+        format!("{base}{STREAM_PATH}")
+    }
+}
+
+/// Opens the stream with `Authorization: Bearer <token>`.
+pub(crate) async fn open(endpoint: &Endpoint) -> Result<WsStream, DialError> {
+    let url = &endpoint.url;
+    let mut request = url
+        .as_str()
+        .into_client_request()
+        .map_err(|err| DialError::Rejected(format!("invalid agentctl url {url}: {err}")))?;
+    let bearer = HeaderValue::from_str(&format!("Bearer {}", endpoint.token)).map_err(|_| {
+        DialError::Rejected("the agentctl token has characters not allowed in a header".into())
+    })?;
+    request.headers_mut().insert(header::AUTHORIZATION, bearer);
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((ws, _response)) => Ok(ws),
+        Err(err) => Err(classify(url, err)),
+    }
+}
+
+fn classify(url: &str, err: WsError) -> DialError {
+    match err {
+        WsError::Http(response) => {
+            let status = response.status();
+            if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+                DialError::Rejected(format!(
+                    "agentctl at {url} rejected the token (HTTP {status}); check the executor token"
+                ))
+            } else {
+                DialError::Failed(format!(
+                    "agentctl at {url} answered HTTP {status} instead of opening the stream"
+                ))
+            }
+        }
+        WsError::Url(err) => DialError::Rejected(format!("invalid agentctl url {url}: {err}")),
+        WsError::Io(err) => DialError::Failed(format!("could not connect to {url}: {err}")),
+        WsError::Tls(err) => DialError::Rejected(format!(
+            "could not open {url}: {err} (this build speaks plain ws:// only)"
+        )),
+        other => DialError::Failed(format!("could not open the agent stream at {url}: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stream_path_is_appended_once_and_http_becomes_ws() {
+        assert_eq!(
+            stream_url("ws://10.0.0.5:7740"),
+            "ws://10.0.0.5:7740/api/v1/agent/stream"
+        );
+        assert_eq!(
+            stream_url("ws://10.0.0.5:7740/"),
+            "ws://10.0.0.5:7740/api/v1/agent/stream"
+        );
+        assert_eq!(stream_url("http://h:1"), "ws://h:1/api/v1/agent/stream");
+        assert_eq!(stream_url("https://h"), "wss://h/api/v1/agent/stream");
+        assert_eq!(
+            stream_url("127.0.0.1:9"),
+            "ws://127.0.0.1:9/api/v1/agent/stream"
+        );
+        assert_eq!(
+            stream_url("ws://h:1/api/v1/agent/stream"),
+            "ws://h:1/api/v1/agent/stream"
+        );
+    }
+
+    #[test]
+    fn the_token_never_shows_in_debug_output() {
+        let endpoint = Endpoint::new("ws://h:1", "s3cr3t-token");
+        assert!(!format!("{endpoint:?}").contains("s3cr3t"));
+    }
+
+    #[tokio::test]
+    async fn nothing_listening_is_a_retryable_failure_naming_the_url() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        drop(listener);
+        let endpoint = Endpoint::new(&format!("ws://{addr}"), "t");
+        match open(&endpoint).await {
+            Err(DialError::Failed(message)) => assert!(message.contains(&addr.to_string())),
+            other => panic!("expected a retryable failure, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! The one task per link that owns the WebSocket: it writes queued request frames,
+//! reads every frame (answers go to their waiters, `agent.event` notifications go to
+//! the events channel in arrival order), and after a drop reconnects with backoff and
+//! re-attaches the session before the stream is usable again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use kandev_agent_stream::request::SessionAttach;
+use kandev_agent_stream::response::SessionAttached;
+use kandev_agent_stream::{AgentEvent, ElicitationRequested, Envelope, FrameType, action};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::LinkEvent;
+use super::dial::{self, DialError, Endpoint, WsStream};
+use super::shared::{Outgoing, Shared};
+
+/// First delay between reconnect attempts.
+const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
+/// Longest delay between reconnect attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Why the reading loop of one connection ended.
+enum PumpEnd {
+    /// `close` was called.
+    Shutdown,
+    /// The connection closed or failed.
+    Dropped(String),
+}
+
+/// How reconnecting ended.
+enum Reconnect {
+    /// A new, re-attached connection.
+    Up(Box<WsStream>, Outgoing),
+    /// `close` was called meanwhile.
+    Shutdown,
+    /// Give up: report `Lost` with this reason.
+    Lost(String),
+}
+
+/// Why one reconnect attempt failed.
+enum AttemptError {
+    /// Try again after the backoff.
+    Retry(String),
+    /// Retrying cannot help.
+    Fatal(String),
+    /// `close` was called meanwhile.
+    Shutdown,
+}
+
+/// See the module docs.
+pub(crate) struct Supervisor {
+    shared: Arc<Shared>,
+    endpoint: Endpoint,
+    events: mpsc::UnboundedSender<LinkEvent>,
+}
+
+/// The signals the supervisor waits on besides the socket.
+struct Signals {
+    /// Becomes true on `close`.
+    shutdown: watch::Receiver<bool>,
+    /// A local agentctl's exit status, once it exited.
+    exit: Option<watch::Receiver<Option<String>>>,
+}
+
+impl Supervisor {
+    pub fn new(
+        shared: Arc<Shared>,
+        endpoint: Endpoint,
+        events: mpsc::UnboundedSender<LinkEvent>,
+    ) -> Self {
+        Self {
+            shared,
+            endpoint,
+            events,
+        }
+    }
+
+    /// Runs until `close`, or until the link is lost.
+    pub async fn run(self, mut ws: WsStream, mut outgoing: Outgoing) {
+        let mut signals = Signals {
+            shutdown: self.shared.shutdown_signal(),
+            exit: self
+                .shared
+                .process
+                .as_ref()
+                .map(|process| process.exit_watch()),
+        };
+        loop {
+            let end = self
+                .pump(&mut ws, &mut outgoing, &mut signals.shutdown)
+                .await;
+            self.shared.disconnect();
+            match end {
+                PumpEnd::Shutdown => {
+                    // Best effort: a dead peer must not hold up shutdown.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
+                    tracing::debug!("agent stream closed");
+                    return;
+                }
+                PumpEnd::Dropped(why) => {
+                    if self.shared.is_closed() {
+                        return;
+                    }
+                    tracing::warn!(reason = %why, "agent stream dropped; reconnecting");
+                    self.emit(LinkEvent::Disconnected);
+                }
+            }
+            match self.reconnect(&mut signals).await {
+                Reconnect::Up(new_ws, new_outgoing) => {
+                    ws = *new_ws;
+                    outgoing = new_outgoing;
+                }
+                Reconnect::Shutdown => return,
+                Reconnect::Lost(reason) => {
+                    tracing::error!(reason = %reason, "agent stream lost");
+                    if let Some(process) = &self.shared.process {
+                        // An unreachable agentctl is of no further use to this session.
+                        process.kill();
+                    }
+                    self.emit(LinkEvent::Lost { reason });
+                    return;
+                }
+            }
+        }
+    }
+
+    fn emit(&self, event: LinkEvent) {
+        // A dropped receiver only means nobody listens; requests still work.
+        let _ = self.events.send(event);
+    }
+
+    /// Serves one connection until it ends.
+    async fn pump(
+        &self,
+        ws: &mut WsStream,
+        outgoing: &mut Outgoing,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> PumpEnd {
+        loop {
+            tokio::select! {
+                biased;
+                () = closed(shutdown) => return PumpEnd::Shutdown,
+                frame = ws.next() => match frame {
+                    Some(Ok(Message::Text(text))) => self.dispatch(text.as_str()),
+                    Some(Ok(Message::Close(close))) => {
+                        let why = close.map(|c| c.reason.to_string()).unwrap_or_default();
+                        return PumpEnd::Dropped(format!("agentctl closed the stream {why}"));
+                    }
+                    Some(Ok(_)) => {} // ping/pong/binary: nothing to do
+                    Some(Err(err)) => return PumpEnd::Dropped(err.to_string()),
+                    None => return PumpEnd::Dropped("the stream ended".into()),
+                },
+                frame = outgoing.recv() => match frame {
+                    Some(frame) => {
+                        if let Err(err) = ws.send(frame).await {
+                            return PumpEnd::Dropped(format!("write failed: {err}"));
+                        }
+                    }
+                    // Only `disconnect`/`close` drop the sender.
+                    None => return PumpEnd::Shutdown,
+                },
+            }
+        }
+    }
+
+    /// Routes one text frame. Payloads are never logged: they can carry question text.
+    fn dispatch(&self, text: &str) {
+        let envelope: Envelope = match serde_json::from_str(text) {
+            Ok(envelope) => envelope,
+            Err(err) => {
+                // The category only: serde's message can quote the frame's content.
+                tracing::warn!(category = ?err.classify(), "undecodable frame from agentctl ignored");
+                return;
+            }
+        };
+        match envelope.frame_type {
+            FrameType::Response | FrameType::Error => {
+                let id = envelope.id.clone();
+                if !self.shared.resolve(envelope) {
+                    tracing::debug!(request_id = %id, "answer for a request nobody waits for");
+                }
+            }
+            FrameType::Notification => {
+                if let Some(event) = decode_event(&envelope) {
+                    self.emit(LinkEvent::Agent(event));
+                }
+            }
+            FrameType::Request => {
+                tracing::warn!(action = %envelope.action, "agentctl sent a request; ignored");
+            }
+        }
+    }
+
+    /// Reconnects with backoff within the reconnect window.
+    async fn reconnect(&self, signals: &mut Signals) -> Reconnect {
+        let window = self.shared.options.reconnect_window;
+        let started = Instant::now();
+        let mut delay = INITIAL_BACKOFF;
+        loop {
+            if let Some(status) = exited(signals.exit.as_ref()) {
+                return Reconnect::Lost(format!("agentctl exited ({status})"));
+            }
+            let attempt = tokio::select! {
+                biased;
+                () = closed(&mut signals.shutdown) => return Reconnect::Shutdown,
+                attempt = self.attempt() => attempt,
+            };
+            let last_error = match attempt {
+                Ok(up) => return up,
+                Err(AttemptError::Shutdown) => return Reconnect::Shutdown,
+                Err(AttemptError::Fatal(reason)) => return Reconnect::Lost(reason),
+                Err(AttemptError::Retry(error)) => error,
+            };
+            tracing::debug!(error = %last_error, "reconnect attempt failed");
+            if started.elapsed() + delay > window {
+                return Reconnect::Lost(format!(
+                    "could not re-attach to agentctl within {window:?}: {last_error}"
+                ));
+            }
+            tokio::select! {
+                biased;
+                () = closed(&mut signals.shutdown) => return Reconnect::Shutdown,
+                // A local agentctl that died will never come back: stop waiting at once.
+                () = wait_exit(signals.exit.as_mut()) => {}
+                () = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// One reconnect attempt: connect, re-attach the bound session, publish.
+    async fn attempt(&self) -> Result<Reconnect, AttemptError> {
+        let timeout = self.shared.options.connect_timeout;
+        let mut ws = match tokio::time::timeout(timeout, dial::open(&self.endpoint)).await {
+            Ok(Ok(ws)) => ws,
+            Ok(Err(DialError::Rejected(reason))) => return Err(AttemptError::Fatal(reason)),
+            Ok(Err(DialError::Failed(reason))) => return Err(AttemptError::Retry(reason)),
+            Err(_) => {
+                return Err(AttemptError::Retry(format!(
+                    "connect took over {timeout:?}"
+                )));
+            }
+        };
+        let (pending, flushed) = match self.shared.bound_session() {
+            Some(session_id) => self.attach(&mut ws, session_id).await?,
+            // No session was started on the old stream: nothing to re-attach.
+            None => (Vec::new(), Vec::new()),
+        };
+        let Some(outgoing) = self.shared.publish() else {
+            return Err(AttemptError::Shutdown);
+        };
+        tracing::info!(pending = pending.len(), "agent stream re-attached");
+        self.emit(LinkEvent::Reattached { pending });
+        for event in flushed {
+            self.emit(LinkEvent::Agent(event));
+        }
+        Ok(Reconnect::Up(Box::new(ws), outgoing))
+    }
+
+    /// Sends `agent.session.attach` on a fresh stream and waits for its answer,
+    /// keeping the events agentctl flushes meanwhile (in order) for after `Reattached`.
+    async fn attach(
+        &self,
+        ws: &mut WsStream,
+        session_id: String,
+    ) -> Result<(Vec<ElicitationRequested>, Vec<AgentEvent>), AttemptError> {
+        let id = self.shared.next_id();
+        let frame = Envelope::request(
+            id.clone(),
+            action::SESSION_ATTACH,
+            &SessionAttach { session_id },
+        );
+        ws.send(Message::text(frame.to_text()))
+            .await
+            .map_err(|err| AttemptError::Retry(format!("sending agent.session.attach: {err}")))?;
+        let timeout = self.shared.options.request_timeout;
+        let deadline = Instant::now() + timeout;
+        let mut flushed = Vec::new();
+        loop {
+            let frame = tokio::time::timeout_at(deadline, ws.next())
+                .await
+                .map_err(|_| {
+                    AttemptError::Retry(format!(
+                        "agent.session.attach unanswered after {timeout:?}"
+                    ))
+                })?;
+            let text = match frame {
+                Some(Ok(Message::Text(text))) => text,
+                Some(Ok(Message::Close(_))) | None => {
+                    return Err(AttemptError::Retry(
+                        "the stream closed during re-attach".into(),
+                    ));
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(err)) => {
+                    return Err(AttemptError::Retry(format!("during re-attach: {err}")));
+                }
+            };
+            let Ok(envelope) = serde_json::from_str::<Envelope>(text.as_str()) else {
+                tracing::warn!("undecodable frame from agentctl ignored");
+                continue;
+            };
+            match envelope.frame_type {
+                FrameType::Notification => flushed.extend(decode_event(&envelope)),
+                FrameType::Response if envelope.id == id => {
+                    let attached: SessionAttached = serde_json::from_value(envelope.payload)
+                        .map_err(|err| {
+                            AttemptError::Fatal(format!(
+                                "agent.session.attach answer does not decode: {err}"
+                            ))
+                        })?;
+                    return Ok((attached.pending, flushed));
+                }
+                FrameType::Error if envelope.id == id => {
+                    let detail =
+                        match envelope.decode_payload::<kandev_agent_stream::ErrorPayload>() {
+                            Ok(error) => format!("{:?}: {}", error.code, error.message),
+                            Err(_) => "undecodable error frame".to_owned(),
+                        };
+                    return Err(AttemptError::Fatal(format!(
+                        "agentctl refused to re-attach the session: {detail}"
+                    )));
+                }
+                // A stale answer to a request of the old connection: its waiter already failed.
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Decodes an `agent.event` notification; anything else is logged and skipped.
+fn decode_event(envelope: &Envelope) -> Option<AgentEvent> {
+    if envelope.action != action::AGENT_EVENT {
+        tracing::debug!(action = %envelope.action, "unknown notification ignored");
+        return None;
+    }
+    match serde_json::from_value::<AgentEvent>(envelope.payload.clone()) {
+        Ok(event) => Some(event),
+        Err(err) => {
+            // The event name is safe to log; the rest may carry question text.
+            let name = envelope
+                .payload
+                .get("event")
+                .and_then(|e| e.as_str())
+                .unwrap_or("?");
+            tracing::warn!(
+                seq = %envelope.id,
+                event = name,
+                category = ?err.classify(),
+                "undecodable agent event skipped"
+            );
+            None
+        }
+    }
+}
+
+/// Resolves once the link is closed. (A helper so no watch guard lives across an await.)
+async fn closed(shutdown: &mut watch::Receiver<bool>) {
+    if shutdown.wait_for(|closed| *closed).await.is_err() {
+        // The sender lives in `Shared`, which this task holds: cannot happen, but never spin.
+        std::future::pending::<()>().await;
+    }
+}
+
+/// How a local agentctl exited, if it has.
+fn exited(exit: Option<&watch::Receiver<Option<String>>>) -> Option<String> {
+    exit.and_then(|exit| exit.borrow().clone())
+}
+
+/// Resolves when a local agentctl has exited; never for a remote one.
+async fn wait_exit(exit: Option<&mut watch::Receiver<Option<String>>>) {
+    match exit {
+        Some(exit) => {
+            let exited = exit.wait_for(Option::is_some).await.is_ok();
+            if !exited {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}

@@ -1,0 +1,634 @@
+//! Link-level tests against a tiny in-test WebSocket server that plays agentctl:
+//! every frame the link sends is read and answered by the test itself.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use kandev_agent_stream::request::{AgentSpec, Empty, Prompt, SessionStart};
+use kandev_agent_stream::response::{PromptAccepted, SessionAttached, SessionStarted, Success};
+use kandev_agent_stream::{
+    AgentEvent, ElicitationRequested, Envelope, ErrorCode, ErrorPayload, FrameType, action,
+};
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::{StatusCode, header};
+
+use super::*;
+
+/// How long a test waits for anything before failing.
+const WAIT: Duration = Duration::from_secs(5);
+const SESSION: &str = "s-1";
+const TOKEN: &str = "test-token";
+
+/// Accepts TCP connections and hands them to the test, which decides when (and
+/// whether) to complete the WebSocket upgrade.
+struct TestServer {
+    addr: SocketAddr,
+    incoming: mpsc::UnboundedReceiver<TcpStream>,
+    acceptor: JoinHandle<()>,
+}
+
+impl TestServer {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, incoming) = mpsc::unbounded_channel();
+        let acceptor = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                if tx.send(tcp).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            addr,
+            incoming,
+            acceptor,
+        }
+    }
+
+    fn executor(&self, token: &str) -> ExecutorConfig {
+        ExecutorConfig::Remote {
+            url: format!("ws://{}", self.addr),
+            token: token.into(),
+        }
+    }
+
+    /// The next TCP connection, not yet upgraded.
+    async fn next_tcp(&mut self) -> TcpStream {
+        tokio::time::timeout(WAIT, self.incoming.recv())
+            .await
+            .expect("a connection within 5 s")
+            .expect("acceptor running")
+    }
+
+    /// Completes the upgrade, answering 401 unless the bearer token is right.
+    // The callback's error type is tungstenite's, not ours to shrink.
+    #[allow(clippy::result_large_err)]
+    async fn upgrade(tcp: TcpStream) -> Option<Conn> {
+        let check = |request: &Request, response: Response| {
+            let auth = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok());
+            let path_ok = request.uri().path() == kandev_agent_stream::STREAM_PATH;
+            if auth == Some(&format!("Bearer {TOKEN}")) && path_ok {
+                Ok(response)
+            } else {
+                let mut refusal = ErrorResponse::new(Some("bad token".into()));
+                *refusal.status_mut() = StatusCode::UNAUTHORIZED;
+                Err(refusal)
+            }
+        };
+        tokio_tungstenite::accept_hdr_async(tcp, check)
+            .await
+            .ok()
+            .map(|ws| Conn { ws })
+    }
+
+    async fn next_conn(&mut self) -> Conn {
+        let tcp = self.next_tcp().await;
+        Self::upgrade(tcp)
+            .await
+            .expect("the link sends the right token")
+    }
+
+    /// Stops listening: further connects are refused.
+    async fn stop_listening(&mut self) {
+        self.acceptor.abort();
+        let _ = (&mut self.acceptor).await;
+    }
+}
+
+/// The server side of one connection.
+struct Conn {
+    ws: WebSocketStream<TcpStream>,
+}
+
+impl Conn {
+    async fn recv(&mut self) -> Envelope {
+        loop {
+            match tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("a frame within 5 s")
+            {
+                Some(Ok(Message::Text(text))) => {
+                    return serde_json::from_str(text.as_str()).expect("an envelope");
+                }
+                Some(Ok(_)) => {}
+                other => panic!("the link closed the stream: {other:?}"),
+            }
+        }
+    }
+
+    async fn send(&mut self, envelope: &Envelope) {
+        self.ws
+            .send(Message::text(envelope.to_text()))
+            .await
+            .expect("send");
+    }
+
+    async fn event(&mut self, seq: u64, event: &AgentEvent) {
+        self.send(&Envelope::notification(
+            seq.to_string(),
+            action::AGENT_EVENT,
+            event,
+        ))
+        .await;
+    }
+
+    /// Waits until the link closes this stream, failing on any further text frame.
+    async fn expect_closed(&mut self) {
+        loop {
+            match tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("closed within 5 s")
+            {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(Message::Text(text))) => panic!("unexpected frame {text}"),
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+}
+
+fn update(n: u64) -> AgentEvent {
+    AgentEvent::SessionUpdate {
+        update: json!({"n": n}),
+    }
+}
+
+fn pending(id: &str) -> ElicitationRequested {
+    ElicitationRequested {
+        pending_id: id.into(),
+        acp_session_id: "acp-1".into(),
+        tool_call_id: None,
+        message: "Pick a colour".into(),
+        questions: Vec::new(),
+    }
+}
+
+async fn next_event(events: &mut mpsc::UnboundedReceiver<LinkEvent>) -> LinkEvent {
+    tokio::time::timeout(WAIT, events.recv())
+        .await
+        .expect("an event within 5 s")
+        .expect("the event channel is open")
+}
+
+/// Waits until the receiver ends (the supervisor has stopped).
+async fn expect_end(events: &mut mpsc::UnboundedReceiver<LinkEvent>) {
+    let next = tokio::time::timeout(WAIT, events.recv())
+        .await
+        .expect("the link ends within 5 s");
+    assert_eq!(next, None, "no event after the end");
+}
+
+fn quick() -> LinkOptions {
+    LinkOptions {
+        request_timeout: Duration::from_secs(5),
+        ..LinkOptions::default()
+    }
+}
+
+async fn linked(
+    server: &mut TestServer,
+    options: LinkOptions,
+) -> (AgentLink, mpsc::UnboundedReceiver<LinkEvent>, Conn) {
+    let executor = server.executor(TOKEN);
+    let (link, conn) = tokio::join!(
+        AgentLink::connect_with(&executor, SESSION, options),
+        server.next_conn()
+    );
+    let (link, events) = link.expect("connect");
+    (link, events, conn)
+}
+
+/// Sends `agent.session.start` through the link and answers it, binding the stream.
+async fn start_session(link: &AgentLink, conn: &mut Conn) {
+    let start = SessionStart {
+        session_id: SESSION.into(),
+        agent: AgentSpec {
+            id: "mock".into(),
+            command: vec!["mock-agent".into()],
+            env: Default::default(),
+            cwd: None,
+            permission_policy: Default::default(),
+        },
+        flags: Default::default(),
+    };
+    let (started, ()) = tokio::join!(
+        link.request::<_, SessionStarted>(action::SESSION_START, &start),
+        async {
+            let request = conn.recv().await;
+            assert_eq!(request.action, action::SESSION_START);
+            let answer = SessionStarted {
+                acp_session_id: "acp-1".into(),
+                client_capabilities: json!({}),
+            };
+            conn.send(&Envelope::response_to(&request, &answer)).await;
+        }
+    );
+    assert_eq!(started.expect("started").acp_session_id, "acp-1");
+}
+
+/// Answers the next frame, which must be `agent.session.attach` for [`SESSION`].
+async fn answer_attach(conn: &mut Conn, before: &[AgentEvent], pending_ids: &[&str]) {
+    let attach = conn.recv().await;
+    assert_eq!(
+        attach.action,
+        action::SESSION_ATTACH,
+        "attach comes before anything else"
+    );
+    assert_eq!(attach.payload, json!({"session_id": SESSION}));
+    // agentctl flushes the buffered events as it binds the stream, before its answer.
+    for (seq, event) in before.iter().enumerate() {
+        conn.event(100 + seq as u64, event).await;
+    }
+    let answer = SessionAttached {
+        acp_session_id: "acp-1".into(),
+        pending: pending_ids.iter().map(|id| pending(id)).collect(),
+    };
+    conn.send(&Envelope::response_to(&attach, &answer)).await;
+}
+
+#[tokio::test]
+async fn concurrent_requests_each_get_their_own_answer() {
+    let mut server = TestServer::start().await;
+    let (link, _events, mut conn) = linked(&mut server, quick()).await;
+    let ask = |text: &'static str| {
+        let link = link.clone();
+        async move {
+            link.request::<_, Value>(action::PROMPT, &Prompt { text: text.into() })
+                .await
+        }
+    };
+    let server_side = async {
+        let mut requests = Vec::new();
+        for _ in 0..3 {
+            requests.push(conn.recv().await);
+        }
+        // Answer in reverse order, echoing each request's own text.
+        for request in requests.iter().rev() {
+            conn.send(&Envelope::response_to(
+                request,
+                &json!({"echo": request.payload["text"]}),
+            ))
+            .await;
+        }
+    };
+    let (a, b, c, ()) = tokio::join!(ask("a"), ask("b"), ask("c"), server_side);
+    assert_eq!(a.expect("a"), json!({"echo": "a"}));
+    assert_eq!(b.expect("b"), json!({"echo": "b"}));
+    assert_eq!(c.expect("c"), json!({"echo": "c"}));
+}
+
+#[tokio::test]
+async fn an_error_frame_is_a_remote_error_carrying_its_payload() {
+    let mut server = TestServer::start().await;
+    let (link, _events, mut conn) = linked(&mut server, quick()).await;
+    let respond = json!({"pending_id": "p-1"});
+    let (answer, ()) = tokio::join!(
+        link.request::<_, Success>(action::ELICITATIONS_RESPOND, &respond),
+        async {
+            let request = conn.recv().await;
+            conn.send(&Envelope::error_to(
+                &request,
+                ErrorCode::InvalidAnswer,
+                "not an option",
+            ))
+            .await;
+        }
+    );
+    match answer {
+        Err(LinkError::Remote(error)) => {
+            assert_eq!(
+                error,
+                ErrorPayload::new(ErrorCode::InvalidAnswer, "not an option")
+            );
+        }
+        other => panic!("expected Remote, got {other:?}"),
+    }
+    assert!(
+        link.is_connected(),
+        "an error frame does not disturb the stream"
+    );
+}
+
+#[tokio::test]
+async fn an_undecodable_answer_is_a_protocol_error() {
+    let mut server = TestServer::start().await;
+    let (link, _events, mut conn) = linked(&mut server, quick()).await;
+    let prompt = Prompt { text: "hi".into() };
+    let (answer, ()) = tokio::join!(
+        link.request::<_, PromptAccepted>(action::PROMPT, &prompt),
+        async {
+            let request = conn.recv().await;
+            conn.send(&Envelope::response_to(
+                &request,
+                &json!({"accepted": "maybe"}),
+            ))
+            .await;
+        }
+    );
+    assert!(matches!(answer, Err(LinkError::Protocol(_))), "{answer:?}");
+}
+
+#[tokio::test]
+async fn an_unanswered_request_times_out_and_its_late_answer_is_ignored() {
+    let mut server = TestServer::start().await;
+    let options = LinkOptions {
+        request_timeout: Duration::from_millis(200),
+        ..quick()
+    };
+    let (link, _events, mut conn) = linked(&mut server, options).await;
+
+    let slow = link
+        .request::<_, Value>(
+            action::PROMPT,
+            &Prompt {
+                text: "slow".into(),
+            },
+        )
+        .await;
+    assert!(matches!(slow, Err(LinkError::Timeout(t)) if t == Duration::from_millis(200)));
+    let unanswered = conn.recv().await;
+
+    let prompt = Prompt {
+        text: "next".into(),
+    };
+    let (next, ()) = tokio::join!(link.request::<_, Value>(action::PROMPT, &prompt), async {
+        let next = conn.recv().await;
+        // The late answer first: it must not be taken for the second request's.
+        conn.send(&Envelope::response_to(
+            &unanswered,
+            &json!({"which": "late"}),
+        ))
+        .await;
+        conn.send(&Envelope::response_to(&next, &json!({"which": "next"})))
+            .await;
+    });
+    assert_eq!(next.expect("next answered"), json!({"which": "next"}));
+}
+
+#[tokio::test]
+async fn events_arrive_in_order_interleaved_with_answers() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    let (answer, ()) = tokio::join!(
+        link.request::<_, Value>(action::ELICITATIONS_LIST, &Empty {}),
+        async {
+            for n in 0..100 {
+                conn.event(n, &update(n)).await;
+            }
+            let request = conn.recv().await;
+            conn.send(&Envelope::response_to(&request, &json!({"pending": []})))
+                .await;
+            for n in 100..200 {
+                conn.event(n, &update(n)).await;
+            }
+            // A notification of another action and an undecodable event are skipped.
+            conn.send(&Envelope::notification("x", "agent.other", &json!({})))
+                .await;
+            conn.send(&Envelope::notification(
+                "y",
+                action::AGENT_EVENT,
+                &json!({"event": "?"}),
+            ))
+            .await;
+            conn.event(200, &update(200)).await;
+        }
+    );
+    assert_eq!(answer.expect("list"), json!({"pending": []}));
+    for n in 0..=200 {
+        assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(n)));
+    }
+}
+
+#[tokio::test]
+async fn a_drop_fails_in_flight_requests_refuses_new_ones_then_reattaches() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    start_session(&link, &mut conn).await;
+
+    // A request is sent, then the stream dies before its answer.
+    let prompt = Prompt {
+        text: "lost".into(),
+    };
+    let (in_flight, ()) = tokio::join!(link.request::<_, Value>(action::PROMPT, &prompt), async {
+        let request = conn.recv().await;
+        assert_eq!(request.action, action::PROMPT);
+        drop(conn);
+    });
+    assert!(
+        matches!(in_flight, Err(LinkError::NotConnected)),
+        "{in_flight:?}"
+    );
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+
+    // The link dials again; hold its upgrade so the stream stays down meanwhile.
+    let held = server.next_tcp().await;
+    assert!(!link.is_connected());
+    let prompt = Prompt {
+        text: "while down".into(),
+    };
+    let refused = link.request::<_, Value>(action::PROMPT, &prompt).await;
+    assert!(matches!(refused, Err(LinkError::NotConnected)));
+
+    let mut conn = TestServer::upgrade(held).await.expect("upgrade");
+    // The first frame on the new stream is the attach: the refused prompt was never sent.
+    answer_attach(&mut conn, &[update(1), update(2)], &["p-1"]).await;
+    assert_eq!(
+        next_event(&mut events).await,
+        LinkEvent::Reattached {
+            pending: vec![pending("p-1")]
+        }
+    );
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(1)));
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(2)));
+    conn.event(3, &update(3)).await;
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(3)));
+
+    assert!(link.is_connected());
+    let prompt = Prompt {
+        text: "again".into(),
+    };
+    let (again, ()) = tokio::join!(
+        link.request::<_, PromptAccepted>(action::PROMPT, &prompt),
+        async {
+            let request = conn.recv().await;
+            assert_eq!(request.payload, json!({"text": "again"}));
+            conn.send(&Envelope::response_to(
+                &request,
+                &PromptAccepted { accepted: true },
+            ))
+            .await;
+        }
+    );
+    assert_eq!(
+        again.expect("answered after re-attach"),
+        PromptAccepted { accepted: true }
+    );
+}
+
+#[tokio::test]
+async fn a_stream_with_no_session_reconnects_without_attaching() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, conn) = linked(&mut server, quick()).await;
+    drop(conn);
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+    let mut conn = server.next_conn().await;
+    assert_eq!(
+        next_event(&mut events).await,
+        LinkEvent::Reattached { pending: vec![] }
+    );
+    let (answer, ()) = tokio::join!(link.request::<_, Value>(action::CANCEL, &Empty {}), async {
+        let request = conn.recv().await;
+        assert_eq!(
+            request.action,
+            action::CANCEL,
+            "no attach without a started session"
+        );
+        conn.send(&Envelope::response_to(&request, &Success::OK))
+            .await;
+    });
+    assert_eq!(answer.expect("cancel"), json!({"success": true}));
+}
+
+#[tokio::test]
+async fn a_refused_reattach_loses_the_link() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    start_session(&link, &mut conn).await;
+    drop(conn);
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+
+    let mut conn = server.next_conn().await;
+    let attach = conn.recv().await;
+    assert_eq!(attach.action, action::SESSION_ATTACH);
+    conn.send(&Envelope::error_to(
+        &attach,
+        ErrorCode::NotFound,
+        "no such session",
+    ))
+    .await;
+    match next_event(&mut events).await {
+        LinkEvent::Lost { reason } => assert!(reason.contains("no such session"), "{reason}"),
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    expect_end(&mut events).await;
+    assert!(!link.is_connected());
+    let after = link
+        .request::<_, Value>(action::PROMPT, &Prompt { text: "x".into() })
+        .await;
+    assert!(matches!(after, Err(LinkError::NotConnected)));
+}
+
+#[tokio::test]
+async fn giving_up_reconnecting_loses_the_link() {
+    let mut server = TestServer::start().await;
+    let options = LinkOptions {
+        reconnect_window: Duration::from_millis(300),
+        ..quick()
+    };
+    let (link, mut events, mut conn) = linked(&mut server, options).await;
+    start_session(&link, &mut conn).await;
+    server.stop_listening().await;
+    drop(conn);
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+    match next_event(&mut events).await {
+        LinkEvent::Lost { reason } => assert!(reason.contains("within 300ms"), "{reason}"),
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    expect_end(&mut events).await;
+    assert!(matches!(
+        link.request::<_, Value>(action::CANCEL, &Empty {}).await,
+        Err(LinkError::NotConnected)
+    ));
+}
+
+#[tokio::test]
+async fn shutdown_asks_agentctl_to_stop_then_closes_for_good() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    start_session(&link, &mut conn).await;
+    let ((), ()) = tokio::join!(link.shutdown(), async {
+        let request = conn.recv().await;
+        assert_eq!(request.action, action::SHUTDOWN);
+        conn.send(&Envelope::response_to(&request, &Success::OK))
+            .await;
+        conn.expect_closed().await;
+    });
+    // No Disconnected, no reconnect: the receiver simply ends.
+    expect_end(&mut events).await;
+    assert!(!link.is_connected());
+    assert!(matches!(
+        link.request::<_, Value>(action::CANCEL, &Empty {}).await,
+        Err(LinkError::NotConnected)
+    ));
+    link.shutdown().await; // a second call is harmless
+}
+
+#[tokio::test]
+async fn shutdown_before_any_session_sends_nothing() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    let ((), ()) = tokio::join!(link.shutdown(), conn.expect_closed());
+    expect_end(&mut events).await;
+}
+
+#[tokio::test]
+async fn dropping_every_clone_closes_the_stream() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    drop(link);
+    conn.expect_closed().await;
+    expect_end(&mut events).await;
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_unreachable_with_a_clear_message() {
+    let mut server = TestServer::start().await;
+    let executor = server.executor("not-the-token");
+    let (link, refused) = tokio::join!(
+        AgentLink::connect_with(&executor, SESSION, quick()),
+        async {
+            let tcp = server.next_tcp().await;
+            TestServer::upgrade(tcp).await.is_none()
+        }
+    );
+    assert!(refused, "the server refused the upgrade");
+    match link {
+        Err(LinkError::Unreachable(message)) => {
+            assert!(message.contains("rejected the token"), "{message}");
+            assert!(message.contains("401"), "{message}");
+            assert!(
+                !message.contains("not-the-token"),
+                "the token is never echoed: {message}"
+            );
+        }
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn frames_carry_the_envelope_shape() {
+    let mut server = TestServer::start().await;
+    let (link, _events, mut conn) = linked(&mut server, quick()).await;
+    let prompt = Prompt {
+        text: "shape".into(),
+    };
+    let (_, ()) = tokio::join!(link.request::<_, Value>(action::PROMPT, &prompt), async {
+        let request = conn.recv().await;
+        assert_eq!(request.frame_type, FrameType::Request);
+        assert!(!request.id.is_empty());
+        assert_eq!(request.payload, json!({"text": "shape"}));
+        conn.send(&Envelope::response_to(&request, &json!({})))
+            .await;
+    });
+}
