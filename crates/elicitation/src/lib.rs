@@ -12,6 +12,31 @@
 //! Everything works on [`serde_json::Value`], so a malformed body becomes a decline,
 //! never a protocol error.
 //!
+//! ```
+//! use kandev_elicitation::{Answer, OperatorAnswer, build_response, map_request};
+//! use serde_json::json;
+//!
+//! let params = json!({
+//!     "mode": "form", "sessionId": "sess-1", "message": "Pick a colour",
+//!     "requestedSchema": {"type": "object", "properties": {
+//!         "question_0": {"type": "string", "oneOf": [{"const": "Red"}, {"const": "Blue"}]}
+//!     }}
+//! });
+//! let mapped = map_request(&params).expect("a form with one question");
+//! assert_eq!(mapped.questions[0].prompt, "Pick a colour");
+//!
+//! let answer = OperatorAnswer {
+//!     answers: vec![Answer {
+//!         question_id: "question_0".into(),
+//!         selected_options: vec!["Red".into()],
+//!         custom_text: String::new(),
+//!     }],
+//!     ..OperatorAnswer::default()
+//! };
+//! let response = build_response(&mapped, &answer).expect("a valid answer");
+//! assert_eq!(response.to_json(), json!({"action": "accept", "content": {"question_0": "Red"}}));
+//! ```
+//!
 //! ## Mapping rules
 //!
 //! Each property of `requestedSchema.properties` is classified by the first rule that
