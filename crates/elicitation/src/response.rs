@@ -124,8 +124,9 @@ impl AnswerError {
 /// - trimmed text, no companion, no options → the question's own key, as a string
 ///   (`text`, and a select whose options came back empty), a JSON boolean
 ///   (`boolean`), a JSON number (`number`: an integer literal such as `42` is sent
-///   as `42`, anything else as a float, so `42.0` stays `42.0`) or a JSON integer
-///   (`integer`);
+///   as `42`, anything else as a float, so `42.0` stays `42.0`; non-finite values
+///   are rejected) or a JSON integer (`integer`: any i64 or u64 literal, `42.0`
+///   rejected); booleans are `true`/`false`, trimmed, in any case;
 /// - otherwise the selection, when there is one: the const for a single-select, an
 ///   array of consts in declaration order for a multi-select; text on a question
 ///   with options and no companion is dropped.
