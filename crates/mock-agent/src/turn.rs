@@ -21,6 +21,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::bridge_form::ask_user_question_params;
 use crate::capability::capability_present;
@@ -271,7 +272,7 @@ impl Turn {
                 }
                 () = stopped.cancelled() => {}
             }
-        });
+        }.in_current_span());
         Ok(())
     }
 

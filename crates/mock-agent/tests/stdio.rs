@@ -1,7 +1,7 @@
 //! The real `mock-agent` binary driven over its stdin/stdout with raw JSON-RPC
 //! lines: no SDK on this side, so what is asserted is the wire itself.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -593,4 +593,120 @@ async fn list_scenarios_names_every_embedded_scenario() {
             "{name} missing from:\n{listing}"
         );
     }
+}
+
+/// The bridge forms the elicitation crate captured from claude-agent-acp 0.65.0,
+/// with the session id the agent will use.
+fn captured_form(name: &str, session_id: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../elicitation/tests/fixtures/bridge")
+        .join(format!("v0.65.0-{name}.json"));
+    let mut form: Value = serde_json::from_str(
+        &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .expect("captured form parses");
+    form["sessionId"] = json!(session_id);
+    form
+}
+
+#[tokio::test]
+async fn spec_c_scenarios_send_the_captured_bridge_forms_byte_for_byte() {
+    for (scenario, captured) in [
+        ("single", "single"),
+        ("multi", "mixed"),
+        ("mcp-apikey", "mcp"),
+        ("refusal", "refusal"),
+    ] {
+        let mut agent = MockAgent::spawn(&[]);
+        let session = agent.start_session(form_caps()).await;
+        let prompt = agent.prompt(&session, &format!("/e2e:{scenario}")).await;
+        let request = agent.method("elicitation/create").await;
+        // Serialized, so key order counts too (serde_json keeps it in this workspace).
+        assert_eq!(
+            request["params"].to_string(),
+            captured_form(captured, &session).to_string(),
+            "scenario {scenario}"
+        );
+        agent.reply(&request, json!({"action": "decline"})).await;
+        assert_eq!(
+            agent.response(prompt).await,
+            json!({"stopReason": "end_turn"})
+        );
+        assert!(agent.finish().await.success());
+    }
+}
+
+#[tokio::test]
+async fn unsupported_shape_scenarios_send_what_their_names_say() {
+    /// Checks the params of the scenario's elicitation, given the session id.
+    type Check = fn(&Value, &str);
+    let cases: [(&str, Check); 4] = [
+        ("url-mode", |params, session| {
+            assert_eq!(params["mode"], "url");
+            assert_eq!(params["sessionId"], session);
+            assert!(
+                params["url"]
+                    .as_str()
+                    .is_some_and(|url| url.starts_with("https://"))
+            );
+        }),
+        ("request-scope", |params, _| {
+            assert_eq!(params["mode"], "form");
+            assert!(params.get("sessionId").is_none());
+            assert_eq!(params["requestId"], "req-1");
+        }),
+        ("no-questions", |params, session| {
+            assert_eq!(params["sessionId"], session);
+            assert_eq!(params["requestedSchema"]["properties"], json!({}));
+        }),
+        ("extended", |params, session| {
+            assert_eq!(params["sessionId"], session);
+            let schema = &params["requestedSchema"];
+            assert_eq!(schema["properties"]["confirm"]["type"], "boolean");
+            assert_eq!(schema["properties"]["replicas"]["type"], "integer");
+            assert_eq!(schema["properties"]["replicas"]["minimum"], 1);
+            assert_eq!(schema["properties"]["replicas"]["maximum"], 10);
+            assert_eq!(schema["properties"]["ratio"]["type"], "number");
+            assert_eq!(schema["required"], json!(["replicas"]));
+        }),
+    ];
+    for (scenario, check) in cases {
+        let mut agent = MockAgent::spawn(&[]);
+        let session = agent.start_session(form_caps()).await;
+        let prompt = agent.prompt(&session, &format!("/e2e:{scenario}")).await;
+        let request = agent.method("elicitation/create").await;
+        check(&request["params"], &session);
+        agent.reply(&request, json!({"action": "decline"})).await;
+        assert_eq!(
+            agent.text().await,
+            r#"elicitation e1 result: {"action":"decline"}"#,
+            "scenario {scenario}"
+        );
+        assert_eq!(
+            agent.response(prompt).await,
+            json!({"stopReason": "end_turn"})
+        );
+        assert!(agent.finish().await.success());
+    }
+}
+
+#[tokio::test]
+async fn an_error_answer_is_reported_as_error_json() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "/e2e:single").await;
+    let request = agent.method("elicitation/create").await;
+    agent
+        .send(json!({"jsonrpc": "2.0", "id": request["id"].clone(),
+                     "error": {"code": -32601, "message": "Method not found"}}))
+        .await;
+    assert_eq!(
+        agent.text().await,
+        r#"elicitation e1 result: {"error":{"code":-32601,"message":"Method not found"}}"#
+    );
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert!(agent.finish().await.success());
 }
