@@ -71,6 +71,7 @@ const en = {
   "author.user": "You",
   "author.agent": "Agent",
   "author.system": "System",
+  "author.thought": "Agent (thinking)",
   "message.toolCall": "Tool call",
   "message.toolStatus": "Status: {status}",
 

@@ -10,6 +10,22 @@ import * as ws from "./ws.js";
 const CLARIFICATION = "session.clarification_requested";
 const TOAST_MS = 12_000;
 
+/** A bell drawn as SVG (no icon font or emoji glyph needed). */
+function bellIcon() {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("width", "18");
+  svg.setAttribute("height", "18");
+  svg.setAttribute("aria-hidden", "true");
+  svg.setAttribute("class", "icon");
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", "M12 3a6 6 0 0 0-6 6v3.6l-1.6 2.7A1 1 0 0 0 5.3 17h13.4a1 1 0 0 0 .9-1.7L18 12.6V9a6 6 0 0 0-6-6Zm-2.4 15a2.5 2.5 0 0 0 4.8 0Z");
+  path.setAttribute("fill", "currentColor");
+  svg.append(path);
+  return svg;
+}
+
 function sessionHref(n) {
   return n.session_id ? `#/sessions/${encodeURIComponent(n.session_id)}` : "#/";
 }
@@ -31,7 +47,7 @@ export function mountNotifications(container, toasts) {
   let unseen = 0;
   const count = h("span", { class: "badge", "data-testid": "notification-count", hidden: true });
   const button = h("button", { type: "button", class: "icon-button", "aria-expanded": "false", "aria-controls": "notif-panel", "data-testid": "notifications-button" },
-    h("span", { "aria-hidden": "true" }, "🔔"), h("span", { class: "label" }, t("nav.notifications")), count);
+    bellIcon(), h("span", { class: "label" }, t("nav.notifications")), count);
   const list = h("ul", { class: "notif-list", "data-testid": "notifications-list" });
   const panel = h("section", { id: "notif-panel", class: "notif-panel", hidden: true, "aria-labelledby": "notif-h", "data-testid": "notifications-panel" },
     h("div", { class: "panel-head" },

@@ -50,12 +50,12 @@ function clarificationCard(msg, record) {
 function toolCallItem(msg) {
   const meta = msg.metadata ?? {};
   const status = meta.status ?? meta.tool_status ?? "";
-  return h("li", { class: "msg tool", "data-testid": "message-tool-call" },
+  return h("li", { class: "msg tool", "data-testid": "message-tool-call", "data-tool-call-id": meta.tool_call_id ?? "" },
     h("div", { class: "msg-head" },
       h("span", { class: "author" }, t("message.toolCall")),
       status ? h("span", { class: `pill pill-tool-${status}` }, status) : null,
       h("time", { datetime: msg.created_at }, formatTime(msg.created_at))),
-    h("p", { class: "msg-body mono" }, meta.title ?? text(msg.content)));
+    h("p", { class: "msg-body mono" }, text(msg.content) || meta.title || ""));
 }
 
 function messageItem(msg, recordsById) {
@@ -63,10 +63,11 @@ function messageItem(msg, recordsById) {
     return clarificationCard(msg, recordsById.get(msg.metadata?.pending_id));
   }
   if (msg.type === "tool_call" || msg.type === "tool_call_update") return toolCallItem(msg);
-  const author = msg.author_type === "user" ? "user" : msg.author_type === "system" ? "system" : "agent";
-  return h("li", { class: `msg from-${author}`, "data-testid": `message-${author}` },
+  const author = msg.type === "status" || msg.author_type === "system" ? "system" : msg.author_type === "user" ? "user" : "agent";
+  const thought = msg.type === "thought";
+  return h("li", { class: `msg from-${author}${thought ? " thought" : ""}`, "data-testid": thought ? "message-thought" : `message-${author}` },
     h("div", { class: "msg-head" },
-      h("span", { class: "author" }, t(`author.${author}`)),
+      h("span", { class: "author" }, thought ? t("author.thought") : t(`author.${author}`)),
       h("time", { datetime: msg.created_at }, formatTime(msg.created_at))),
     h("p", { class: "msg-body" }, text(msg.content)));
 }

@@ -99,7 +99,7 @@ export async function startKandev({ env = {}, executor, agentEnv = {} } = {}) {
   const output = [];
   const child = spawn(bins.kandev, [], {
     cwd: dir,
-    env: { ...cleanEnv(), KANDEV_CONFIG: configPath, RUST_LOG: process.env.RUST_LOG ?? "info", ...env },
+    env: { ...cleanEnv(), KANDEV_CONFIG: configPath, RUST_LOG: process.env.RUST_LOG ?? "info", NO_COLOR: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   child.stdout.on("data", (d) => output.push(d.toString()));
@@ -419,7 +419,10 @@ export async function newPage(browser, { width = 1280, height = 860 } = {}) {
   page.errors = [];
   page.on("pageerror", (err) => page.errors.push(String(err)));
   page.on("console", (msg) => {
-    if (msg.type() === "error") page.errors.push(`console: ${msg.text()}`);
+    // The optional agent list route may 404 (the UI falls back to a text field).
+    if (msg.type() === "error" && !msg.location()?.url?.endsWith("/api/v1/agents")) {
+      page.errors.push(`console: ${msg.text()} (${msg.location()?.url ?? "?"})`);
+    }
   });
   return page;
 }
