@@ -13,13 +13,13 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_client_protocol::{Agent, ByteStreams, Client, Handled, UntypedMessage};
+use agent_client_protocol::{Agent, Client, Handled, Lines, UntypedMessage};
+use futures::{SinkExt, StreamExt};
 use kandev_agent_stream::request::AgentSpec;
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::{oneshot, watch};
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 /// The responder of one incoming agent request (JSON result).
 pub type AcpResponder = agent_client_protocol::Responder<Value, agent_client_protocol::V1>;
@@ -142,7 +142,7 @@ impl AgentLink {
         );
 
         let (cx_tx, cx_rx) = oneshot::channel();
-        let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+        let transport = guarded_lines(stdin, stdout, Arc::clone(&handler));
         tokio::spawn(run_connection(transport, handler, cx_tx, stop_rx));
         let cx = cx_rx.await.map_err(|_| SpawnError::ConnectionClosed)?;
 
@@ -244,7 +244,6 @@ async fn run_connection<T>(
         .name("kandev-agentctl")
         .on_receive_request(
             async move |message: UntypedMessage, responder: AcpResponder, _cx: AcpConnection| {
-                requests.activity();
                 let handled: Handled<(UntypedMessage, AcpResponder)> = match message.method() {
                     ELICITATION_CREATE => {
                         requests.elicitation(message.params, responder);
@@ -266,7 +265,6 @@ async fn run_connection<T>(
         )
         .on_receive_notification(
             async move |message: UntypedMessage, _cx: AcpConnection| {
-                notifications.activity();
                 if message.method() == SESSION_UPDATE {
                     notifications.session_update(message.params);
                 }
@@ -287,6 +285,88 @@ async fn run_connection<T>(
         Ok(()) => tracing::debug!("ACP connection closed"),
         Err(err) => tracing::warn!(error = %err, "ACP connection ended with an error"),
     }
+}
+
+/// The newline-delimited JSON-RPC transport over the agent's stdio, with one guard.
+///
+/// JSON-RPC requires structured params, so the SDK rejects an `elicitation/create` whose
+/// params are a string or a number as an invalid request, answered with `id: null` —
+/// which leaves the agent's request without any response. The guard answers such a
+/// request `{"action":"decline"}` under its own id before the SDK sees it, so every
+/// `elicitation/create` gets exactly one response. Every line read also counts as agent
+/// activity for the idle timeout.
+fn guarded_lines(
+    mut stdin: tokio::process::ChildStdin,
+    stdout: tokio::process::ChildStdout,
+    handler: Arc<dyn AgentHandler>,
+) -> Lines<
+    impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
+    impl futures::Stream<Item = std::io::Result<String>> + Send + 'static,
+> {
+    let (sdk_tx, mut sdk_rx) = futures::channel::mpsc::unbounded::<String>();
+    let (guard_tx, mut guard_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        loop {
+            let line = tokio::select! {
+                line = sdk_rx.next() => match line {
+                    Some(line) => line,
+                    // The SDK closed its side: close the agent's stdin.
+                    None => break,
+                },
+                Some(line) = guard_rx.recv() => line,
+            };
+            let written = async {
+                stdin.write_all(line.as_bytes()).await?;
+                stdin.write_all(b"\n").await?;
+                stdin.flush().await
+            };
+            if let Err(err) = written.await {
+                tracing::debug!(error = %err, "agent stdin closed");
+                break;
+            }
+        }
+    });
+    let outgoing = sdk_tx.sink_map_err(std::io::Error::other);
+    let lines = tokio::io::BufReader::new(stdout).lines();
+    let incoming = futures::stream::unfold(
+        (lines, guard_tx, handler),
+        |(mut lines, guard_tx, handler)| async move {
+            loop {
+                match lines.next_line().await {
+                    Ok(Some(line)) => {
+                        handler.activity();
+                        if let Some(reply) = decline_unstructured_elicitation(&line) {
+                            tracing::info!("elicitation/create with unstructured params declined");
+                            let _ = guard_tx.send(reply);
+                            continue;
+                        }
+                        return Some((Ok(line), (lines, guard_tx, handler)));
+                    }
+                    Ok(None) => return None,
+                    Err(err) => return Some((Err(err), (lines, guard_tx, handler))),
+                }
+            }
+        },
+    );
+    Lines::new(outgoing, Box::pin(incoming))
+}
+
+/// The decline for an `elicitation/create` request whose params are not an object.
+fn decline_unstructured_elicitation(line: &str) -> Option<String> {
+    let frame: Value = serde_json::from_str(line).ok()?;
+    let id = frame
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number())?;
+    if frame.get("method").and_then(Value::as_str) != Some(ELICITATION_CREATE) {
+        return None;
+    }
+    if frame.get("params").is_some_and(Value::is_object) {
+        return None;
+    }
+    Some(
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"action": "decline"}})
+            .to_string(),
+    )
 }
 
 fn spawn_stderr_reader(stderr: tokio::process::ChildStderr, handler: Arc<dyn AgentHandler>) {
@@ -335,4 +415,39 @@ fn spawn_exit_watcher(
         handler.exited(code);
         let _ = exit_tx.send(Some(code));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unstructured_elicitation_params_are_declined_under_their_own_id() {
+        for params in [json!("text"), json!(42), json!(null), json!([1, 2])] {
+            let line = json!({"jsonrpc": "2.0", "id": "e-7", "method": "elicitation/create", "params": params}).to_string();
+            let reply: Value =
+                serde_json::from_str(&decline_unstructured_elicitation(&line).expect("declined"))
+                    .expect("JSON");
+            assert_eq!(
+                reply,
+                json!({"jsonrpc": "2.0", "id": "e-7", "result": {"action": "decline"}})
+            );
+        }
+        let absent = json!({"jsonrpc": "2.0", "id": 3, "method": "elicitation/create"}).to_string();
+        assert!(decline_unstructured_elicitation(&absent).is_some());
+    }
+
+    #[test]
+    fn everything_else_passes_to_the_sdk() {
+        let object =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create", "params": {}})
+                .to_string();
+        let other = json!({"jsonrpc": "2.0", "id": 1, "method": "session/request_permission", "params": "x"}).to_string();
+        let notification =
+            json!({"jsonrpc": "2.0", "method": "elicitation/create", "params": "x"}).to_string();
+        for line in [object, other, notification, "not json".to_owned()] {
+            assert_eq!(decline_unstructured_elicitation(&line), None, "{line}");
+        }
+    }
 }

@@ -1,0 +1,654 @@
+//! agentctl ⇄ mock-agent over real processes: capabilities, the elicitation handler, and
+//! the answers the agent receives, asserted on the mock agent's own wire log.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Harness, MockLog, pending_id, start_payload, start_payload_for};
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/capabilities/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(path)
+        .expect("fixture")
+        .trim_end()
+        .to_owned()
+}
+
+/// The `clientCapabilities` the agent received in `initialize`.
+async fn received_capabilities(log: &MockLog) -> Value {
+    log.wait_until("initialize", |log| {
+        !log.received_requests("initialize").is_empty()
+    })
+    .await;
+    log.received_requests("initialize")[0]["params"]["clientCapabilities"].clone()
+}
+
+async fn start_for(agent_id: &str, elicitation: bool) -> (support::AgentCtl, Value, Value) {
+    let agentctl = support::AgentCtl::start(&[]);
+    let stream = agentctl.connect().await;
+    let log = MockLog::new();
+    let started = stream
+        .ok(
+            "agent.session.start",
+            start_payload_for(agent_id, "s-1", "plain", elicitation, &log),
+        )
+        .await;
+    let received = received_capabilities(&log).await;
+    (agentctl, started, received)
+}
+
+#[tokio::test]
+async fn ac01_flag_on_initialize_advertises_elicitation_form_object() {
+    let (_agentctl, started, received) = start_for("claude-acp", true).await;
+    assert!(
+        received["elicitation"]["form"].is_object(),
+        "initialize carried {received}"
+    );
+    assert!(
+        received["elicitation"].get("url").is_none(),
+        "url is never advertised"
+    );
+    assert_eq!(
+        started["client_capabilities"], received,
+        "the start response reports exactly what was sent"
+    );
+    assert!(
+        started["acp_session_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    );
+}
+
+#[tokio::test]
+async fn ac02_flag_off_default_agent_initialize_matches_fixture_byte_for_byte() {
+    let (_agentctl, started, received) = start_for("claude-acp", false).await;
+    assert_eq!(
+        serde_json::to_string(&received).expect("json"),
+        fixture("default.json")
+    );
+    assert!(received.get("elicitation").is_none());
+    assert_eq!(started["client_capabilities"], received);
+}
+
+#[tokio::test]
+async fn ac02_flag_off_cursor_initialize_matches_fixture_byte_for_byte() {
+    let (_agentctl, started, received) = start_for("cursor-acp", false).await;
+    assert_eq!(
+        serde_json::to_string(&received).expect("json"),
+        fixture("cursor-acp.json")
+    );
+    assert!(received.get("elicitation").is_none());
+    assert_eq!(started["client_capabilities"], received);
+}
+
+#[tokio::test]
+async fn ac02a_flag_on_cursor_is_its_fixture_plus_form_and_nothing_else() {
+    let (_agentctl, _started, mut received) = start_for("cursor-acp", true).await;
+    let elicitation = received
+        .as_object_mut()
+        .expect("object")
+        .remove("elicitation");
+    assert_eq!(elicitation, Some(json!({"form": {}})));
+    assert_eq!(
+        serde_json::to_string(&received).expect("json"),
+        fixture("cursor-acp.json")
+    );
+}
+
+/// Runs `plain` (never elicits) to its end; returns the mock log.
+async fn plain_run(elicitation: bool) -> (Vec<String>, Value, Vec<Value>) {
+    let mut h = Harness::start("plain", elicitation).await;
+    h.prompt("hello").await;
+    let events = h.stream.events_until("turn_completed").await;
+    assert_eq!(
+        events.last().expect("one")["payload"]["stop_reason"],
+        "end_turn"
+    );
+    let kinds = events
+        .iter()
+        .map(|f| f["payload"]["event"].clone())
+        .collect();
+    (
+        h.log.method_sequence(),
+        h.log.received_requests("initialize")[0].clone(),
+        kinds,
+    )
+}
+
+#[tokio::test]
+async fn ac19_never_eliciting_agent_sees_the_same_wire_with_flag_on_and_off() {
+    let (on_methods, mut on_init, on_events) = plain_run(true).await;
+    let (off_methods, mut off_init, off_events) = plain_run(false).await;
+    assert_eq!(
+        on_methods, off_methods,
+        "ordered JSON-RPC method names differ"
+    );
+    assert!(on_methods.contains(&"recv:session/prompt".to_owned()));
+    assert_eq!(
+        on_events, off_events,
+        "the events reaching the backend differ"
+    );
+    // The only permitted difference: initialize's clientCapabilities.
+    // JSON-RPC ids are random per run.
+    on_init.as_object_mut().expect("frame").remove("id");
+    off_init.as_object_mut().expect("frame").remove("id");
+    let on_caps = on_init["params"]
+        .as_object_mut()
+        .expect("params")
+        .remove("clientCapabilities");
+    let off_caps = off_init["params"]
+        .as_object_mut()
+        .expect("params")
+        .remove("clientCapabilities");
+    assert_eq!(
+        on_init, off_init,
+        "initialize differs outside clientCapabilities"
+    );
+    assert_ne!(on_caps, off_caps);
+}
+
+#[tokio::test]
+async fn ac03_elicitation_create_reaches_the_handler_not_method_not_found() {
+    let mut h = Harness::start("single", true).await;
+    let requested = h.prompt_until_elicitation("go").await;
+    assert_eq!(requested["questions"][0]["id"], "question_0");
+    assert_eq!(requested["tool_call_id"], "tool-42");
+    assert_eq!(requested["acp_session_id"], h.started["acp_session_id"]);
+    assert!(
+        uuid_v4(&pending_id(&requested)),
+        "pending_id is a UUID v4: {requested}"
+    );
+    // Parked, not answered: no response (and no MethodNotFound error) has reached the agent.
+    let create = h.log.sent_requests("elicitation/create");
+    assert_eq!(create.len(), 1);
+    assert!(h.log.responses_to(&create[0]["id"]).is_empty());
+    let reply = h
+        .respond(
+            &pending_id(&requested),
+            json!([{"question_id": "question_0", "selected_options": ["SQLite"]}]),
+            false,
+        )
+        .await;
+    assert_eq!(reply["payload"], json!({"success": true}));
+    let (_, result) = h.log.elicitation_answer(1).await;
+    assert!(
+        result.get("action").is_some(),
+        "a result, not an error: {result}"
+    );
+}
+
+fn uuid_v4(id: &str) -> bool {
+    let parts: Vec<&str> = id.split('-').collect();
+    parts.iter().map(|p| p.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
+        && parts[2].starts_with('4')
+}
+
+#[tokio::test]
+async fn ac10_selected_option_is_sent_under_the_schema_key() {
+    let mut h = Harness::start("single", true).await;
+    let requested = h.prompt_until_elicitation("go").await;
+    let id = pending_id(&requested);
+    let reply = h
+        .respond(
+            &id,
+            json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
+            false,
+        )
+        .await;
+    assert_eq!(reply["type"], "response");
+    let (_, result) = h.log.elicitation_answer(1).await;
+    assert_eq!(
+        result,
+        json!({"action": "accept", "content": {"question_0": "Postgres"}})
+    );
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        settled,
+        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "answered", "response": result})
+    );
+}
+
+#[tokio::test]
+async fn ac11_free_text_goes_to_the_marked_companion_key() {
+    let mut h = Harness::start("freeform", true).await;
+    let requested = h.prompt_until_elicitation("go").await;
+    assert_eq!(
+        requested["questions"].as_array().map(Vec::len),
+        Some(1),
+        "the companion is no question"
+    );
+    assert_eq!(
+        requested["questions"][0]["custom_answer"]["key"],
+        "answer_freeform"
+    );
+    h.respond(
+        &pending_id(&requested),
+        json!([{"question_id": "question_0", "custom_text": "CockroachDB"}]),
+        false,
+    )
+    .await;
+    let (_, result) = h.log.elicitation_answer(1).await;
+    assert_eq!(
+        result,
+        json!({"action": "accept", "content": {"answer_freeform": "CockroachDB"}})
+    );
+}
+
+#[tokio::test]
+async fn ac12_multi_select_sends_an_array_in_declaration_order() {
+    let mut h = Harness::start("multi", true).await;
+    let requested = h.prompt_until_elicitation("go").await;
+    assert_eq!(requested["questions"][1]["kind"], "multi_select");
+    // Clicked prod first: the wire still carries declaration order (F12).
+    h.respond(
+        &pending_id(&requested),
+        json!([{"question_id": "question_1", "selected_options": ["prod", "dev"]}]),
+        false,
+    )
+    .await;
+    let (_, result) = h.log.elicitation_answer(1).await;
+    assert_eq!(
+        result,
+        json!({"action": "accept", "content": {"question_1": ["dev", "prod"]}})
+    );
+}
+
+#[tokio::test]
+async fn ac12f_identical_questions_get_two_pendings_answered_independently() {
+    let mut h = Harness::start("two-identical", true).await;
+    h.prompt("go").await;
+    let first = h.stream.event("elicitation_requested").await;
+    let second = h.stream.event("elicitation_requested").await;
+    assert_ne!(pending_id(&first), pending_id(&second));
+    assert_eq!(
+        first["questions"], second["questions"],
+        "identical question text"
+    );
+
+    h.respond(
+        &pending_id(&first),
+        json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
+        false,
+    )
+    .await;
+    let (_, result) = h.log.elicitation_answer(1).await;
+    assert_eq!(result["content"]["question_0"], "Postgres");
+    let listed = h.stream.ok("agent.elicitations.list", json!({})).await;
+    let ids: Vec<&str> = listed["pending"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|p| p["pending_id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [pending_id(&second).as_str()],
+        "the second is still awaiting"
+    );
+    let second_create = &h.log.sent_requests("elicitation/create")[1];
+    assert!(
+        h.log.responses_to(&second_create["id"]).is_empty(),
+        "answering the first settled the second"
+    );
+
+    h.respond(
+        &pending_id(&second),
+        json!([{"question_id": "question_0", "selected_options": ["SQLite"]}]),
+        false,
+    )
+    .await;
+    let (_, result) = h.log.elicitation_answer(2).await;
+    assert_eq!(result["content"]["question_0"], "SQLite");
+}
+
+#[tokio::test]
+async fn d3_two_pendings_settle_independently_in_either_order() {
+    let mut h = Harness::start("two-identical", true).await;
+    h.prompt("go").await;
+    let first = pending_id(&h.stream.event("elicitation_requested").await);
+    let second = pending_id(&h.stream.event("elicitation_requested").await);
+    // Answer the second first, then reject the first.
+    h.respond(
+        &second,
+        json!([{"question_id": "question_0", "selected_options": ["DynamoDB"]}]),
+        false,
+    )
+    .await;
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        (settled["pending_id"].as_str(), settled["outcome"].as_str()),
+        (Some(second.as_str()), Some("answered"))
+    );
+    assert!(
+        h.log
+            .responses_to(&h.log.sent_requests("elicitation/create")[0]["id"])
+            .is_empty()
+    );
+    h.respond(&first, json!([]), true).await;
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        (settled["pending_id"].as_str(), settled["outcome"].as_str()),
+        (Some(first.as_str()), Some("declined"))
+    );
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "decline"})
+    );
+    assert_eq!(
+        h.log.elicitation_answer(2).await.1,
+        json!({"action": "accept", "content": {"question_0": "DynamoDB"}})
+    );
+    assert_eq!(
+        h.stream.event("turn_completed").await["stop_reason"],
+        "end_turn"
+    );
+}
+
+#[tokio::test]
+async fn ac12g_second_answer_is_not_found_and_the_agent_sees_one_response() {
+    let mut h = Harness::start("single", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let answer = json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]);
+    assert_eq!(
+        h.respond(&id, answer.clone(), false).await["type"],
+        "response"
+    );
+    let again = h.respond(&id, answer, false).await;
+    assert_eq!(again["type"], "error");
+    assert_eq!(again["payload"]["code"], "NOT_FOUND");
+    h.stream.event("turn_completed").await;
+    let create = &h.log.sent_requests("elicitation/create")[0];
+    assert_eq!(h.log.responses_to(&create["id"]).len(), 1);
+}
+
+#[tokio::test]
+async fn ac13_answer_continues_the_original_prompt_which_returns_the_stop_reason() {
+    let mut h = Harness::start("single", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    h.respond(
+        &id,
+        json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
+        false,
+    )
+    .await;
+    assert_eq!(
+        h.stream.event("turn_completed").await["stop_reason"],
+        "end_turn"
+    );
+
+    let prompts = h.log.received_requests("session/prompt");
+    assert_eq!(
+        prompts.len(),
+        1,
+        "exactly one session/prompt for the whole exchange"
+    );
+    let entries = h.log.entries();
+    let position = |pred: &dyn Fn(&Value) -> bool| entries.iter().position(pred).expect("present");
+    let create_id = h.log.sent_requests("elicitation/create")[0]["id"].clone();
+    let answered_at = position(&|e| {
+        e["dir"] == "recv" && e["frame"]["id"] == create_id && e["frame"].get("result").is_some()
+    });
+    let prompt_done_at = position(&|e| {
+        e["dir"] == "send"
+            && e["frame"]["id"] == prompts[0]["id"]
+            && e["frame"]["result"]["stopReason"] == "end_turn"
+    });
+    assert!(
+        answered_at < prompt_done_at,
+        "the stop reason came on the original prompt, after the answer"
+    );
+}
+
+#[tokio::test]
+async fn ac14_reject_sends_decline() {
+    let mut h = Harness::start("single", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let reply = h.stream.ok(
+        "agent.elicitations.respond",
+        json!({"pending_id": id, "answers": [], "rejected": true, "reject_reason": "not now"}),
+    );
+    assert_eq!(reply.await, json!({"success": true}));
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "decline"})
+    );
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(settled["outcome"], "declined");
+    assert_eq!(settled["response"], json!({"action": "decline"}));
+}
+
+/// Plays `scenario`, waits for the turn to end; asserts the agent got `decline` and that
+/// nothing elicitation-related reached the stream.
+async fn declined_without_surface(scenario: &str, elicitation: bool) {
+    let mut h = Harness::start(scenario, elicitation).await;
+    h.prompt("go").await;
+    let events = h.stream.events_until("turn_completed").await;
+    let (_, result) = h.log.elicitation_answer(1).await;
+    assert_eq!(result, json!({"action": "decline"}), "{scenario}");
+    let surfaced: Vec<&Value> = events
+        .iter()
+        .filter(|f| {
+            f["payload"]["event"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("elicitation"))
+        })
+        .collect();
+    assert!(
+        surfaced.is_empty(),
+        "{scenario} reached the operator: {surfaced:?}"
+    );
+    let listed = h.stream.ok("agent.elicitations.list", json!({})).await;
+    assert_eq!(listed, json!({"pending": []}));
+}
+
+#[tokio::test]
+async fn ac16_url_mode_is_declined_without_surface() {
+    declined_without_surface("url-mode", true).await;
+}
+
+#[tokio::test]
+async fn ac17_request_scope_is_declined_without_surface() {
+    declined_without_surface("request-scope", true).await;
+}
+
+#[tokio::test]
+async fn ac18_empty_properties_are_declined_without_surface() {
+    declined_without_surface("no-questions", true).await;
+}
+
+#[tokio::test]
+async fn ac18_malformed_body_is_declined_not_a_jsonrpc_error() {
+    declined_without_surface("malformed", true).await;
+}
+
+#[tokio::test]
+async fn ac20_flag_off_declines_a_well_formed_elicitation_without_surface() {
+    declined_without_surface("single", false).await;
+}
+
+#[tokio::test]
+async fn f10_each_invalid_answer_is_refused_and_the_pending_stays_answerable() {
+    let mut h = Harness::start("single", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let invalid = [
+        (
+            json!([{"question_id": "nope", "selected_options": ["Postgres"]}]),
+            false,
+            "unknown question id",
+        ),
+        (
+            json!([{"question_id": "question_0", "selected_options": ["Postgres", "SQLite"]}]),
+            false,
+            "two choices",
+        ),
+        (
+            json!([{"question_id": "question_0", "selected_options": ["Oracle"]}]),
+            false,
+            "undeclared option",
+        ),
+        (
+            json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
+            true,
+            "answers with rejected",
+        ),
+    ];
+    for (answers, rejected, what) in invalid {
+        let reply = h.respond(&id, answers, rejected).await;
+        assert_eq!(reply["type"], "error", "{what}");
+        assert_eq!(
+            reply["payload"]["code"], "INVALID_ANSWER",
+            "{what}: {reply}"
+        );
+        assert!(
+            reply["payload"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+    let create = &h.log.sent_requests("elicitation/create")[0];
+    assert!(
+        h.log.responses_to(&create["id"]).is_empty(),
+        "nothing was sent to the agent"
+    );
+    let listed = h.stream.ok("agent.elicitations.list", json!({})).await;
+    assert_eq!(listed["pending"][0]["pending_id"], id.as_str());
+    assert_eq!(
+        h.respond(
+            &id,
+            json!([{"question_id": "question_0", "selected_options": ["SQLite"]}]),
+            false
+        )
+        .await["type"],
+        "response"
+    );
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "accept", "content": {"question_0": "SQLite"}})
+    );
+}
+
+#[tokio::test]
+async fn f10_typed_answers_are_converted_and_unparseable_ones_refused() {
+    let mut h = Harness::start("extended", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let bad = h
+        .respond(
+            &id,
+            json!([{"question_id": "replicas", "custom_text": "three"}]),
+            false,
+        )
+        .await;
+    assert_eq!(bad["payload"]["code"], "INVALID_ANSWER", "{bad}");
+    let good = h
+        .respond(
+            &id,
+            json!([{"question_id": "confirm", "custom_text": "true"}, {"question_id": "replicas", "custom_text": "3"}]),
+            false,
+        )
+        .await;
+    assert_eq!(good["type"], "response", "{good}");
+    let (_, result) = h.log.elicitation_answer(1).await;
+    assert_eq!(
+        result,
+        json!({"action": "accept", "content": {"confirm": true, "replicas": 3}})
+    );
+}
+
+#[tokio::test]
+async fn fifty_concurrent_submissions_have_exactly_one_success() {
+    let mut h = Harness::start("single", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let submissions = (0..50).map(|i| {
+        let option = ["Postgres", "SQLite", "DynamoDB"][i % 3];
+        h.respond(
+            &id,
+            json!([{"question_id": "question_0", "selected_options": [option]}]),
+            false,
+        )
+    });
+    let replies = futures::future::join_all(submissions).await;
+    let successes = replies.iter().filter(|r| r["type"] == "response").count();
+    let not_found = replies
+        .iter()
+        .filter(|r| r["type"] == "error" && r["payload"]["code"] == "NOT_FOUND")
+        .count();
+    assert_eq!((successes, not_found), (1, 49), "{replies:#?}");
+    h.stream.event("turn_completed").await;
+    let create = &h.log.sent_requests("elicitation/create")[0];
+    assert_eq!(
+        h.log.responses_to(&create["id"]).len(),
+        1,
+        "the agent got exactly one response"
+    );
+    let settled: Vec<_> = h
+        .stream
+        .seen
+        .iter()
+        .filter(|f| f["payload"]["event"] == "elicitation_settled")
+        .collect();
+    assert!(settled.len() <= 1);
+}
+
+#[tokio::test]
+async fn permission_requests_are_answered_by_the_session_policy() {
+    let agentctl = support::AgentCtl::start(&[]);
+    let mut stream = agentctl.connect().await;
+    let log = MockLog::new();
+    let mut payload = start_payload("s-1", "permission", true, &log);
+    payload["agent"]["permission_policy"] = json!("reject_once");
+    stream.ok("agent.session.start", payload).await;
+    stream.ok("agent.prompt", json!({"text": "go"})).await;
+    let resolved = stream.event("permission_resolved").await;
+    assert_eq!(
+        (
+            resolved["tool_call_id"].as_str(),
+            resolved["option_id"].as_str()
+        ),
+        (Some("t1"), Some("reject"))
+    );
+    log.wait_until("the permission answer", |log| {
+        log.sent_requests("session/request_permission")
+            .first()
+            .is_some_and(|r| !log.responses_to(&r["id"]).is_empty())
+    })
+    .await;
+    let request = &log.sent_requests("session/request_permission")[0];
+    assert_eq!(
+        log.responses_to(&request["id"])[0]["result"],
+        json!({"outcome": {"outcome": "selected", "optionId": "reject"}})
+    );
+    assert_eq!(
+        stream.event("turn_completed").await["stop_reason"],
+        "end_turn"
+    );
+}
+
+#[tokio::test]
+async fn session_updates_are_forwarded_verbatim() {
+    let mut h = Harness::start("plain", false).await;
+    h.prompt("go").await;
+    let events = h.stream.events_until("turn_completed").await;
+    let forwarded: Vec<Value> = events
+        .iter()
+        .filter(|f| f["payload"]["event"] == "session_update")
+        .map(|f| f["payload"]["update"].clone())
+        .collect();
+    let sent: Vec<Value> = h
+        .log
+        .frames("send")
+        .into_iter()
+        .filter(|f| f["method"] == "session/update")
+        .map(|f| f["params"].clone())
+        .collect();
+    assert_eq!(forwarded, sent);
+    assert_eq!(
+        support::message_texts(&events),
+        [
+            "Looking at the repository.",
+            "All done; nothing here needs your input."
+        ]
+    );
+}
