@@ -193,3 +193,30 @@ fn list_scenarios(catalog: &Catalog) -> ExitCode {
         ExitCode::SUCCESS
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_to_demo_and_takes_a_directory() {
+        let cli = Cli::try_parse_from(["mock-agent"]).expect("parses");
+        assert_eq!(cli.scenario, "demo");
+        assert!(cli.scenario_dir.is_none());
+        let cli =
+            Cli::try_parse_from(["mock-agent", "--scenario", "plain", "--scenario-dir", "/x"])
+                .expect("parses");
+        assert_eq!(cli.scenario, "plain");
+        assert_eq!(
+            cli.scenario_dir.as_deref(),
+            Some(std::path::Path::new("/x"))
+        );
+        assert!(Cli::try_parse_from(["mock-agent", "--bogus"]).is_err());
+    }
+}

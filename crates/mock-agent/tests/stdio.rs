@@ -710,3 +710,49 @@ async fn an_error_answer_is_reported_as_error_json() {
     );
     assert!(agent.finish().await.success());
 }
+
+#[tokio::test]
+async fn elicit_raw_sends_any_json_as_params_exactly() {
+    let raws = [
+        json!(["an", "array"]),
+        json!(7),
+        json!(null),
+        json!(true),
+        json!({}),
+    ];
+    let steps: Vec<Value> = raws
+        .iter()
+        .enumerate()
+        .map(|(index, params)| json!({"elicit_raw": {"id": format!("r{index}"), "params": params}}))
+        .collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("raws.json"),
+        json!({"name": "raws", "steps": steps}).to_string(),
+    )
+    .expect("write scenario");
+    let dir_arg = dir.path().to_str().expect("utf-8 path");
+    let mut agent = MockAgent::spawn(&["--scenario-dir", dir_arg]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "/e2e:raws").await;
+    for raw in &raws {
+        let request = agent.method("elicitation/create").await;
+        let params = request
+            .as_object()
+            .and_then(|frame| frame.get("params"))
+            .unwrap_or_else(|| panic!("params member present, even when null: {request}"));
+        assert_eq!(params, raw);
+    }
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert!(agent.finish().await.success());
+    let logged: Vec<Value> = agent
+        .log()
+        .into_iter()
+        .filter(|entry| entry["dir"] == "send" && entry["frame"]["method"] == "elicitation/create")
+        .map(|entry| entry["frame"]["params"].clone())
+        .collect();
+    assert_eq!(logged, raws.to_vec());
+}
