@@ -41,13 +41,26 @@ impl Envelope {
 
     /// The response to `request`.
     pub fn response_to(request: &Envelope, payload: &impl Serialize) -> Self {
-        Self::new(request.id.clone(), FrameType::Response, &request.action, payload)
+        Self::new(
+            request.id.clone(),
+            FrameType::Response,
+            &request.action,
+            payload,
+        )
     }
 
     /// The error answer to `request`.
     pub fn error_to(request: &Envelope, code: ErrorCode, message: impl Into<String>) -> Self {
-        let payload = ErrorPayload { code, message: message.into() };
-        Self::new(request.id.clone(), FrameType::Error, &request.action, &payload)
+        let payload = ErrorPayload {
+            code,
+            message: message.into(),
+        };
+        Self::new(
+            request.id.clone(),
+            FrameType::Error,
+            &request.action,
+            &payload,
+        )
     }
 
     /// A notification frame.
@@ -58,13 +71,22 @@ impl Envelope {
     fn new(id: String, frame_type: FrameType, action: &str, payload: &impl Serialize) -> Self {
         // Our payload types are plain data; serialization cannot fail for them.
         let payload = serde_json::to_value(payload).unwrap_or(Value::Null);
-        Self { id, frame_type, action: action.to_owned(), payload }
+        Self {
+            id,
+            frame_type,
+            action: action.to_owned(),
+            payload,
+        }
     }
 
     /// Decodes the payload as `T`, mapping a mismatch to a `BAD_REQUEST` error payload.
     pub fn decode_payload<T: DeserializeOwned>(&self) -> Result<T, ErrorPayload> {
         // A missing payload means "no fields", so requests without a body still decode.
-        let payload = if self.payload.is_null() { Value::Object(Default::default()) } else { self.payload.clone() };
+        let payload = if self.payload.is_null() {
+            Value::Object(Default::default())
+        } else {
+            self.payload.clone()
+        };
         serde_json::from_value(payload).map_err(|err| ErrorPayload {
             code: ErrorCode::BadRequest,
             message: format!("invalid `{}` payload: {err}", self.action),
@@ -106,6 +128,9 @@ pub struct ErrorPayload {
 impl ErrorPayload {
     /// Builds an error payload.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
 }

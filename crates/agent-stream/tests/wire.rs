@@ -3,7 +3,9 @@
 
 use kandev_agent_stream::request::{ElicitationsRespond, PermissionPolicy, SessionStart};
 use kandev_agent_stream::response::{SessionStarted, Success};
-use kandev_agent_stream::{AgentEvent, Envelope, ErrorCode, ErrorPayload, FrameType, SettleOutcome};
+use kandev_agent_stream::{
+    AgentEvent, Envelope, ErrorCode, ErrorPayload, FrameType, SettleOutcome,
+};
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
@@ -102,7 +104,13 @@ fn events_are_tagged_by_event() {
         "event": "elicitation_settled", "pending_id": "p-1", "outcome": "timed_out",
         "response": {"action": "decline"}
     }));
-    assert!(matches!(settled, AgentEvent::ElicitationSettled { outcome: SettleOutcome::TimedOut, .. }));
+    assert!(matches!(
+        settled,
+        AgentEvent::ElicitationSettled {
+            outcome: SettleOutcome::TimedOut,
+            ..
+        }
+    ));
 
     let _: AgentEvent = round_trip(json!({"event": "turn_completed", "stop_reason": "end_turn"}));
     let _: AgentEvent = round_trip(json!({"event": "agent_exited", "code": 0}));
@@ -129,6 +137,8 @@ fn every_outcome_has_its_wire_name() {
 #[test]
 fn decode_payload_reports_bad_request() {
     let frame = Envelope::request("1", "agent.prompt", &json!({"txt": 1}));
-    let err = frame.decode_payload::<kandev_agent_stream::request::Prompt>().expect_err("mismatch");
+    let err = frame
+        .decode_payload::<kandev_agent_stream::request::Prompt>()
+        .expect_err("mismatch");
     assert_eq!(err.code, ErrorCode::BadRequest);
 }
