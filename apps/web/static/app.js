@@ -5,6 +5,7 @@ import { mountBoard } from "./board.js";
 import { h, replace } from "./dom.js";
 import { t } from "./i18n.js";
 import { mountNotifications } from "./notifications.js";
+import { parseRoute } from "./route.js";
 import { mountSession } from "./session.js";
 import { mountSettings } from "./settings.js";
 import * as ws from "./ws.js";
@@ -13,15 +14,6 @@ const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 const toasts = document.getElementById("toasts");
 let unmount = () => {};
-
-/** The route for a hash: `{name, params}`. */
-export function parseRoute(hash) {
-  const path = (hash || "#/").replace(/^#/, "") || "/";
-  const session = /^\/sessions\/([^/]+)$/.exec(path);
-  if (session) return { name: "session", params: { sessionId: decodeURIComponent(session[1]) } };
-  if (path === "/settings") return { name: "settings", params: {} };
-  return { name: "board", params: {} };
-}
 
 function navigate(hash) {
   if (location.hash === hash) route();

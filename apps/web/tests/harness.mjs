@@ -230,7 +230,7 @@ export function elicitationResults(file) {
 }
 
 /** Wait for the agent to have received its `n`-th elicitation response (1-based). */
-export function waitForElicitationResult(file, n = 1, timeout = 15_000) {
+export function waitForElicitationResult(file, n = 1, timeout = 30_000) {
   return waitFor(() => elicitationResults(file)[n - 1], { timeout, message: `elicitation response #${n} at the agent` });
 }
 
