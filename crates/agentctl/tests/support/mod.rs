@@ -73,6 +73,7 @@ impl AgentCtl {
             .args(args)
             .env("AGENTCTL_TOKEN", TOKEN)
             .env("RUST_LOG", "kandev_agentctl=debug,info")
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr);
@@ -123,6 +124,19 @@ impl AgentCtl {
     /// agentctl's stderr so far.
     pub fn stderr(&self) -> String {
         read(&self.stderr_path)
+    }
+
+    /// Polls agentctl's stderr (every 20 ms, up to the deadline) until it contains `needle`.
+    pub async fn wait_stderr(&self, needle: &str) {
+        let deadline = Instant::now() + DEADLINE;
+        while !self.stderr().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "agentctl never logged {needle:?}; stderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The process id.
@@ -319,6 +333,22 @@ impl Stream {
                 return frame["payload"].clone();
             }
             self.parked.push_back(frame);
+        }
+    }
+
+    /// Waits for the next uncorrelated `error` frame (an undecodable request); returns it.
+    pub async fn error_frame(&mut self) -> Frame {
+        if let Some(pos) = self.parked.iter().position(|f| f["type"] == "error") {
+            return self.parked.remove(pos).expect("present");
+        }
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+                Ok(Some(frame)) if frame["type"] == "error" => return frame,
+                Ok(Some(frame)) => self.parked.push_back(frame),
+                Ok(None) => panic!("stream closed while waiting for an error frame"),
+                Err(_) => panic!("no error frame within {DEADLINE:?}"),
+            }
         }
     }
 

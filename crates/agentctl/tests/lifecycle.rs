@@ -1,0 +1,454 @@
+//! Settlement paths (F7), deadlines, cancel, shutdown, agent exit, and the stream itself:
+//! auth, bad frames, dropped and re-attached streams.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{AgentCtl, Harness, MockLog, Stream, TOKEN, pending_id, start_payload};
+
+const SHORT_DEADLINES: &[(&str, &str)] = &[
+    ("KANDEV_ELICITATION_ANSWER_TIMEOUT", "300ms"),
+    ("KANDEV_ACP_IDLE_TIMEOUT", "1s"),
+];
+
+#[tokio::test]
+async fn ac15_turn_cancel_answers_cancel_and_withdraws_the_surface() {
+    let mut h = Harness::start("single", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    assert_eq!(
+        h.stream.ok("agent.cancel", json!({})).await,
+        json!({"success": true})
+    );
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        settled,
+        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "turn_cancelled", "response": {"action": "cancel"}})
+    );
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "cancel"})
+    );
+    assert_eq!(
+        h.stream.event("turn_completed").await["stop_reason"],
+        "cancelled"
+    );
+    let cancels: Vec<Value> = h
+        .log
+        .frames("recv")
+        .into_iter()
+        .filter(|f| f["method"] == "session/cancel")
+        .collect();
+    assert_eq!(cancels.len(), 1);
+    assert_eq!(
+        cancels[0]["params"]["sessionId"],
+        h.started["acp_session_id"]
+    );
+    assert_eq!(
+        h.stream.ok("agent.elicitations.list", json!({})).await,
+        json!({"pending": []})
+    );
+}
+
+#[tokio::test]
+async fn ac64_unanswered_elicitation_is_declined_at_the_deadline_and_the_turn_continues() {
+    let mut h = Harness::start_env("single", true, SHORT_DEADLINES).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        settled,
+        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "timed_out", "response": {"action": "decline"}})
+    );
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "decline"}),
+        "decline, not cancel"
+    );
+    let events = h.stream.events_until("turn_completed").await;
+    assert_eq!(
+        events.last().expect("turn_completed")["payload"]["stop_reason"],
+        "end_turn",
+        "the turn continued"
+    );
+    assert_eq!(
+        h.respond(&id, json!([]), true).await["payload"]["code"],
+        "NOT_FOUND"
+    );
+}
+
+#[tokio::test]
+async fn f7_agent_cancel_request_settles_agent_cancelled() {
+    let mut h = Harness::start("agent-cancel", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        settled,
+        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "agent_cancelled", "response": {"action": "cancel"}})
+    );
+    h.log
+        .wait_until("$/cancel_request", |log| {
+            log.frames("send")
+                .iter()
+                .any(|f| f["method"] == "$/cancel_request")
+        })
+        .await;
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "cancel"})
+    );
+    // A late operator answer is discarded (D5).
+    let late = h
+        .respond(
+            &id,
+            json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
+            false,
+        )
+        .await;
+    assert_eq!(late["payload"]["code"], "NOT_FOUND");
+    h.stream.event("turn_completed").await;
+}
+
+#[tokio::test]
+async fn f7_agent_shutdown_answers_cancel_then_stops_the_agent() {
+    let mut h = Harness::start("single", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    assert_eq!(
+        h.stream.ok("agent.shutdown", json!({})).await,
+        json!({"success": true})
+    );
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        settled,
+        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "shutdown", "response": {"action": "cancel"}})
+    );
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "cancel"})
+    );
+    h.stream.event("agent_exited").await;
+    let refused = h.stream.err("agent.prompt", json!({"text": "again"})).await;
+    assert_eq!(refused["code"], "BAD_REQUEST");
+}
+
+#[tokio::test]
+async fn f7_agent_exit_settles_agent_exited_with_no_response() {
+    let mut h = Harness::start("crash", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        settled,
+        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "agent_exited", "response": null})
+    );
+    assert_eq!(h.stream.event("agent_exited").await["code"], 3);
+    let turn = h.stream.event("turn_completed").await;
+    assert_eq!(turn["stop_reason"], "error", "{turn}");
+    let create = &h.log.sent_requests("elicitation/create")[0];
+    assert!(
+        h.log.responses_to(&create["id"]).is_empty(),
+        "nothing could reach the dead agent"
+    );
+}
+
+#[tokio::test]
+async fn f7_sigterm_answers_cancel_emits_shutdown_and_exits() {
+    let mut h = Harness::start("single", true).await;
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    h.agentctl.sigterm();
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        settled,
+        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "shutdown", "response": {"action": "cancel"}})
+    );
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "cancel"})
+    );
+    h.stream.closed().await;
+    assert_eq!(h.agentctl.wait_exit().await, Some(0));
+}
+
+#[tokio::test]
+async fn idle_agent_past_the_idle_timeout_is_given_up() {
+    let mut h = Harness::start_env("sleepy", false, SHORT_DEADLINES).await;
+    h.prompt("go").await;
+    let turn = h.stream.event("turn_completed").await;
+    assert_eq!(turn["stop_reason"], "error");
+    assert!(
+        turn["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("KANDEV_ACP_IDLE_TIMEOUT")),
+        "{turn}"
+    );
+    h.stream.event("agent_exited").await;
+}
+
+#[tokio::test]
+async fn agent_stderr_lines_become_events() {
+    let agentctl = AgentCtl::start(&[]);
+    let mut stream = agentctl.connect().await;
+    let log = MockLog::new();
+    let mut payload = start_payload("s-1", "plain", false, &log);
+    payload["agent"]["env"]["RUST_LOG"] = json!("info");
+    stream.ok("agent.session.start", payload).await;
+    stream.ok("agent.prompt", json!({"text": "go"})).await;
+    let line = stream
+        .event_where("agent_stderr", |e| {
+            e["line"]
+                .as_str()
+                .is_some_and(|l| l.contains("playing scenario"))
+        })
+        .await;
+    assert!(!line["line"].as_str().unwrap_or("").ends_with('\n'));
+}
+
+#[tokio::test]
+async fn stream_without_or_with_a_wrong_token_is_refused_with_401() {
+    let agentctl = AgentCtl::start(&[]);
+    for token in [None, Some("wrong-token"), Some("")] {
+        let refused = Stream::connect(&agentctl.url(), token)
+            .await
+            .err()
+            .expect("refused");
+        match refused {
+            tokio_tungstenite::tungstenite::Error::Http(response) => {
+                assert_eq!(response.status(), 401, "{token:?}")
+            }
+            other => panic!("expected HTTP 401, got {other:?}"),
+        }
+    }
+    assert!(Stream::connect(&agentctl.url(), Some(TOKEN)).await.is_ok());
+    assert!(
+        !agentctl.stderr().contains(TOKEN),
+        "the token must never be logged"
+    );
+}
+
+#[tokio::test]
+async fn healthz_needs_no_token() {
+    let agentctl = AgentCtl::start(&[]);
+    let mut socket = tokio::net::TcpStream::connect(&agentctl.addr)
+        .await
+        .expect("connect");
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    socket
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let mut response = String::new();
+    socket.read_to_string(&mut response).await.expect("read");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.ends_with(r#"{"status":"ok"}"#), "{response}");
+}
+
+#[tokio::test]
+async fn bad_frames_get_errors_and_the_stream_stays_up() {
+    let agentctl = AgentCtl::start(&[]);
+    let mut stream = agentctl.connect().await;
+    stream.send_text("this is not json");
+    let error = stream.error_frame().await;
+    assert_eq!(error["payload"]["code"], "BAD_REQUEST", "{error}");
+    stream.send_text(r#"{"id": "x1", "type": "request"}"#);
+    let error = stream.error_frame().await;
+    assert_eq!(
+        (error["id"].as_str(), error["payload"]["code"].as_str()),
+        (Some("x1"), Some("BAD_REQUEST")),
+        "{error}"
+    );
+    stream
+        .send_text(r#"{"id": "x2", "type": "response", "action": "agent.prompt", "payload": {}}"#);
+    let error = stream.error_frame().await;
+    assert_eq!(
+        (error["id"].as_str(), error["payload"]["code"].as_str()),
+        (Some("x2"), Some("BAD_REQUEST")),
+        "{error}"
+    );
+
+    let unknown = stream.err("agent.frobnicate", json!({})).await;
+    assert_eq!(unknown["code"], "UNKNOWN_ACTION");
+    let unbound = stream.err("agent.prompt", json!({"text": "hi"})).await;
+    assert_eq!(unbound["code"], "BAD_REQUEST");
+    let bad_payload = stream
+        .err("agent.session.start", json!({"session_id": 7}))
+        .await;
+    assert_eq!(bad_payload["code"], "BAD_REQUEST");
+    let missing = stream
+        .err("agent.session.attach", json!({"session_id": "nope"}))
+        .await;
+    assert_eq!(missing["code"], "NOT_FOUND");
+    let spawn_failure = stream
+        .err(
+            "agent.session.start",
+            json!({"session_id": "s-9", "agent": {"id": "x", "command": ["/nonexistent/agent"]}, "flags": {}}),
+        )
+        .await;
+    assert_eq!(spawn_failure["code"], "BAD_REQUEST", "{spawn_failure}");
+    // Still up and usable after all of that.
+    let log = MockLog::new();
+    stream
+        .ok(
+            "agent.session.start",
+            start_payload("s-1", "plain", false, &log),
+        )
+        .await;
+    let unknown_pending = stream
+        .err(
+            "agent.elicitations.respond",
+            json!({"pending_id": "p-unknown"}),
+        )
+        .await;
+    assert_eq!(unknown_pending["code"], "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_dropped_stream_keeps_pending_elicitations_answerable() {
+    let mut h = Harness::start("two-identical", true).await;
+    h.prompt("go").await;
+    let first = pending_id(&h.stream.event("elicitation_requested").await);
+    let second = pending_id(&h.stream.event("elicitation_requested").await);
+    let Harness {
+        agentctl,
+        stream,
+        log,
+        ..
+    } = h;
+    stream.close();
+
+    let mut again = agentctl.connect().await;
+    let attached = again
+        .ok("agent.session.attach", json!({"session_id": "s-1"}))
+        .await;
+    let listed: Vec<&str> = attached["pending"]
+        .as_array()
+        .expect("pending")
+        .iter()
+        .filter_map(|p| p["pending_id"].as_str())
+        .collect();
+    assert_eq!(listed, [first.as_str(), second.as_str()]);
+    for (id, option) in [(&first, "Postgres"), (&second, "SQLite")] {
+        let reply = again
+            .ok("agent.elicitations.respond", json!({"pending_id": id, "answers": [{"question_id": "question_0", "selected_options": [option]}]}))
+            .await;
+        assert_eq!(reply, json!({"success": true}));
+    }
+    assert_eq!(
+        log.elicitation_answer(1).await.1["content"]["question_0"],
+        "Postgres"
+    );
+    assert_eq!(
+        log.elicitation_answer(2).await.1["content"]["question_0"],
+        "SQLite"
+    );
+    assert_eq!(
+        again.event("turn_completed").await["stop_reason"],
+        "end_turn"
+    );
+}
+
+#[tokio::test]
+async fn events_while_detached_are_flushed_in_order_on_attach() {
+    // Long enough for agentctl to see the close before the deadline fires.
+    let deadlines = [
+        ("KANDEV_ELICITATION_ANSWER_TIMEOUT", "2s"),
+        ("KANDEV_ACP_IDLE_TIMEOUT", "10s"),
+    ];
+    let mut h = Harness::start_env("single", true, &deadlines).await;
+    h.prompt("go").await;
+    h.stream.event("elicitation_requested").await;
+    let last_seen: u64 = h.stream.seen.last().expect("seen")["id"]
+        .as_str()
+        .expect("id")
+        .parse()
+        .expect("seq");
+    let Harness {
+        agentctl,
+        stream,
+        log,
+        ..
+    } = h;
+    stream.close();
+    agentctl.wait_stderr("agent stream detached").await;
+    // While detached: the deadline declines, the agent reports it and ends its turn.
+    log.wait_until("the end of the turn", |log| {
+        log.frames("send")
+            .iter()
+            .any(|f| f["result"]["stopReason"] == "end_turn")
+    })
+    .await;
+
+    let mut again = agentctl.connect().await;
+    let attached = again
+        .ok("agent.session.attach", json!({"session_id": "s-1"}))
+        .await;
+    assert_eq!(attached["pending"], json!([]));
+    let flushed = again.events_until("turn_completed").await;
+    let ids: Vec<u64> = flushed
+        .iter()
+        .map(|f| f["id"].as_str().expect("id").parse().expect("seq"))
+        .collect();
+    let expected: Vec<u64> = (last_seen + 1..last_seen + 1 + ids.len() as u64).collect();
+    assert_eq!(ids, expected, "no event lost, none reordered");
+    let kinds: Vec<&str> = flushed
+        .iter()
+        .filter_map(|f| f["payload"]["event"].as_str())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"elicitation_settled"));
+    assert!(
+        support::message_texts(&flushed)
+            .iter()
+            .any(|t| t.contains("\"action\":\"decline\"")),
+        "{flushed:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_new_stream_attaching_replaces_the_old_one() {
+    let h = Harness::start("plain", false).await;
+    let mut newer = h.agentctl.connect().await;
+    newer
+        .ok("agent.session.attach", json!({"session_id": "s-1"}))
+        .await;
+    assert_eq!(h.stream.closed().await, "replaced by a newer agent stream");
+    newer.ok("agent.prompt", json!({"text": "go"})).await;
+    assert_eq!(
+        newer.event("turn_completed").await["stop_reason"],
+        "end_turn"
+    );
+}
+
+#[tokio::test]
+async fn a_running_session_cannot_be_started_twice() {
+    let h = Harness::start("plain", false).await;
+    let other = h.agentctl.connect().await;
+    let log = MockLog::new();
+    let refused = other
+        .err(
+            "agent.session.start",
+            start_payload("s-1", "plain", false, &log),
+        )
+        .await;
+    assert_eq!(refused["code"], "BAD_REQUEST");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("agent.session.attach")),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn one_turn_at_a_time() {
+    let mut h = Harness::start("sleepy", false).await;
+    h.prompt("go").await;
+    h.stream.event("session_update").await;
+    let second = h.stream.err("agent.prompt", json!({"text": "again"})).await;
+    assert_eq!(second["code"], "BAD_REQUEST", "{second}");
+    h.stream.ok("agent.cancel", json!({})).await;
+    assert_eq!(
+        h.stream.event("turn_completed").await["stop_reason"],
+        "cancelled"
+    );
+    h.prompt("/e2e:plain").await;
+    assert_eq!(
+        h.stream.event("turn_completed").await["stop_reason"],
+        "end_turn"
+    );
+}
