@@ -1,0 +1,598 @@
+//! The agent link against the real `agentctl` and `mock-agent` binaries: the local
+//! executor (agentctl started by the link), the remote executor (agentctl started by
+//! the test with its own token), a wrong token, agentctl dying, and a dropped stream
+//! re-attaching through a TCP proxy the test can cut.
+//!
+//! Needs `target/<profile>/agentctl` and `mock-agent`: `cargo build -p kandev-agentctl
+//! -p kandev-mock-agent` (`just test` builds every binary first).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kandev_agent_stream::request::{AgentSpec, Empty, Prompt, SessionStart};
+use kandev_agent_stream::response::{PromptAccepted, SessionStarted, Success};
+use kandev_agent_stream::{AgentEvent, ErrorCode, SettleOutcome, action};
+use kandev_backend::agent_link::{
+    AGENTCTL_TOKEN_VAR, AgentLink, ExecutorConfig, LinkError, LinkEvent, LinkOptions,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+/// Generous: the machine is shared and agents are real processes.
+const WAIT: Duration = Duration::from_secs(30);
+const FLAG: &str = "features.acpElicitation";
+
+/// A binary of this workspace, beside the test's own `deps` directory.
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let path = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build -p kandev-agentctl -p kandev-mock-agent` first",
+        path.display()
+    );
+    path
+}
+
+fn local() -> ExecutorConfig {
+    ExecutorConfig::Local {
+        agentctl: Some(binary("agentctl")),
+    }
+}
+
+fn session_start(session_id: &str, args: &[&str], elicitation: bool) -> SessionStart {
+    let mut command = vec![binary("mock-agent").display().to_string()];
+    command.extend(args.iter().map(|a| a.to_string()));
+    SessionStart {
+        session_id: session_id.into(),
+        agent: AgentSpec {
+            id: "mock".into(),
+            command,
+            env: BTreeMap::new(),
+            cwd: None,
+            permission_policy: Default::default(),
+        },
+        flags: BTreeMap::from([(FLAG.to_owned(), elicitation)]),
+    }
+}
+
+async fn start(link: &AgentLink, start: &SessionStart) -> SessionStarted {
+    link.request_with_timeout(action::SESSION_START, start, WAIT)
+        .await
+        .expect("agent.session.start")
+}
+
+async fn prompt(link: &AgentLink, text: &str) {
+    let accepted: PromptAccepted = link
+        .request(action::PROMPT, &Prompt { text: text.into() })
+        .await
+        .expect("agent.prompt");
+    assert!(accepted.accepted);
+}
+
+async fn next_event(events: &mut UnboundedReceiver<LinkEvent>) -> LinkEvent {
+    tokio::time::timeout(WAIT, events.recv())
+        .await
+        .expect("an event within the deadline")
+        .expect("the link is still open")
+}
+
+/// The agent text of a `session_update` carrying an `agent_message_chunk`.
+fn agent_text(event: &LinkEvent) -> Option<String> {
+    match event {
+        LinkEvent::Agent(AgentEvent::SessionUpdate { update }) => {
+            let update = update.get("update")?;
+            (update.get("sessionUpdate")?.as_str()? == "agent_message_chunk")
+                .then(|| update.pointer("/content/text")?.as_str().map(str::to_owned))
+                .flatten()
+        }
+        _ => None,
+    }
+}
+
+/// Collects agent events until the turn completes; returns them, turn end included.
+async fn until_turn_completed(events: &mut UnboundedReceiver<LinkEvent>) -> Vec<LinkEvent> {
+    let mut seen = Vec::new();
+    loop {
+        let event = next_event(events).await;
+        let done = matches!(event, LinkEvent::Agent(AgentEvent::TurnCompleted { .. }));
+        seen.push(event);
+        if done {
+            return seen;
+        }
+    }
+}
+
+/// Drains the receiver until it ends (the link stopped).
+async fn until_end(events: &mut UnboundedReceiver<LinkEvent>) -> Vec<LinkEvent> {
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while let Some(event) = tokio::time::timeout_at(deadline, events.recv())
+        .await
+        .expect("the link ends within the deadline")
+    {
+        seen.push(event);
+    }
+    seen
+}
+
+fn process_alive(pid: u32) -> bool {
+    std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .expect("kill -0")
+        .success()
+}
+
+/// `agentctl serve` started by the test (the remote executor's counterpart).
+struct ServedAgentctl {
+    addr: SocketAddr,
+    token: String,
+    _child: tokio::process::Child,
+}
+
+async fn serve_agentctl() -> ServedAgentctl {
+    let token = format!("remote-test-token-{}", std::process::id());
+    let mut child = tokio::process::Command::new(binary("agentctl"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env(AGENTCTL_TOKEN_VAR, &token)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn agentctl");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let addr = tokio::time::timeout(WAIT, async {
+        while let Some(line) = lines.next_line().await.expect("read stdout") {
+            if let Some(addr) = line.strip_prefix("AGENTCTL_LISTENING ") {
+                return addr.trim().parse::<SocketAddr>().expect("an address");
+            }
+        }
+        panic!("agentctl exited before listening");
+    })
+    .await
+    .expect("AGENTCTL_LISTENING within the deadline");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    ServedAgentctl {
+        addr,
+        token,
+        _child: child,
+    }
+}
+
+/// A TCP proxy in front of agentctl whose connections the test can cut, and which
+/// can refuse new ones for a while.
+struct CuttableProxy {
+    addr: SocketAddr,
+    refuse: Arc<AtomicBool>,
+    live: Arc<Mutex<Vec<AbortHandle>>>,
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CuttableProxy {
+    async fn start(target: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy addr");
+        let refuse = Arc::new(AtomicBool::new(false));
+        let live: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (refusing, connections, count) = (
+            Arc::clone(&refuse),
+            Arc::clone(&live),
+            Arc::clone(&accepted),
+        );
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if refusing.load(Ordering::SeqCst) {
+                    continue; // dropped: the dialer sees the connection close
+                }
+                count.fetch_add(1, Ordering::SeqCst);
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                connections.lock().expect("lock").push(task.abort_handle());
+            }
+        });
+        Self {
+            addr,
+            refuse,
+            live,
+            accepted,
+        }
+    }
+
+    /// Cuts every open connection and refuses new ones until [`Self::admit`].
+    fn cut_and_refuse(&self) {
+        self.refuse.store(true, Ordering::SeqCst);
+        for connection in self.live.lock().expect("lock").drain(..) {
+            connection.abort();
+        }
+    }
+
+    fn admit(&self) {
+        self.refuse.store(false, Ordering::SeqCst);
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+#[tokio::test]
+async fn local_executor_runs_a_session_and_shutdown_stops_agentctl() {
+    let (link, mut events) = AgentLink::connect(&local(), "it-local")
+        .await
+        .expect("connect");
+    assert!(link.is_connected());
+    let pid = link.agentctl_pid().expect("a local agentctl has a pid");
+    assert!(process_alive(pid));
+
+    let started = start(
+        &link,
+        &session_start("it-local", &["--scenario", "plain"], false),
+    )
+    .await;
+    assert_eq!(
+        started.client_capabilities["_meta"]["terminal_output"],
+        json!(true)
+    );
+    assert!(
+        started.client_capabilities.get("elicitation").is_none(),
+        "flag off"
+    );
+
+    prompt(&link, "go").await;
+    let turn = until_turn_completed(&mut events).await;
+    let texts: Vec<String> = turn.iter().filter_map(agent_text).collect();
+    assert_eq!(
+        texts,
+        [
+            "Looking at the repository.",
+            "All done; nothing here needs your input."
+        ],
+        "agent text in order"
+    );
+    assert!(matches!(
+        turn.last(),
+        Some(LinkEvent::Agent(AgentEvent::TurnCompleted { stop_reason, .. })) if stop_reason == "end_turn"
+    ));
+
+    link.shutdown().await;
+    assert!(
+        !process_alive(pid),
+        "shutdown stops the agentctl the link started"
+    );
+    let rest = until_end(&mut events).await;
+    assert!(
+        !rest
+            .iter()
+            .any(|e| matches!(e, LinkEvent::Disconnected | LinkEvent::Reattached { .. })),
+        "no reconnect after shutdown: {rest:?}"
+    );
+    let after: Result<Value, LinkError> = link.request(action::CANCEL, &Empty {}).await;
+    assert!(matches!(after, Err(LinkError::NotConnected)), "{after:?}");
+}
+
+#[tokio::test]
+async fn a_killed_local_agentctl_loses_the_link() {
+    let (link, mut events) = AgentLink::connect(&local(), "it-killed")
+        .await
+        .expect("connect");
+    let pid = link.agentctl_pid().expect("pid");
+    start(
+        &link,
+        &session_start("it-killed", &["--scenario", "plain"], false),
+    )
+    .await;
+
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+
+    let rest = until_end(&mut events).await;
+    let Some(LinkEvent::Lost { reason }) = rest.last() else {
+        panic!("the last event is Lost: {rest:?}");
+    };
+    assert!(reason.contains("agentctl exited"), "{reason}");
+    assert!(rest.contains(&LinkEvent::Disconnected));
+    assert!(
+        !rest
+            .iter()
+            .any(|e| matches!(e, LinkEvent::Reattached { .. })),
+        "{rest:?}"
+    );
+    assert!(!link.is_connected());
+    let after: Result<Value, LinkError> = link.request(action::CANCEL, &Empty {}).await;
+    assert!(matches!(after, Err(LinkError::NotConnected)), "{after:?}");
+    link.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_local_agentctl_that_cannot_start_reports_its_stderr() {
+    // agentctl refuses to start when the answer deadline is not below the idle timeout;
+    // the local executor hands it the backend's environment, so set that here.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wrapper = dir.path().join("agentctl-misconfigured");
+    let script = format!(
+        "#!/bin/sh\nKANDEV_ELICITATION_ANSWER_TIMEOUT=2h KANDEV_ACP_IDLE_TIMEOUT=1h exec '{}' \"$@\"\n",
+        binary("agentctl").display()
+    );
+    write_executable(&wrapper, &script);
+    let misconfigured = ExecutorConfig::Local {
+        agentctl: Some(wrapper),
+    };
+    let Err(LinkError::Unreachable(message)) = AgentLink::connect(&misconfigured, "it-bad").await
+    else {
+        panic!("a misconfigured agentctl is unreachable");
+    };
+    assert!(message.contains("before listening"), "{message}");
+    assert!(
+        message.contains("KANDEV_ELICITATION_ANSWER_TIMEOUT"),
+        "stderr tail: {message}"
+    );
+}
+
+/// Writes an executable through a child `sh` so this process never holds a write
+/// handle on a file it is about to execute (ETXTBSY under parallel tests).
+fn write_executable(path: &Path, body: &str) {
+    use std::io::Write;
+    let mut writer = std::process::Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod +x \"$1\"", "sh"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("sh");
+    writer
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("write");
+    assert!(writer.wait().expect("sh").success());
+}
+
+#[tokio::test]
+async fn remote_executor_runs_an_elicitation_round_trip() {
+    let agentctl = serve_agentctl().await;
+    let executor = ExecutorConfig::Remote {
+        url: format!("ws://{}", agentctl.addr),
+        token: agentctl.token.clone(),
+    };
+    let (link, mut events) = AgentLink::connect(&executor, "it-remote")
+        .await
+        .expect("connect");
+    assert_eq!(link.agentctl_pid(), None);
+
+    let started = start(
+        &link,
+        &session_start("it-remote", &["--scenario", "demo"], true),
+    )
+    .await;
+    assert_eq!(
+        started.client_capabilities["elicitation"],
+        json!({"form": {}})
+    );
+    prompt(&link, "ask me").await;
+
+    let requested = loop {
+        if let LinkEvent::Agent(AgentEvent::ElicitationRequested(requested)) =
+            next_event(&mut events).await
+        {
+            break requested;
+        }
+    };
+    assert_eq!(requested.questions.len(), 1);
+    assert_eq!(requested.questions[0].id, "question_0");
+
+    let respond = json!({
+        "pending_id": requested.pending_id,
+        "answers": [{"question_id": "question_0", "selected_options": ["Red"]}],
+    });
+    let answered: Success = link
+        .request(action::ELICITATIONS_RESPOND, &respond)
+        .await
+        .expect("respond");
+    assert!(answered.success);
+    // The same pending again: agentctl's verdict arrives as a Remote error.
+    let again: Result<Success, LinkError> =
+        link.request(action::ELICITATIONS_RESPOND, &respond).await;
+    match again {
+        Err(LinkError::Remote(error)) => assert_eq!(error.code, ErrorCode::NotFound),
+        other => panic!("expected NOT_FOUND, got {other:?}"),
+    }
+
+    let turn = until_turn_completed(&mut events).await;
+    assert!(turn.iter().any(|e| matches!(
+        e,
+        LinkEvent::Agent(AgentEvent::ElicitationSettled { pending_id, outcome: SettleOutcome::Answered, .. })
+            if *pending_id == requested.pending_id
+    )));
+    let texts: Vec<String> = turn.iter().filter_map(agent_text).collect();
+    assert!(
+        texts.iter().any(|t| t.contains("Red")),
+        "the agent got the answer: {texts:?}"
+    );
+    link.shutdown().await;
+    until_end(&mut events).await;
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_unreachable_with_a_clear_message() {
+    let agentctl = serve_agentctl().await;
+    let executor = ExecutorConfig::Remote {
+        url: format!("ws://{}", agentctl.addr),
+        token: "certainly-not-the-token".into(),
+    };
+    let Err(LinkError::Unreachable(message)) = AgentLink::connect(&executor, "it-token").await
+    else {
+        panic!("a wrong token is refused");
+    };
+    assert!(message.contains("rejected the token"), "{message}");
+    assert!(message.contains("401"), "{message}");
+    assert!(
+        !message.contains("certainly-not-the-token"),
+        "the token is never echoed: {message}"
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_stream_reattaches_with_the_pending_elicitation() {
+    let agentctl = serve_agentctl().await;
+    let proxy = CuttableProxy::start(agentctl.addr).await;
+    let executor = ExecutorConfig::Remote {
+        url: format!("ws://{}", proxy.addr),
+        token: agentctl.token.clone(),
+    };
+    let (link, mut events) = AgentLink::connect(&executor, "it-drop")
+        .await
+        .expect("connect");
+    start(
+        &link,
+        &session_start("it-drop", &["--scenario", "demo"], true),
+    )
+    .await;
+    prompt(&link, "ask me").await;
+    let requested = loop {
+        if let LinkEvent::Agent(AgentEvent::ElicitationRequested(requested)) =
+            next_event(&mut events).await
+        {
+            break requested;
+        }
+    };
+
+    proxy.cut_and_refuse();
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+    let respond = json!({
+        "pending_id": requested.pending_id,
+        "answers": [{"question_id": "question_0", "selected_options": ["Blue"]}],
+    });
+    // While down: refused at once, nothing sent (AC-20a).
+    let refused: Result<Success, LinkError> =
+        link.request(action::ELICITATIONS_RESPOND, &respond).await;
+    assert!(
+        matches!(refused, Err(LinkError::NotConnected)),
+        "{refused:?}"
+    );
+
+    proxy.admit();
+    match next_event(&mut events).await {
+        LinkEvent::Reattached { pending } => {
+            assert_eq!(pending.len(), 1);
+            assert_eq!(pending[0].pending_id, requested.pending_id);
+        }
+        other => panic!("expected Reattached, got {other:?}"),
+    }
+    assert!(proxy.accepted() >= 2);
+
+    let answered: Success = link
+        .request(action::ELICITATIONS_RESPOND, &respond)
+        .await
+        .expect("respond after re-attach");
+    assert!(answered.success);
+    let turn = until_turn_completed(&mut events).await;
+    let texts: Vec<String> = turn.iter().filter_map(agent_text).collect();
+    assert!(texts.iter().any(|t| t.contains("Blue")), "{texts:?}");
+    link.shutdown().await;
+}
+
+#[tokio::test]
+async fn events_emitted_while_detached_arrive_after_reattach_in_order() {
+    let agentctl = serve_agentctl().await;
+    let proxy = CuttableProxy::start(agentctl.addr).await;
+    let scenarios = tempfile::tempdir().expect("tempdir");
+    let scenario = json!({
+        "name": "slow-talk",
+        "description": "Talks, pauses, talks on: the pause is where the test cuts the stream.",
+        "steps": [
+            {"text": "one"},
+            {"sleep_ms": 400},
+            {"text": "two"},
+            {"text": "three"},
+            {"end_turn": "end_turn"}
+        ]
+    });
+    std::fs::write(
+        scenarios.path().join("slow-talk.json"),
+        scenario.to_string(),
+    )
+    .expect("scenario");
+    let agent_log = scenarios.path().join("agent.log");
+    let mut start_request = session_start(
+        "it-detached",
+        &[
+            "--scenario",
+            "slow-talk",
+            "--scenario-dir",
+            &scenarios.path().display().to_string(),
+        ],
+        false,
+    );
+    start_request
+        .agent
+        .env
+        .insert("MOCK_AGENT_LOG".into(), agent_log.display().to_string());
+
+    let executor = ExecutorConfig::Remote {
+        url: format!("ws://{}", proxy.addr),
+        token: agentctl.token.clone(),
+    };
+    let options = LinkOptions {
+        reconnect_window: WAIT,
+        ..LinkOptions::default()
+    };
+    let (link, mut events) = AgentLink::connect_with(&executor, "it-detached", options)
+        .await
+        .expect("connect");
+    start(&link, &start_request).await;
+    prompt(&link, "talk").await;
+    loop {
+        let event = next_event(&mut events).await;
+        if agent_text(&event).as_deref() == Some("one") {
+            break;
+        }
+    }
+    proxy.cut_and_refuse();
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+
+    // Keep the stream down until the agent has finished its turn, so agentctl must
+    // buffer "two", "three" and the turn end.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let log = std::fs::read_to_string(&agent_log).unwrap_or_default();
+        if log.contains("stopReason") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the agent never ended its turn");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.admit();
+
+    assert_eq!(
+        next_event(&mut events).await,
+        LinkEvent::Reattached { pending: vec![] }
+    );
+    let rest = until_turn_completed(&mut events).await;
+    let texts: Vec<String> = rest.iter().filter_map(agent_text).collect();
+    assert_eq!(texts, ["two", "three"], "nothing lost, nothing reordered");
+    link.shutdown().await;
+}
