@@ -123,7 +123,14 @@ async fn tool_call(to: Target<'_>, update: &Value, is_new: bool) -> Result<(), s
     };
     let mut patch = tool_fields(update);
     let title = update.get("title").and_then(Value::as_str);
-    if let Some(existing) = messages::find_tool_call(to.db, to.session_id, tool_call_id).await? {
+    // A `tool_call` always starts a message (ids may repeat across turns); an update
+    // goes to the newest message of its id.
+    let existing = if is_new {
+        None
+    } else {
+        messages::find_tool_call(to.db, to.session_id, tool_call_id).await?
+    };
+    if let Some(existing) = existing {
         let message = messages::merge_metadata(to.db, &existing.id, &patch, title).await?;
         to.hub.publish(MESSAGE_UPDATED, &message);
         return Ok(());

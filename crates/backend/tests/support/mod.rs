@@ -1,0 +1,568 @@
+//! Harness for the backend integration tests: the real `kandev` binary with the
+//! real `agentctl` and `mock-agent` beside it (build them with
+//! `cargo build --workspace --bins`), a tiny HTTP/1.1 client, the operator
+//! WebSocket, and the mock-agent frame log.
+
+#![allow(dead_code, missing_docs)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+/// How long any wait in these tests may take before it fails.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// `target/<profile>/`, where cargo put `kandev` and its siblings.
+pub fn bin_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kandev"))
+        .parent()
+        .expect("kandev has a directory")
+        .to_path_buf()
+}
+
+/// A sibling binary, which must have been built.
+pub fn sibling(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, failing after [`DEADLINE`].
+pub async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {DEADLINE:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What to start kandev with.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Extra environment (flag env var, agentctl timeouts, …).
+    pub env: Vec<(String, String)>,
+    /// Extra TOML appended to the generated kandev.toml.
+    pub toml: String,
+}
+
+impl Options {
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub fn toml(mut self, text: &str) -> Self {
+        self.toml.push_str(text);
+        self.toml.push('\n');
+        self
+    }
+}
+
+/// A running kandev, stopped (SIGTERM, then SIGKILL) on drop.
+pub struct Kandev {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+}
+
+impl Kandev {
+    pub async fn start() -> Self {
+        Self::start_with(Options::default()).await
+    }
+
+    /// Starts kandev in a fresh directory: its own database, and an agent `mock` (the
+    /// mock-agent, `demo` scenario) logging frames to `mock.log`.
+    pub async fn start_with(options: Options) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mock = sibling("mock-agent");
+        sibling("agentctl");
+        let log = dir.path().join("mock.log");
+        let config = format!(
+            "[agents.mock]\ncommand = [{mock:?}, \"--scenario\", \"demo\"]\nenv = {{ MOCK_AGENT_LOG = {log:?} }}\n{}",
+            options.toml,
+            mock = mock.display().to_string(),
+            log = log.display().to_string(),
+        );
+        let config_path = dir.path().join("kandev.toml");
+        std::fs::write(&config_path, config).expect("write kandev.toml");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kandev"));
+        for (key, _) in std::env::vars() {
+            if key.starts_with("KANDEV_") || key == "AGENTCTL_TOKEN" || key == "MOCK_AGENT_LOG" {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.arg("--config")
+            .arg(&config_path)
+            .arg("serve")
+            .current_dir(dir.path())
+            .env("KANDEV_LISTEN", "127.0.0.1:0")
+            .env("KANDEV_PROFILE", "e2e")
+            .env(
+                "KANDEV_DATABASE_URL",
+                format!("sqlite://{}", dir.path().join("data/kandev.db").display()),
+            )
+            .env("RUST_LOG", "info,kandev_backend=debug")
+            .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.path().join("kandev.stderr")).expect("stderr file"),
+            ))
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("spawn kandev");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = tokio::time::timeout(DEADLINE, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(addr) = line.strip_prefix("KANDEV_LISTENING=") {
+                    return addr.parse::<SocketAddr>().ok();
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten();
+        let Some(addr) = addr else {
+            let stderr =
+                std::fs::read_to_string(dir.path().join("kandev.stderr")).unwrap_or_default();
+            panic!("kandev did not start:\n{stderr}");
+        };
+        // Keep draining stdout so kandev never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self {
+            child: Some(child),
+            addr,
+            dir,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().and_then(Child::id).expect("running")
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("kandev.stderr")).unwrap_or_default()
+    }
+
+    pub fn mock_log(&self) -> MockLog {
+        MockLog(self.dir.path().join("mock.log"))
+    }
+
+    /// One HTTP request; returns the status and the JSON body (null when empty).
+    pub async fn http(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        http(self.addr, method, path, body).await
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        let (status, v) = self.http("GET", path, None).await;
+        assert_eq!(status, 200, "GET {path}: {v}");
+        v
+    }
+
+    pub async fn create_task(&self, title: &str) -> String {
+        let (status, v) = self
+            .http("POST", "/api/v1/tasks", Some(json!({"title": title})))
+            .await;
+        assert_eq!(status, 201, "{v}");
+        v["id"].as_str().expect("task id").to_owned()
+    }
+
+    /// Starts a session; returns the 201 body.
+    pub async fn start_session(&self, task: &str, agent: &str, prompt: Option<&str>) -> Value {
+        let mut body = json!({"agent": agent});
+        if let Some(p) = prompt {
+            body["prompt"] = json!(p);
+        }
+        let (status, v) = self
+            .http(
+                "POST",
+                &format!("/api/v1/tasks/{task}/sessions"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(status, 201, "{v}\n{}", self.stderr());
+        v
+    }
+
+    pub async fn set_flag(&self, on: Option<bool>) -> (u16, Value) {
+        self.http(
+            "PATCH",
+            "/api/v1/runtime-flags/features.acpElicitation",
+            Some(json!({"override": on})),
+        )
+        .await
+    }
+
+    pub async fn session(&self, id: &str) -> Value {
+        self.get(&format!("/api/v1/sessions/{id}")).await
+    }
+
+    pub async fn messages(&self, session: &str) -> Vec<Value> {
+        self.get(&format!("/api/v1/sessions/{session}/messages"))
+            .await["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub async fn clarifications(&self, query: &str) -> Vec<Value> {
+        self.get(&format!("/api/v1/clarifications?{query}")).await["clarifications"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub async fn clarification(&self, pending_id: &str) -> Value {
+        self.get(&format!("/api/v1/clarifications/{pending_id}"))
+            .await
+    }
+
+    pub async fn notifications(&self) -> Vec<Value> {
+        self.get("/api/v1/notifications").await["notifications"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub async fn respond(&self, pending_id: &str, body: Value) -> (u16, Value) {
+        self.http(
+            "POST",
+            &format!("/api/v1/clarifications/{pending_id}/respond"),
+            Some(body),
+        )
+        .await
+    }
+
+    /// Waits until the session has `n` pending clarifications; returns them.
+    pub async fn wait_pending(&self, session: &str, n: usize) -> Vec<Value> {
+        let query = format!("session_id={session}&status=pending");
+        wait_for(&format!("{n} pending clarifications"), || async {
+            let list = self.clarifications(&query).await;
+            (list.len() == n).then_some(list)
+        })
+        .await
+    }
+
+    pub async fn wait_state(&self, session: &str, state: &str) -> Value {
+        wait_for(&format!("session state {state}"), || async {
+            let s = self.session(session).await;
+            (s["state"] == state).then_some(s)
+        })
+        .await
+    }
+
+    pub async fn wait_status(&self, pending_id: &str, status: &str) -> Value {
+        wait_for(&format!("clarification {status}"), || async {
+            let c = self.clarification(pending_id).await;
+            (c["status"] == status).then_some(c)
+        })
+        .await
+    }
+
+    /// Waits for an agent message containing `text`.
+    pub async fn wait_agent_text(&self, session: &str, text: &str) -> Vec<Value> {
+        wait_for(&format!("agent text {text:?}"), || async {
+            let all = self.messages(session).await;
+            all.iter()
+                .any(|m| {
+                    m["author_type"] == "agent"
+                        && m["content"].as_str().is_some_and(|c| c.contains(text))
+                })
+                .then_some(all)
+        })
+        .await
+    }
+
+    /// Opens the operator WebSocket; events are collected from now on.
+    pub async fn events(&self) -> EventLog {
+        let url = format!("ws://{}/api/v1/ws", self.addr);
+        let (ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("operator websocket");
+        let log = EventLog::default();
+        let sink = log.clone();
+        tokio::spawn(async move {
+            let (_, mut read) = ws.split();
+            while let Some(Ok(msg)) = read.next().await {
+                if let tokio_tungstenite::tungstenite::Message::Text(text) = msg
+                    && let Ok(v) = serde_json::from_str::<Value>(&text)
+                {
+                    sink.0.lock().expect("lock").push(v);
+                }
+            }
+        });
+        log
+    }
+
+    /// Sends SIGTERM and waits for kandev to exit; returns its exit code.
+    pub async fn terminate(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        if let Some(pid) = child.id() {
+            let _ = std::process::Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+        }
+        match tokio::time::timeout(DEADLINE, child.wait()).await {
+            Ok(Ok(status)) => status.code(),
+            _ => {
+                let _ = child.start_kill();
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Kandev {
+    fn drop(&mut self) {
+        // SIGTERM first, so kandev stops the agentctl processes it started.
+        if let Some(mut child) = self.child.take() {
+            if let Some(pid) = child.id() {
+                let _ = std::process::Command::new("kill")
+                    .arg("-TERM")
+                    .arg(pid.to_string())
+                    .status();
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                while std::time::Instant::now() < deadline {
+                    if let Ok(Some(_)) = child.try_wait() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            let _ = child.start_kill();
+        }
+    }
+}
+
+/// Operator events received on the WebSocket.
+#[derive(Debug, Clone, Default)]
+pub struct EventLog(Arc<Mutex<Vec<Value>>>);
+
+impl EventLog {
+    pub fn all(&self) -> Vec<Value> {
+        self.0.lock().expect("lock").clone()
+    }
+
+    pub fn of_type(&self, kind: &str) -> Vec<Value> {
+        self.all()
+            .into_iter()
+            .filter(|e| e["type"] == kind)
+            .map(|e| e["data"].clone())
+            .collect()
+    }
+
+    /// Waits until an event of `kind` whose data satisfies `pred` has arrived.
+    pub async fn wait(&self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        wait_for(&format!("a {kind} event"), || async {
+            self.of_type(kind).into_iter().find(|d| pred(d))
+        })
+        .await
+    }
+}
+
+/// The mock-agent's `MOCK_AGENT_LOG`: `{"dir": "recv"|"send", "frame": …}` per line.
+#[derive(Debug, Clone)]
+pub struct MockLog(pub PathBuf);
+
+impl MockLog {
+    pub fn frames(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.0)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Requests the agent received with `method`.
+    pub fn received(&self, method: &str) -> Vec<Value> {
+        self.frames()
+            .into_iter()
+            .filter(|f| f["dir"] == "recv" && f["frame"]["method"] == method)
+            .map(|f| f["frame"].clone())
+            .collect()
+    }
+
+    /// Requests the agent sent with `method`.
+    pub fn sent(&self, method: &str) -> Vec<Value> {
+        self.frames()
+            .into_iter()
+            .filter(|f| f["dir"] == "send" && f["frame"]["method"] == method)
+            .map(|f| f["frame"].clone())
+            .collect()
+    }
+
+    /// Responses the agent received to its request `id` (from agentctl).
+    pub fn responses_to(&self, id: &Value) -> Vec<Value> {
+        self.frames()
+            .into_iter()
+            .filter(|f| {
+                f["dir"] == "recv" && f["frame"]["id"] == *id && f["frame"].get("method").is_none()
+            })
+            .map(|f| f["frame"].clone())
+            .collect()
+    }
+
+    /// Responses the agent sent to a request it received (`session/prompt` answers).
+    pub fn answers_to(&self, id: &Value) -> Vec<Value> {
+        self.frames()
+            .into_iter()
+            .filter(|f| {
+                f["dir"] == "send" && f["frame"]["id"] == *id && f["frame"].get("method").is_none()
+            })
+            .map(|f| f["frame"].clone())
+            .collect()
+    }
+
+    /// The `result` of every response agentctl sent to the agent's `elicitation/create` requests, in order.
+    pub fn elicitation_results(&self) -> Vec<Value> {
+        self.sent("elicitation/create")
+            .iter()
+            .flat_map(|req| self.responses_to(&req["id"]))
+            .map(|r| {
+                r.get("result")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"error": r["error"]}))
+            })
+            .collect()
+    }
+
+    /// Waits until `n` elicitation responses have been received by the agent.
+    pub async fn wait_elicitation_results(&self, n: usize) -> Vec<Value> {
+        wait_for(&format!("{n} elicitation responses"), || async {
+            let r = self.elicitation_results();
+            (r.len() >= n).then_some(r)
+        })
+        .await
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`.
+pub async fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::time::timeout(DEADLINE, TcpStream::connect(addr))
+        .await
+        .expect("connect in time")
+        .expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    tokio::time::timeout(DEADLINE, stream.read_to_end(&mut raw))
+        .await
+        .expect("response in time")
+        .expect("read");
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> (u16, Value) {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("header end");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut body = raw[split + 4..].to_vec();
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    let json = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    (status, json)
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(pos) = data.windows(2).position(|w| w == b"\r\n") {
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&data[..pos]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        let start = pos + 2;
+        out.extend_from_slice(&data[start..(start + size).min(data.len())]);
+        data = &data[(start + size + 2).min(data.len())..];
+    }
+    out
+}
+
+/// Processes whose parent is `pid` and whose command name is `name` (Linux `/proc`).
+pub fn children_named(pid: u32, name: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // `pid (comm) state ppid …`; comm may hold spaces, so split after the last ')'.
+            let Some((left, right)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let comm = left.split_once('(').map(|(_, c)| c).unwrap_or_default();
+            let ppid = right
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u32>().ok());
+            comm == name && ppid == Some(pid)
+        })
+        .collect()
+}
+
+/// A UUID v4 in its canonical text form.
+pub fn is_uuid_v4(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && [8, 4, 4, 4, 12]
+            .iter()
+            .zip(&parts)
+            .all(|(n, p)| p.len() == *n && p.chars().all(|c| c.is_ascii_hexdigit()))
+        && parts[2].starts_with('4')
+        && matches!(
+            parts[3].chars().next(),
+            Some('8' | '9' | 'a' | 'b' | 'A' | 'B')
+        )
+}
+
+/// The checked-in capability fixtures of agentctl, one per agent family (AC-02).
+pub fn capability_fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agentctl/tests/fixtures/capabilities")
+        .join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim_end()
+        .to_owned()
+}
