@@ -2,9 +2,9 @@
 // port with its own temp directory, database and kandev.toml; headless Debian chromium via
 // playwright-core; helpers that wait with deadlines (never fixed sleeps).
 //
-// When the running kandev does not serve the UI at `/` (the web module not wired into the
-// router yet), the harness serves apps/web/static itself and proxies /api and /healthz
-// (HTTP and WebSocket) to kandev, and says so on stderr.
+// The UI under test is the one embedded in kandev (served at `/`); WEB_UI_FROM_SOURCE=1
+// serves apps/web/static from the work tree instead, proxying /api and /healthz (HTTP and
+// WebSocket) to kandev.
 
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -117,12 +117,17 @@ export async function startKandev({ env = {}, executor, agentEnv = {} } = {}) {
     throw err;
   }
 
+  // WEB_UI_FROM_SOURCE=1 serves apps/web/static from the work tree (proxying the API to
+  // kandev), to iterate on the UI without rebuilding kandev; otherwise the UI under test
+  // is the one embedded in the binary.
   let uiServer = null;
   let url = base;
-  if (!(await servesUi(base))) {
+  if (process.env.WEB_UI_FROM_SOURCE === "1") {
     uiServer = await startWebServer({ backend: base });
     url = uiServer.url;
-    process.stderr.write(`harness: kandev does not serve the UI at / yet; serving apps/web/static from ${url} with /api proxied to ${base}\n`);
+  } else if (!(await servesUi(base))) {
+    child.kill("SIGKILL");
+    throw new Error(`kandev at ${base} does not serve the embedded UI at /`);
   }
 
   return {

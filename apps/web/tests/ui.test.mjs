@@ -18,6 +18,20 @@ import {
 const FLAG_ON = { KANDEV_FEATURES_ACP_ELICITATION: "true" };
 const T = { timeout: 120_000 };
 
+test("kandev serves the embedded UI at / with the right content types", T, async () => {
+  await withKandev({}, async ({ kandev }) => {
+    const index = await fetch(`${kandev.apiUrl}/`);
+    assert.equal(index.status, 200);
+    assert.match(index.headers.get("content-type"), /^text\/html/);
+    assert.match(await index.text(), /<script type="module" src="\/app.js">/);
+    for (const [file, type] of [["/app.js", /^text\/javascript/], ["/clarification.js", /^text\/javascript/], ["/style.css", /^text\/css/]]) {
+      const res = await fetch(`${kandev.apiUrl}${file}`);
+      assert.equal(res.status, 200, file);
+      assert.match(res.headers.get("content-type"), type, file);
+    }
+  });
+});
+
 async function openSession(page, kandev, sessionId) {
   await page.goto(`${kandev.url}/#/sessions/${encodeURIComponent(sessionId)}`);
   await page.getByTestId("session-view").waitFor();
