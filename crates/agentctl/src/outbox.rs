@@ -1,11 +1,16 @@
 //! The event outbox of one session: sequence numbers, the attached stream, and the
-//! bounded buffer that keeps events while no stream is attached.
+//! bounded history that keeps events for a stream that is not there (yet).
 //!
 //! Events belong to the session, not to a connection. Each event gets the next
 //! per-session sequence number (the notification envelope's `id`) when it is emitted.
-//! While a stream is attached, frames go straight to its writer; otherwise they are
-//! buffered (oldest dropped past [`Outbox::capacity`], with a logged count) and flushed
-//! in order to the next stream that attaches. Attaching a new stream closes the old one.
+//! While a stream is attached, frames go straight to its writer; otherwise they are kept
+//! (oldest dropped past the capacity, with a logged count) and flushed in order to the
+//! next stream that attaches. Attaching a new stream closes the old one.
+//!
+//! Frames already handed to a stream are kept too, a short window of them
+//! ([`REPLAY_WINDOW`]): a frame handed to a connection that was already dying never
+//! arrives, so an attach that names the last sequence number it saw (`after_seq`) gets
+//! everything after it again.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -13,8 +18,10 @@ use std::sync::Mutex;
 use kandev_agent_stream::{AgentEvent, Envelope, action};
 use tokio::sync::mpsc;
 
-/// Default number of events kept while detached.
+/// Default number of undelivered events kept while detached.
 pub const DEFAULT_CAPACITY: usize = 10_000;
+/// How many already-delivered events are kept for an `after_seq` replay.
+pub const REPLAY_WINDOW: usize = 1_000;
 
 /// What a connection's writer task is told to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,9 +43,33 @@ pub struct StreamSink {
 
 struct Inner {
     next_seq: u64,
-    buffer: VecDeque<String>,
+    /// `(seq, frame)` in sequence order; the first `handed` were given to a stream.
+    history: VecDeque<(u64, String)>,
+    handed: usize,
     dropped: u64,
     sink: Option<StreamSink>,
+}
+
+impl Inner {
+    fn trim(&mut self, capacity: usize, session_id: &str) {
+        while self.handed > REPLAY_WINDOW {
+            self.history.pop_front();
+            self.handed -= 1;
+        }
+        while self.history.len() - self.handed > capacity {
+            // Undelivered and over capacity: the oldest undelivered event is lost.
+            let _ = self.history.remove(self.handed);
+            self.dropped += 1;
+            if self.dropped.is_power_of_two() {
+                tracing::warn!(
+                    session_id = %session_id,
+                    dropped = self.dropped,
+                    capacity,
+                    "event buffer full while detached; dropping oldest events"
+                );
+            }
+        }
+    }
 }
 
 /// The outbox of one session.
@@ -49,21 +80,22 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    /// An outbox that buffers at most `capacity` events while detached.
+    /// An outbox that keeps at most `capacity` undelivered events.
     pub fn new(session_id: impl Into<String>, capacity: usize) -> Self {
         Self {
             session_id: session_id.into(),
             capacity: capacity.max(1),
             inner: Mutex::new(Inner {
                 next_seq: 1,
-                buffer: VecDeque::new(),
+                history: VecDeque::new(),
+                handed: 0,
                 dropped: 0,
                 sink: None,
             }),
         }
     }
 
-    /// How many events are kept while detached.
+    /// How many undelivered events are kept.
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -74,50 +106,46 @@ impl Outbox {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Numbers `event` and sends it to the attached stream, or buffers it.
+    /// Numbers `event` and sends it to the attached stream, or keeps it.
     /// Returns its sequence number.
     pub fn emit(&self, event: &AgentEvent) -> u64 {
+        self.emit_if(event, || true).unwrap_or_default()
+    }
+
+    /// Runs `before` under the outbox lock and emits `event` only if it returned true.
+    ///
+    /// Registering state and announcing it in one critical section keeps the announcement
+    /// ahead of any event that another task emits about that state (a pending elicitation
+    /// settled by a concurrent cancel is never reported before it was requested).
+    pub fn emit_if(&self, event: &AgentEvent, before: impl FnOnce() -> bool) -> Option<u64> {
         let mut inner = self.lock();
+        if !before() {
+            return None;
+        }
         let seq = inner.next_seq;
         inner.next_seq += 1;
         let frame = Envelope::notification(seq.to_string(), action::AGENT_EVENT, event).to_text();
-        let frame = match &inner.sink {
-            Some(sink) => match sink.tx.send(Outgoing::Frame(frame)) {
-                Ok(()) => return seq,
-                Err(mpsc::error::SendError(Outgoing::Frame(frame))) => {
-                    // The writer is gone: the stream dropped. Keep the event for the next one.
-                    inner.sink = None;
-                    tracing::info!(session_id = %self.session_id, "agent stream gone; buffering events");
-                    frame
-                }
-                Err(_) => return seq,
-            },
-            None => frame,
-        };
-        self.buffer(&mut inner, frame);
-        seq
-    }
-
-    fn buffer(&self, inner: &mut Inner, frame: String) {
-        inner.buffer.push_back(frame);
-        if inner.buffer.len() > self.capacity {
-            inner.buffer.pop_front();
-            inner.dropped += 1;
-            if inner.dropped.is_power_of_two() {
-                tracing::warn!(
-                    session_id = %self.session_id,
-                    dropped = inner.dropped,
-                    capacity = self.capacity,
-                    "event buffer full while detached; dropping oldest events"
-                );
+        inner.history.push_back((seq, frame.clone()));
+        // While a sink is attached every older frame has been handed over, so this one
+        // goes out in order.
+        if let Some(sink) = &inner.sink {
+            if sink.tx.send(Outgoing::Frame(frame)).is_ok() {
+                inner.handed += 1;
+            } else {
+                // The writer is gone: the stream dropped. Keep the event for the next one.
+                inner.sink = None;
+                tracing::info!(session_id = %self.session_id, "agent stream gone; keeping events");
             }
         }
+        inner.trim(self.capacity, &self.session_id);
+        Some(seq)
     }
 
-    /// Attaches `sink`: sends `first` (the attach/start response) if given, then every
-    /// buffered event in order, then routes new events there. A previously attached stream
-    /// is told to close. Returns how many buffered events were flushed.
-    pub fn attach(&self, sink: StreamSink, first: Option<String>) -> usize {
+    /// Attaches `sink`: sends `first` (the attach/start response) if given, then every kept
+    /// event after `after_seq` (default: every event not yet handed to a stream) in order,
+    /// then routes new events there. A previously attached stream is told to close.
+    /// Returns how many events were flushed.
+    pub fn attach(&self, sink: StreamSink, first: Option<String>, after_seq: Option<u64>) -> usize {
         let mut inner = self.lock();
         if let Some(old) = inner.sink.take()
             && old.connection_id != sink.connection_id
@@ -134,20 +162,37 @@ impl Outbox {
             );
             inner.dropped = 0;
         }
+        let start = match after_seq {
+            Some(after) => {
+                if let Some((oldest, _)) = inner.history.front()
+                    && *oldest > after + 1
+                {
+                    tracing::warn!(
+                        session_id = %self.session_id,
+                        after_seq = after,
+                        oldest_kept = *oldest,
+                        "events after after_seq are no longer kept; replaying what is"
+                    );
+                }
+                inner.history.partition_point(|(seq, _)| *seq <= after)
+            }
+            None => inner.handed,
+        };
         if let Some(first) = first {
             let _ = sink.tx.send(Outgoing::Frame(first));
         }
-        let flushed = inner.buffer.len();
-        while let Some(frame) = inner.buffer.pop_front() {
-            if let Err(mpsc::error::SendError(Outgoing::Frame(frame))) =
-                sink.tx.send(Outgoing::Frame(frame))
-            {
+        let mut flushed = 0;
+        for (_, frame) in inner.history.iter().skip(start) {
+            if sink.tx.send(Outgoing::Frame(frame.clone())).is_err() {
                 // The new stream died while we flushed: keep the rest for the next one.
-                inner.buffer.push_front(frame);
-                return flushed - inner.buffer.len();
+                inner.handed = inner.handed.max(start + flushed);
+                return flushed;
             }
+            flushed += 1;
         }
+        inner.handed = inner.history.len();
         inner.sink = Some(sink);
+        inner.trim(self.capacity, &self.session_id);
         flushed
     }
 
@@ -160,7 +205,7 @@ impl Outbox {
             .is_some_and(|sink| sink.connection_id == connection_id)
         {
             inner.sink = None;
-            tracing::info!(session_id = %self.session_id, "agent stream detached; buffering events");
+            tracing::info!(session_id = %self.session_id, "agent stream detached; keeping events");
         }
     }
 
@@ -169,9 +214,10 @@ impl Outbox {
         self.lock().sink.is_some()
     }
 
-    /// How many events are buffered.
+    /// How many events wait for a stream.
     pub fn buffered(&self) -> usize {
-        self.lock().buffer.len()
+        let inner = self.lock();
+        inner.history.len() - inner.handed
     }
 }
 
@@ -222,7 +268,7 @@ mod tests {
         assert_eq!(outbox.emit(&event("a")), 1);
         assert_eq!(outbox.emit(&event("b")), 2);
         let (sink, mut rx) = sink(1);
-        assert_eq!(outbox.attach(sink, Some("RESPONSE".to_owned())), 2);
+        assert_eq!(outbox.attach(sink, Some("RESPONSE".to_owned()), None), 2);
         outbox.emit(&event("c"));
         let got = frames(&mut rx);
         assert_eq!(got[0], Outgoing::Frame("RESPONSE".to_owned()));
@@ -245,7 +291,7 @@ mod tests {
         }
         assert_eq!(outbox.buffered(), 3);
         let (sink, mut rx) = sink(1);
-        outbox.attach(sink, None);
+        outbox.attach(sink, None, None);
         let lines: Vec<_> = frames(&mut rx)
             .iter()
             .map(id_and_line)
@@ -258,16 +304,16 @@ mod tests {
     fn a_dropped_stream_buffers_and_a_new_one_replaces_the_old() {
         let outbox = Outbox::new("s", 10);
         let (first, first_rx) = sink(1);
-        outbox.attach(first, None);
+        outbox.attach(first, None, None);
         drop(first_rx);
         outbox.emit(&event("lost-writer"));
         assert!(!outbox.is_attached());
         assert_eq!(outbox.buffered(), 1);
 
         let (second, mut second_rx) = sink(2);
-        outbox.attach(second, None);
+        outbox.attach(second, None, None);
         let (third, mut third_rx) = sink(3);
-        outbox.attach(third, None);
+        outbox.attach(third, None, None);
         let second_got = frames(&mut second_rx);
         assert_eq!(
             second_got.last(),
@@ -288,12 +334,70 @@ mod tests {
     fn a_stale_detach_does_not_unhook_the_newer_stream() {
         let outbox = Outbox::new("s", 10);
         let (old, _old_rx) = sink(1);
-        outbox.attach(old, None);
+        outbox.attach(old, None, None);
         let (new, _new_rx) = sink(2);
-        outbox.attach(new, None);
+        outbox.attach(new, None, None);
         outbox.detach(1);
         assert!(outbox.is_attached());
         outbox.detach(2);
         assert!(!outbox.is_attached());
+    }
+
+    #[test]
+    fn after_seq_replays_frames_already_handed_to_a_dying_stream() {
+        let outbox = Outbox::new("s", 10);
+        let (first, mut first_rx) = sink(1);
+        outbox.attach(first, None, None);
+        for line in ["a", "b", "c"] {
+            outbox.emit(&event(line));
+        }
+        // The first stream "saw" only seq 1 before it died; b and c were in flight.
+        assert_eq!(frames(&mut first_rx).len(), 3);
+        outbox.detach(1);
+        outbox.emit(&event("d"));
+        let (second, mut second_rx) = sink(2);
+        assert_eq!(outbox.attach(second, None, Some(1)), 3);
+        let got: Vec<_> = frames(&mut second_rx).iter().map(id_and_line).collect();
+        assert_eq!(
+            got,
+            [
+                ("2".into(), "b".into()),
+                ("3".into(), "c".into()),
+                ("4".into(), "d".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn without_after_seq_only_undelivered_events_are_flushed() {
+        let outbox = Outbox::new("s", 10);
+        let (first, _first_rx) = sink(1);
+        outbox.attach(first, None, None);
+        outbox.emit(&event("seen"));
+        outbox.detach(1);
+        outbox.emit(&event("kept"));
+        let (second, mut second_rx) = sink(2);
+        outbox.attach(second, None, None);
+        let lines: Vec<_> = frames(&mut second_rx)
+            .iter()
+            .map(id_and_line)
+            .map(|(_, l)| l)
+            .collect();
+        assert_eq!(lines, ["kept"]);
+    }
+
+    #[test]
+    fn emit_if_runs_the_registration_first_and_can_skip() {
+        let outbox = Outbox::new("s", 10);
+        let mut ran = false;
+        assert_eq!(
+            outbox.emit_if(&event("no"), || {
+                ran = true;
+                false
+            }),
+            None
+        );
+        assert!(ran);
+        assert_eq!(outbox.emit_if(&event("yes"), || true), Some(1));
     }
 }

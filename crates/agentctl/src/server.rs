@@ -19,12 +19,12 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::{SinkExt, StreamExt};
-use kandev_agent_stream::request::{ElicitationsRespond, Prompt, SessionAttach, SessionStart};
+use kandev_agent_stream::request::{ElicitationsRespond, Prompt, SessionStart};
 use kandev_agent_stream::response::{
     PendingList, PromptAccepted, SessionAttached, SessionStarted, Success,
 };
 use kandev_agent_stream::{Envelope, ErrorCode, ErrorPayload, FrameType, STREAM_PATH, action};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use subtle::ConstantTimeEq;
 use tokio::sync::{mpsc, oneshot};
@@ -177,7 +177,17 @@ impl AgentCtl {
                 payload(&PendingList { pending })
             }
             action::SHUTDOWN => {
-                connection.session()?.shutdown().await;
+                let session = connection.session()?;
+                session.shutdown().await;
+                // Its last events (settlements, agent_exited) went out before this reply;
+                // the backend is done with it, so the id may be started afresh.
+                let mut sessions = lock(&self.sessions);
+                if sessions
+                    .get(session.id())
+                    .is_some_and(|s| Arc::ptr_eq(s, &session))
+                {
+                    sessions.remove(session.id());
+                }
                 payload(&Success::OK)
             }
             other => Err(ErrorPayload::new(
@@ -227,11 +237,8 @@ impl AgentCtl {
             acp_session_id: session.acp_session_id().to_owned(),
             client_capabilities: session.client_capabilities().clone(),
         };
-        self.bind(
-            connection,
-            &session,
-            Envelope::response_to(request, &response),
-        );
+        let response = Envelope::response_to(request, &response);
+        self.bind(connection, &session, response, None);
         Ok(())
     }
 
@@ -240,7 +247,7 @@ impl AgentCtl {
         connection: &Arc<Connection>,
         request: &Envelope,
     ) -> Result<(), ErrorPayload> {
-        let attach: SessionAttach = request.decode_payload()?;
+        let attach: AttachPayload = request.decode_payload()?;
         let session = self.session(&attach.session_id).ok_or_else(|| {
             ErrorPayload::new(
                 ErrorCode::NotFound,
@@ -265,27 +272,43 @@ impl AgentCtl {
             pending: session.pending(),
         };
         tracing::info!(session_id = %session.id(), pending = response.pending.len(), "agent stream attached");
-        self.bind(
-            connection,
-            &session,
-            Envelope::response_to(request, &response),
-        );
+        let response = Envelope::response_to(request, &response);
+        self.bind(connection, &session, response, attach.after_seq);
         Ok(())
     }
 
     /// Binds the connection and attaches it to the session's outbox, sending `response`
     /// first so it precedes the flushed events.
-    fn bind(&self, connection: &Arc<Connection>, session: &Arc<Session>, response: Envelope) {
+    fn bind(
+        &self,
+        connection: &Arc<Connection>,
+        session: &Arc<Session>,
+        response: Envelope,
+        after_seq: Option<u64>,
+    ) {
         *lock(&connection.binding) = Binding::Bound(Arc::clone(session));
         let sink = StreamSink {
             connection_id: connection.id,
             tx: connection.tx.clone(),
         };
-        let flushed = session.outbox().attach(sink, Some(response.to_text()));
+        let flushed = session
+            .outbox()
+            .attach(sink, Some(response.to_text()), after_seq);
         if flushed > 0 {
             tracing::info!(session_id = %session.id(), flushed, "flushed buffered events");
         }
     }
+}
+
+/// `agent.session.attach` as agentctl reads it: the wire's `SessionAttach` plus the
+/// optional `after_seq`, the last event sequence number the backend processed. With it,
+/// every kept event after that number is sent again (events handed to a stream that was
+/// already dying are not lost); without it, only events no stream was given are flushed.
+#[derive(Debug, Deserialize)]
+struct AttachPayload {
+    session_id: String,
+    #[serde(default)]
+    after_seq: Option<u64>,
 }
 
 fn payload(value: &impl Serialize) -> Result<Option<Value>, ErrorPayload> {

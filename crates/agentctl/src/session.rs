@@ -311,14 +311,28 @@ impl Session {
             responder,
             settled: Some(settled_tx),
         };
-        if let Err(entry) = self.pending.insert(entry) {
+        let questions = requested.questions.len();
+        let mut collision = None;
+        // Parked and announced in one step, so no settlement can be reported before it.
+        let announced = self
+            .outbox
+            .emit_if(&AgentEvent::ElicitationRequested(requested), || match self
+                .pending
+                .insert(entry)
+            {
+                Ok(()) => true,
+                Err(entry) => {
+                    collision = Some(entry);
+                    false
+                }
+            });
+        if let Some(entry) = collision {
             // A UUID v4 collision; answer rather than leave the agent waiting.
             tracing::error!("pending id collision; declining");
             respond_or_log(entry.responder, ElicitationResponse::Decline.to_json());
             return;
         }
-        tracing::info!(questions = requested.questions.len(), "elicitation pending");
-        self.emit(AgentEvent::ElicitationRequested(requested));
+        tracing::info!(questions, seq = announced, "elicitation pending");
 
         let me = self.me.clone();
         let answer_timeout = self.timeouts.answer;

@@ -452,3 +452,52 @@ async fn one_turn_at_a_time() {
         "end_turn"
     );
 }
+
+#[tokio::test]
+async fn attach_with_after_seq_replays_events_a_dying_stream_may_have_lost() {
+    let mut h = Harness::start("plain", false).await;
+    h.prompt("go").await;
+    let first_run = h.stream.events_until("turn_completed").await;
+    let ids: Vec<String> = first_run
+        .iter()
+        .map(|f| f["id"].as_str().expect("id").to_owned())
+        .collect();
+    assert!(ids.len() >= 3, "{first_run:#?}");
+    // Suppose the backend processed only the first event before its stream broke.
+    let after: u64 = ids[0].parse().expect("seq");
+    let Harness {
+        agentctl, stream, ..
+    } = h;
+    stream.close();
+    agentctl.wait_stderr("agent stream detached").await;
+
+    let mut again = agentctl.connect().await;
+    again
+        .ok(
+            "agent.session.attach",
+            json!({"session_id": "s-1", "after_seq": after}),
+        )
+        .await;
+    let replayed = again.events_until("turn_completed").await;
+    assert_eq!(
+        replayed,
+        first_run[1..],
+        "everything after after_seq, again, in order"
+    );
+
+    // Without after_seq, only events no stream was given are flushed: none here.
+    let mut third = agentctl.connect().await;
+    let attached = third
+        .ok("agent.session.attach", json!({"session_id": "s-1"}))
+        .await;
+    assert_eq!(attached["pending"], json!([]));
+    third.ok("agent.prompt", json!({"text": "go"})).await;
+    let next = third.events_until("turn_completed").await;
+    let first_new: u64 = next[0]["id"].as_str().expect("id").parse().expect("seq");
+    let last_old: u64 = ids.last().expect("last").parse().expect("seq");
+    assert_eq!(
+        first_new,
+        last_old + 1,
+        "no replay without after_seq, and no gap"
+    );
+}
