@@ -176,13 +176,18 @@ impl Config {
             }
             figment = figment.merge(Toml::file_exact(path));
         }
-        figment = figment.merge(EnvLayer::from_vars(env));
-        Self::from_figment(figment)
+        let env = EnvLayer::from_vars(env);
+        figment = figment.merge(env.clone());
+        let config: Config = figment
+            .extract()
+            .map_err(|err| figment_error(err, Some(&env)))?;
+        config.validate()?;
+        Ok(config)
     }
 
     /// Extracts and validates a config from any figment (tests build their own).
     pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
-        let config: Config = figment.extract().map_err(figment_error)?;
+        let config: Config = figment.extract().map_err(|err| figment_error(err, None))?;
         config.validate()?;
         Ok(config)
     }
@@ -314,7 +319,7 @@ fn insert_path(dict: &mut Dict, path: &[&str], value: Value) {
 const ENV_LAYER_NAME: &str = "environment variable";
 
 /// One line from figment's (possibly chained) error: the first problem, its key and its source.
-fn figment_error(err: figment::Error) -> ConfigError {
+fn figment_error(err: figment::Error, env: Option<&EnvLayer>) -> ConfigError {
     let Some(first) = err.into_iter().next() else {
         return ConfigError::new("?", "unreadable configuration");
     };
@@ -327,10 +332,16 @@ fn figment_error(err: figment::Error) -> ConfigError {
         .metadata
         .as_ref()
         .map(|md| match &md.source {
-            _ if md.name == ENV_LAYER_NAME => format!(
-                " (from environment variable KANDEV_{})",
-                first.path.join("__").to_ascii_uppercase()
-            ),
+            _ if md.name == ENV_LAYER_NAME => {
+                let value = env
+                    .and_then(|env| env.vars.iter().find(|(k, _)| *k == key))
+                    .map(|(_, v)| format!("=`{v}`"))
+                    .unwrap_or_default();
+                format!(
+                    " (from environment variable KANDEV_{}{value})",
+                    first.path.join("__").to_ascii_uppercase()
+                )
+            }
             Some(source) => format!(" (from {} {source})", md.name),
             None => format!(" (from {})", md.name),
         })
@@ -423,6 +434,7 @@ mod tests {
 
         let err = Config::load(None, env(&[("KANDEV_LISTEN", "nowhere")])).expect_err("listen");
         assert_eq!(err.key, "listen");
+        assert!(err.to_string().contains("KANDEV_LISTEN=`nowhere`"), "{err}");
 
         let err =
             Config::load(None, env(&[("KANDEV_DATABASE_URL", "postgres://x")])).expect_err("db");

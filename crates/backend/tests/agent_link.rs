@@ -596,3 +596,44 @@ async fn events_emitted_while_detached_arrive_after_reattach_in_order() {
     assert_eq!(texts, ["two", "three"], "nothing lost, nothing reordered");
     link.shutdown().await;
 }
+
+#[tokio::test]
+async fn heartbeats_keep_a_quiet_stream_alive() {
+    // agentctl stays silent while the agent sleeps for 12 heartbeat intervals; it must
+    // answer the pings, or the link would count the stream as dropped.
+    let scenarios = tempfile::tempdir().expect("tempdir");
+    let scenario = json!({
+        "name": "quiet",
+        "description": "A long pause inside a turn.",
+        "steps": [{"text": "thinking"}, {"sleep_ms": 1200}, {"text": "done"}, {"end_turn": "end_turn"}]
+    });
+    std::fs::write(scenarios.path().join("quiet.json"), scenario.to_string()).expect("scenario");
+    let options = LinkOptions {
+        heartbeat_interval: Duration::from_millis(50),
+        ..LinkOptions::default()
+    };
+    let (link, mut events) = AgentLink::connect_with(&local(), "it-quiet", options)
+        .await
+        .expect("connect");
+    let dir = scenarios.path().display().to_string();
+    start(
+        &link,
+        &session_start(
+            "it-quiet",
+            &["--scenario", "quiet", "--scenario-dir", &dir],
+            false,
+        ),
+    )
+    .await;
+    prompt(&link, "think").await;
+    let turn = until_turn_completed(&mut events).await;
+    assert!(
+        !turn
+            .iter()
+            .any(|e| matches!(e, LinkEvent::Disconnected | LinkEvent::Lost { .. })),
+        "the stream never dropped: {turn:?}"
+    );
+    let texts: Vec<String> = turn.iter().filter_map(agent_text).collect();
+    assert_eq!(texts, ["thinking", "done"]);
+    link.shutdown().await;
+}

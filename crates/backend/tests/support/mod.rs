@@ -65,11 +65,18 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// Extra TOML appended to the generated kandev.toml.
     pub toml: String,
+    /// Database file to use instead of a fresh one (to restart on the same data).
+    pub database: Option<PathBuf>,
 }
 
 impl Options {
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub fn database(mut self, path: PathBuf) -> Self {
+        self.database = Some(path);
         self
     }
 
@@ -107,6 +114,10 @@ impl Kandev {
         );
         let config_path = dir.path().join("kandev.toml");
         std::fs::write(&config_path, config).expect("write kandev.toml");
+        let database = options
+            .database
+            .clone()
+            .unwrap_or_else(|| dir.path().join("data/kandev.db"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kandev"));
         for (key, _) in std::env::vars() {
             if key.starts_with("KANDEV_") || key == "AGENTCTL_TOKEN" || key == "MOCK_AGENT_LOG" {
@@ -121,7 +132,7 @@ impl Kandev {
             .env("KANDEV_PROFILE", "e2e")
             .env(
                 "KANDEV_DATABASE_URL",
-                format!("sqlite://{}", dir.path().join("data/kandev.db").display()),
+                format!("sqlite://{}", database.display()),
             )
             .env("RUST_LOG", "info,kandev_backend=debug")
             .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -165,6 +176,14 @@ impl Kandev {
 
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("kandev.stderr")).unwrap_or_default()
+    }
+
+    /// Waits until kandev's log holds `needle` at least `n` times.
+    pub async fn wait_log(&self, needle: &str, n: usize) {
+        wait_for(&format!("{n}× {needle:?} in kandev's log"), || async {
+            (self.stderr().matches(needle).count() >= n).then_some(())
+        })
+        .await
     }
 
     pub fn mock_log(&self) -> MockLog {
@@ -565,4 +584,101 @@ pub fn capability_fixture(name: &str) -> String {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .trim_end()
         .to_owned()
+}
+
+/// An `agentctl serve` started by a test (the remote executor's far end).
+pub struct RemoteAgentctl {
+    child: Child,
+    pub addr: SocketAddr,
+    pub token: String,
+}
+
+impl RemoteAgentctl {
+    pub async fn start() -> Self {
+        let token = format!("test-token-{}", std::process::id());
+        let mut child = Command::new(sibling("agentctl"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("AGENTCTL_TOKEN", &token)
+            .env_remove("KANDEV_FEATURES_ACP_ELICITATION")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn agentctl");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let addr = tokio::time::timeout(DEADLINE, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(addr) = line.strip_prefix("AGENTCTL_LISTENING ") {
+                    return addr.trim().parse::<SocketAddr>().ok();
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten()
+        .expect("agentctl listening");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self { child, addr, token }
+    }
+
+    /// The kandev.toml section pointing the remote executor at `addr`.
+    pub fn executor_toml(&self, addr: SocketAddr) -> String {
+        format!(
+            "[executor]\nkind = \"remote\"\nurl = \"ws://{addr}\"\ntoken = \"{}\"\n",
+            self.token
+        )
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// A TCP proxy a test can cut (closing every connection and refusing new ones) and heal.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    pub async fn start(upstream: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let (cut2, conns2) = (Arc::clone(&cut), Arc::clone(&conns));
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if cut2.load(std::sync::atomic::Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                conns2.lock().expect("lock").push(task);
+            }
+        });
+        Self { addr, cut, conns }
+    }
+
+    /// Closes every open connection and refuses new ones.
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for task in self.conns.lock().expect("lock").drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Accepts connections again.
+    pub fn heal(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
 }
