@@ -1,1 +1,32 @@
-//! Full-stack end-to-end tests for kandev.
+//! The full-stack e2e harness of Kandev (issue 5): real `kandev`, `agentctl` and agent
+//! processes, real sockets, real SQLite, driven only the way users drive the system —
+//! the operator HTTP API and WebSocket (ARCHITECTURE §4.4), the configuration of §4.5,
+//! and what an agent sees on the wire (the mock agent's `MOCK_AGENT_LOG`).
+//!
+//! - [`Kandev`] starts one backend per test on an ephemeral port with its own temp
+//!   directory, database and `kandev.toml`, and kills everything it started (its whole
+//!   process group) on drop, printing the logs when the test is failing.
+//! - [`OperatorWs`] is the operator event stream with [`OperatorWs::wait_for`].
+//! - [`poll_until`] waits for an API condition with a deadline (never a fixed sleep).
+//! - [`FrameLog`] reads the agent's JSON-RPC frames.
+//! - [`FaultProxy`] sits between `kandev` and a remote `agentctl` and can be cut.
+//!
+//! The binaries come from `target/debug`; `just e2e` builds them first.
+
+pub mod bins;
+pub mod frames;
+pub mod http;
+pub mod kandev;
+pub mod process;
+pub mod proxy;
+pub mod remote;
+pub mod wait;
+pub mod ws;
+
+pub use frames::FrameLog;
+pub use http::{ApiResponse, HttpClient};
+pub use kandev::{Executor, Kandev, KandevOptions};
+pub use proxy::FaultProxy;
+pub use remote::RemoteAgentctl;
+pub use wait::{DEADLINE, poll_until};
+pub use ws::OperatorWs;

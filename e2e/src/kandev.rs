@@ -1,0 +1,520 @@
+//! One `kandev` per test: its own temp directory, SQLite database and `kandev.toml`
+//! (profile `e2e`, listen `127.0.0.1:0`), per-test environment overrides, and the
+//! operator API helpers the tests use.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::bins;
+use crate::frames::FrameLog;
+use crate::http::{ApiResponse, HttpClient};
+use crate::process::{GroupProcess, descendants};
+use crate::wait::{DEADLINE, poll_until};
+use crate::ws::OperatorWs;
+
+/// The flag's environment variable (locks the Settings toggle).
+pub const FLAG_ENV: &str = "KANDEV_FEATURES_ACP_ELICITATION";
+/// The flag's key in the runtime-flags API.
+pub const FLAG_KEY: &str = "features.acpElicitation";
+/// agentctl's answer deadline variable.
+pub const ANSWER_TIMEOUT_ENV: &str = "KANDEV_ELICITATION_ANSWER_TIMEOUT";
+
+/// Where kandev runs agentctl.
+#[derive(Debug, Clone, Default)]
+pub enum Executor {
+    /// kandev starts `target/debug/agentctl` per session (with kandev's environment).
+    #[default]
+    Local,
+    /// kandev connects to an agentctl at `url` with `token`.
+    Remote {
+        /// `ws://host:port`.
+        url: String,
+        /// The agent-stream bearer token.
+        token: String,
+    },
+}
+
+/// How to start a [`Kandev`].
+#[derive(Debug, Clone, Default)]
+pub struct KandevOptions {
+    env: Vec<(String, String)>,
+    executor: Executor,
+    extra_toml: String,
+}
+
+impl KandevOptions {
+    /// Defaults: no `KANDEV_*` variable from the test runner's environment, local executor.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An environment variable of kandev (the local agentctl inherits it).
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Forces the flag through its env var (which also locks the toggle).
+    pub fn flag_env(self, on: bool) -> Self {
+        self.env(FLAG_ENV, if on { "true" } else { "false" })
+    }
+
+    /// agentctl's answer deadline, humantime (`2s`).
+    pub fn answer_timeout(self, value: &str) -> Self {
+        self.env(ANSWER_TIMEOUT_ENV, value)
+    }
+
+    /// Connect to a remote agentctl.
+    pub fn remote(mut self, url: &str, token: &str) -> Self {
+        self.executor = Executor::Remote {
+            url: url.to_owned(),
+            token: token.to_owned(),
+        };
+        self
+    }
+
+    /// Extra TOML appended to `kandev.toml` (more agents, notification switches).
+    pub fn toml(mut self, text: &str) -> Self {
+        self.extra_toml.push_str(text);
+        self.extra_toml.push('\n');
+        self
+    }
+}
+
+/// A running kandev. Dropping it kills its process group (agentctl and agents too);
+/// when the test is panicking, its logs and the agent's last frames are printed first.
+#[derive(Debug)]
+pub struct Kandev {
+    process: GroupProcess,
+    addr: SocketAddr,
+    http: HttpClient,
+    frames: FrameLog,
+    dir: TempDir,
+}
+
+/// A TOML basic string (JSON's escapes are valid TOML for these inputs).
+fn toml_str(text: &str) -> String {
+    Value::String(text.to_owned()).to_string()
+}
+
+fn toml_path(path: &Path) -> String {
+    toml_str(&path.display().to_string())
+}
+
+impl Kandev {
+    /// Starts kandev with `options` and waits until it listens.
+    pub async fn start(options: KandevOptions) -> Self {
+        let kandev_bin = bins::kandev();
+        let agentctl = bins::agentctl();
+        let mock = bins::mock_agent();
+        let dir = tempfile::Builder::new()
+            .prefix("kandev-e2e-")
+            .tempdir()
+            .expect("temp dir");
+        let frames = FrameLog::new(dir.path().join("agent-frames.jsonl"));
+        let foreign = bins::foreign_agent();
+        let mut toml = format!(
+            "profile = \"e2e\"\n\
+             listen = \"127.0.0.1:0\"\n\
+             database_url = {db}\n\n\
+             [agents.mock]\n\
+             command = [{mock}, \"--scenario\", \"demo\", \"--scenario-dir\", {scenarios}]\n\
+             env = {{ MOCK_AGENT_LOG = {log} }}\n\n\
+             [agents.claude-bridge-065]\n\
+             command = [\"node\", {foreign}, \"--bridge\", \"0.65.0\"]\n\n\
+             [agents.claude-bridge-0101]\n\
+             command = [\"node\", {foreign}, \"--bridge\", \"0.101.0\"]\n\n",
+            db = toml_str(&format!(
+                "sqlite://{}",
+                dir.path().join("kandev.db").display()
+            )),
+            mock = toml_path(&mock),
+            scenarios = toml_path(&bins::scenario_dir()),
+            log = toml_path(frames.path()),
+            foreign = toml_path(&foreign),
+        );
+        match &options.executor {
+            Executor::Local => toml.push_str(&format!(
+                "[executor]\nkind = \"local\"\nagentctl = {}\n\n",
+                toml_path(&agentctl)
+            )),
+            Executor::Remote { url, token } => toml.push_str(&format!(
+                "[executor]\nkind = \"remote\"\nurl = {}\ntoken = {}\n\n",
+                toml_str(url),
+                toml_str(token)
+            )),
+        }
+        toml.push_str(&options.extra_toml);
+        let config = dir.path().join("kandev.toml");
+        std::fs::write(&config, toml).expect("write kandev.toml");
+
+        let mut command = Command::new(kandev_bin);
+        command.arg("serve").current_dir(dir.path());
+        clean_env(&mut command);
+        command
+            .env("KANDEV_CONFIG", &config)
+            .env(
+                "RUST_LOG",
+                "info,kandev=debug,kandev_backend=debug,sqlx=warn",
+            )
+            .env("NO_COLOR", "1");
+        for (name, value) in &options.env {
+            command.env(name, value);
+        }
+        let mut process = GroupProcess::spawn("kandev", command, dir.path());
+        let addr: SocketAddr = process
+            .wait_for_line("KANDEV_LISTENING=", DEADLINE)
+            .await
+            .parse()
+            .expect("KANDEV_LISTENING holds an address");
+        Self {
+            process,
+            addr,
+            http: HttpClient::new(addr),
+            frames,
+            dir,
+        }
+    }
+
+    /// Starts kandev with the default options.
+    pub async fn start_default() -> Self {
+        Self::start(KandevOptions::new()).await
+    }
+
+    /// Where its API listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its temp directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The operator API.
+    pub fn api(&self) -> HttpClient {
+        self.http
+    }
+
+    /// The mock agent's frame log (shared by every mock-agent session of this kandev).
+    pub fn frames(&self) -> &FrameLog {
+        &self.frames
+    }
+
+    /// Its pid (and process group).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// kandev's stderr so far (its log; the local agentctl's lines are forwarded into it).
+    pub fn log(&self) -> String {
+        self.process.stderr()
+    }
+
+    /// A new operator WebSocket.
+    pub async fn ws(&self) -> OperatorWs {
+        OperatorWs::connect(self.addr).await
+    }
+
+    /// The local agentctl processes kandev started, `(pid, command line)`.
+    pub fn agentctls(&self) -> Vec<(u32, String)> {
+        descendants(self.pid())
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("agentctl") && cmd.contains("serve"))
+            .collect()
+    }
+
+    // ----- operator API helpers -------------------------------------------------------
+
+    /// `POST /api/v1/tasks` → the task.
+    pub async fn create_task(&self, title: &str) -> Value {
+        self.http
+            .post(
+                "/api/v1/tasks",
+                &json!({"title": title, "description": "e2e"}),
+            )
+            .await
+            .expect_status(201, "create task")
+    }
+
+    /// `POST /api/v1/tasks/{id}/sessions` with an optional first prompt → the response.
+    pub async fn try_start_session(
+        &self,
+        task_id: &str,
+        agent: &str,
+        prompt: Option<&str>,
+    ) -> ApiResponse {
+        let mut body = json!({"agent": agent});
+        if let Some(prompt) = prompt {
+            body["prompt"] = json!(prompt);
+        }
+        self.http
+            .post(&format!("/api/v1/tasks/{task_id}/sessions"), &body)
+            .await
+    }
+
+    /// A new task with a session of `agent` started on `prompt` → `(task, session)`.
+    pub async fn task_with_session(&self, agent: &str, prompt: &str) -> (Value, Value) {
+        let task = self.create_task(&format!("e2e: {prompt}")).await;
+        let id = task["id"].as_str().expect("task id").to_owned();
+        let session = self
+            .try_start_session(&id, agent, Some(prompt))
+            .await
+            .expect_status(201, "start session");
+        (task, session)
+    }
+
+    /// `GET /api/v1/sessions/{id}`.
+    pub async fn session(&self, id: &str) -> Value {
+        self.http
+            .get(&format!("/api/v1/sessions/{id}"))
+            .await
+            .expect_status(200, "get session")
+    }
+
+    /// `GET /api/v1/tasks/{id}`.
+    pub async fn task(&self, id: &str) -> Value {
+        self.http
+            .get(&format!("/api/v1/tasks/{id}"))
+            .await
+            .expect_status(200, "get task")
+    }
+
+    /// The task as `GET /api/v1/tasks` lists it.
+    pub async fn task_in_list(&self, id: &str) -> Value {
+        let list = self
+            .http
+            .get("/api/v1/tasks")
+            .await
+            .expect_status(200, "list tasks");
+        list["tasks"]
+            .as_array()
+            .and_then(|tasks| tasks.iter().find(|t| t["id"] == id).cloned())
+            .unwrap_or_else(|| panic!("task {id} not in the task list: {list}"))
+    }
+
+    /// `GET /api/v1/sessions/{id}/messages` → the messages.
+    pub async fn messages(&self, session_id: &str) -> Vec<Value> {
+        let body = self
+            .http
+            .get(&format!("/api/v1/sessions/{session_id}/messages"))
+            .await
+            .expect_status(200, "list messages");
+        body["messages"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// `GET /api/v1/clarifications?session_id=&status=` → the records.
+    pub async fn clarifications(&self, session_id: &str, status: Option<&str>) -> Vec<Value> {
+        let mut path = format!("/api/v1/clarifications?session_id={session_id}");
+        if let Some(status) = status {
+            path.push_str(&format!("&status={status}"));
+        }
+        let body = self
+            .http
+            .get(&path)
+            .await
+            .expect_status(200, "list clarifications");
+        body["clarifications"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// `GET /api/v1/clarifications/{pending_id}`.
+    pub async fn clarification(&self, pending_id: &str) -> Value {
+        self.http
+            .get(&format!("/api/v1/clarifications/{pending_id}"))
+            .await
+            .expect_status(200, "get clarification")
+    }
+
+    /// `GET /api/v1/notifications` → the notifications.
+    pub async fn notifications(&self) -> Vec<Value> {
+        let body = self
+            .http
+            .get("/api/v1/notifications")
+            .await
+            .expect_status(200, "list notifications");
+        body["notifications"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Waits until the session has `n` pending clarifications and returns them.
+    pub async fn wait_pending(&self, session_id: &str, n: usize) -> Vec<Value> {
+        poll_until(
+            &format!("{n} pending clarification(s) on session {session_id}"),
+            DEADLINE,
+            || async {
+                let pending = self.clarifications(session_id, Some("pending")).await;
+                (pending.len() >= n).then_some(pending)
+            },
+        )
+        .await
+    }
+
+    /// Waits until the session's state is `state` and returns the session.
+    pub async fn wait_session_state(&self, session_id: &str, state: &str) -> Value {
+        self.wait_session(&format!("session state {state}"), session_id, |s| {
+            s["state"] == state
+        })
+        .await
+    }
+
+    /// Waits until `predicate` holds for the session and returns it.
+    pub async fn wait_session(
+        &self,
+        what: &str,
+        session_id: &str,
+        predicate: impl Fn(&Value) -> bool,
+    ) -> Value {
+        poll_until(what, DEADLINE, || async {
+            let session = self.session(session_id).await;
+            predicate(&session).then_some(session)
+        })
+        .await
+    }
+
+    /// Waits until the clarification's status is `status` and returns the record.
+    pub async fn wait_clarification_status(&self, pending_id: &str, status: &str) -> Value {
+        poll_until(
+            &format!("clarification {pending_id} {status}"),
+            DEADLINE,
+            || async {
+                let record = self.clarification(pending_id).await;
+                (record["status"] == status).then_some(record)
+            },
+        )
+        .await
+    }
+
+    /// `POST /api/v1/clarifications/{pending_id}/respond` with `body`.
+    pub async fn respond(&self, pending_id: &str, body: &Value) -> ApiResponse {
+        self.http
+            .post(
+                &format!("/api/v1/clarifications/{pending_id}/respond"),
+                body,
+            )
+            .await
+    }
+
+    /// Answers as an operator: `answers` is `[(question_id, [selected...], custom_text)]`.
+    pub async fn answer(&self, pending_id: &str, answers: &[(&str, &[&str], &str)]) -> ApiResponse {
+        self.respond(pending_id, &answer_body(answers)).await
+    }
+
+    /// Rejects the bundle (the UI's Skip).
+    pub async fn reject(&self, pending_id: &str) -> ApiResponse {
+        self.respond(
+            pending_id,
+            &json!({"answers": [], "rejected": true, "reject_reason": "skipped"}),
+        )
+        .await
+    }
+
+    /// `PATCH /api/v1/runtime-flags/features.acpElicitation` with `{"override": value}`.
+    pub async fn set_flag_override(&self, value: Value) -> ApiResponse {
+        self.http
+            .patch(
+                &format!("/api/v1/runtime-flags/{FLAG_KEY}"),
+                &json!({"override": value}),
+            )
+            .await
+    }
+
+    /// The flag as `GET /api/v1/runtime-flags` lists it.
+    pub async fn flag(&self) -> Value {
+        let body = self
+            .http
+            .get("/api/v1/runtime-flags")
+            .await
+            .expect_status(200, "list flags");
+        body["flags"]
+            .as_array()
+            .and_then(|flags| flags.iter().find(|f| f["key"] == FLAG_KEY).cloned())
+            .unwrap_or_else(|| panic!("{FLAG_KEY} not listed: {body}"))
+    }
+
+    /// The agent text of a session (every agent message's content, joined).
+    pub async fn agent_text(&self, session_id: &str) -> String {
+        self.messages(session_id)
+            .await
+            .iter()
+            .filter(|m| m["author_type"] == "agent")
+            .filter_map(|m| m["content"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Waits until the session's agent text contains `needle` and returns the text.
+    pub async fn wait_agent_text(&self, session_id: &str, needle: &str) -> String {
+        poll_until(
+            &format!("agent text containing {needle:?}"),
+            DEADLINE,
+            || async {
+                let text = self.agent_text(session_id).await;
+                text.contains(needle).then_some(text)
+            },
+        )
+        .await
+    }
+
+    /// Prints kandev's log and the agent's last frames (done on drop while panicking).
+    pub fn dump_logs(&self) {
+        eprintln!(
+            "===== kandev at {} (dir {}) =====",
+            self.addr,
+            self.dir.path().display()
+        );
+        self.process.dump_logs();
+        eprintln!(
+            "===== agent frames (last 30, {}) =====",
+            self.frames.path().display()
+        );
+        eprintln!("{}", self.frames.tail(30));
+    }
+}
+
+/// The respond body for `answers` = `[(question_id, [selected...], custom_text)]`.
+pub fn answer_body(answers: &[(&str, &[&str], &str)]) -> Value {
+    let answers: Vec<Value> = answers
+        .iter()
+        .map(|(id, selected, text)| {
+            json!({"question_id": id, "selected_options": selected, "custom_text": text})
+        })
+        .collect();
+    json!({"answers": answers, "rejected": false, "reject_reason": ""})
+}
+
+impl Drop for Kandev {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dump_logs();
+        }
+        self.process.kill_group();
+    }
+}
+
+/// Removes every `KANDEV_*` variable of the runner's environment: a test's flag, timeouts
+/// and config come only from what it passes.
+pub(crate) fn clean_env(command: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("KANDEV_") {
+            command.env_remove(name);
+        }
+    }
+}
+
+/// `kandev.toml` of a kandev, for a test that wants to read it.
+pub fn config_path(kandev: &Kandev) -> PathBuf {
+    kandev.dir().join("kandev.toml")
+}
+
+/// A generous deadline for waits that involve a whole agent turn.
+pub const TURN_DEADLINE: Duration = Duration::from_secs(45);

@@ -1,0 +1,138 @@
+//! The operator event stream, `GET /api/v1/ws`: every `{"type", "data"}` event is kept,
+//! so a test can wait for one that may already have arrived.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+
+/// A connected operator WebSocket; events are collected in the background.
+#[derive(Debug)]
+pub struct OperatorWs {
+    events: Arc<Mutex<Vec<Value>>>,
+    /// Bumped on every event (and on close), so waits are event-driven.
+    changed: watch::Receiver<usize>,
+    reader: JoinHandle<()>,
+}
+
+impl OperatorWs {
+    /// Connects to `ws://addr/api/v1/ws`.
+    ///
+    /// # Panics
+    /// When the handshake fails.
+    pub async fn connect(addr: SocketAddr) -> Self {
+        let url = format!("ws://{addr}/api/v1/ws");
+        let (socket, _) = tokio_tungstenite::connect_async(url.as_str())
+            .await
+            .unwrap_or_else(|err| panic!("operator WebSocket {url}: {err}"));
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let (tx, changed) = watch::channel(0usize);
+        let sink = Arc::clone(&events);
+        let reader = tokio::spawn(async move {
+            let (_write, mut read) = socket.split();
+            while let Some(Ok(message)) = read.next().await {
+                let Message::Text(text) = message else {
+                    continue;
+                };
+                let event = serde_json::from_str(text.as_str())
+                    .unwrap_or_else(|_| Value::String(text.to_string()));
+                let len = {
+                    let mut all = sink.lock().unwrap_or_else(PoisonError::into_inner);
+                    all.push(event);
+                    all.len()
+                };
+                tx.send_replace(len);
+            }
+            // Closed: wake waiters so they can report it.
+            tx.send_modify(|n| *n += 0);
+        });
+        Self {
+            events,
+            changed,
+            reader,
+        }
+    }
+
+    /// Every event received so far, in order.
+    pub fn events(&self) -> Vec<Value> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The events of type `kind` received so far, in order.
+    pub fn of_type(&self, kind: &str) -> Vec<Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["type"] == kind)
+            .collect()
+    }
+
+    /// The first event (from the start of the stream) for which `predicate` holds.
+    ///
+    /// # Panics
+    /// When none arrives within `deadline`, listing the event types seen.
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        deadline: Duration,
+        predicate: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let mut changed = self.changed.clone();
+        let until = tokio::time::Instant::now() + deadline;
+        loop {
+            changed.borrow_and_update();
+            if let Some(found) = self.events().into_iter().find(|e| predicate(e)) {
+                return found;
+            }
+            if self.reader.is_finished() {
+                panic!(
+                    "operator WebSocket closed while waiting for {what}; got {:?}",
+                    self.summary()
+                );
+            }
+            if tokio::time::timeout_at(until, changed.changed())
+                .await
+                .is_err()
+            {
+                panic!(
+                    "timed out after {deadline:?} waiting for {what} on the operator WebSocket; got {:?}",
+                    self.summary()
+                );
+            }
+        }
+    }
+
+    /// The first event of type `kind` whose `data` satisfies `predicate`.
+    pub async fn wait_for_type(
+        &self,
+        kind: &str,
+        deadline: Duration,
+        predicate: impl Fn(&Value) -> bool,
+    ) -> Value {
+        self.wait_for(kind, deadline, |e| {
+            e["type"] == kind && predicate(&e["data"])
+        })
+        .await
+    }
+
+    /// `type` of every event so far (for failure messages).
+    pub fn summary(&self) -> Vec<String> {
+        self.events()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or("?").to_owned())
+            .collect()
+    }
+}
+
+impl Drop for OperatorWs {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
