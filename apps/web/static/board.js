@@ -8,6 +8,7 @@ import { latestSession, stateBadge, stateVariant } from "./state.js";
 import { coalesce } from "./refresh.js";
 import * as ws from "./ws.js";
 
+const ELICITATION_FLAG = "features.acpElicitation";
 let agentsPromise = null;
 /** The configured agent ids, or null when the API has no agent list (then a text field is used). */
 function loadAgents() {
@@ -119,6 +120,17 @@ function createForm(onCreated) {
 /** Mount the board into `root`; returns the unmount function. */
 export function mountBoard(root, { navigate }) {
   const list = h("ul", { class: "tasks", "data-testid": "task-list", "aria-live": "polite" });
+  // Discoverability: with the flag off, agents ask in prose; say where to turn it on.
+  const flagHint = h("p", { class: "note", "data-testid": "board-flag-hint", hidden: true },
+    t("board.flagOff"), " ", h("a", { href: "#/settings" }, t("board.flagOffLink")));
+  const loadHint = async () => {
+    try {
+      const flag = (await api.listFlags()).find((f) => f.key === ELICITATION_FLAG);
+      flagHint.hidden = !flag || flag.value === true;
+    } catch {
+      flagHint.hidden = true;
+    }
+  };
   const status = h("p", { class: "muted" }, t("common.loading"));
   const refresh = coalesce(async () => {
     try {
@@ -147,11 +159,18 @@ export function mountBoard(root, { navigate }) {
     h("div", { class: "board" },
       h("section", { class: "board-main", "aria-labelledby": "board-h" },
         h("h1", { id: "board-h" }, t("board.heading")),
+        flagHint,
         status,
         list),
       h("aside", { class: "board-side" }, createForm(refresh))));
   const offs = ["session.updated", "clarification.created", "clarification.settled", "task.created", "task.updated"].map((type) => ws.on(type, refresh));
-  offs.push(ws.onStatus((up) => up && refresh()));
+  offs.push(ws.onStatus((up) => {
+    if (up) {
+      refresh();
+      loadHint();
+    }
+  }));
   refresh();
+  loadHint();
   return () => offs.forEach((off) => off());
 }

@@ -39,6 +39,8 @@ const en = {
   "board.start.submit": "Start session",
   "board.start.agentRequired": "Choose an agent.",
   "board.waiting": "Waiting for your answer",
+  "board.flagOff": "Agents cannot ask you structured questions yet, so they ask in plain text.",
+  "board.flagOffLink": "Turn on ACP form elicitation in Settings",
 
   "state.WAITING_FOR_INPUT": "Waiting for input",
   "state.RUNNING": "Running",

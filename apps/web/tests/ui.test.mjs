@@ -130,7 +130,12 @@ test("Settings: the flag toggle applies to the next session, which asks a struct
     await waitFor(async () => (await kandev.api.messages(prose.id)).some((m) => m.content.includes("I don't have the AskUserQuestion tool")),
       { timeout: 20_000, message: "the prose fallback" });
 
-    await page.goto(`${kandev.url}/#/settings`);
+    // A newcomer finds the flag from the board.
+    await page.goto(`${kandev.url}/#/`);
+    const hint = page.getByTestId("board-flag-hint");
+    await hint.waitFor();
+    await screenshot(page, "board-flag-off-hint");
+    await hint.getByRole("link").click();
     const toggle = page.getByTestId("flag-toggle-features.acpElicitation");
     await toggle.waitFor();
     assert.equal(await toggle.isChecked(), false);
@@ -143,6 +148,8 @@ test("Settings: the flag toggle applies to the next session, which asks a struct
 
     // A new task and session from the board, with the configured agent.
     await page.goto(`${kandev.url}/#/`);
+    await page.getByTestId("task-row").first().waitFor();
+    assert.equal(await hint.isHidden(), true, "the hint is gone once the flag is on");
     await page.getByTestId("create-task-title").fill("Choose a colour");
     await page.getByTestId("create-task-description").fill("Demo: the agent asks a structured question.");
     await page.getByTestId("create-task-submit").click();
@@ -248,7 +255,7 @@ test("Session view: chat with agent text and tool calls, prompt box, cancel turn
   });
 });
 
-test("Board and settings are readable at 375px (phone width)", T, async () => {
+test("Board and settings are readable at 375px (phone width); an env-set flag is locked with its reason", T, async () => {
   await withKandev({ env: FLAG_ON, viewport: { width: 375, height: 812 } }, async ({ kandev, page }) => {
     await sessionWithPendingClarification(kandev, "/e2e:multi", "A task with a fairly long title that has to wrap on a phone");
     for (const [hash, name, ready] of [["#/", "board-375", "[data-testid=task-row]"], ["#/settings", "settings-375", "[data-testid^=flag-toggle-]"]]) {
@@ -258,5 +265,8 @@ test("Board and settings are readable at 375px (phone width)", T, async () => {
       assert.ok(overflow <= 0, `${hash} overflows by ${overflow}px`);
       await screenshot(page, name);
     }
+    // The flag is set by the environment here: the toggle is locked and says why.
+    assert.equal(await page.getByTestId("flag-toggle-features.acpElicitation").isDisabled(), true);
+    assert.match(await page.getByTestId("flag-lock-features.acpElicitation").textContent(), /KANDEV_FEATURES_ACP_ELICITATION/);
   });
 });
