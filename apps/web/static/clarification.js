@@ -11,7 +11,7 @@
 
 import { api as defaultApi } from "./api.js";
 import { h, replace, uid } from "./dom.js";
-import { t } from "./i18n.js";
+import { has, t } from "./i18n.js";
 
 const ASK_USER_QUESTION = "ask_user_question";
 const ASK_CUSTOM_MAX = 2000;
@@ -435,7 +435,12 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
   });
   skip.addEventListener("click", () => send(skipPayload()));
 
-  return { element, pendingId: record.pending_id, setRemaining, focus: () => fields[0]?.focus() };
+  return { element, pendingId: record.pending_id, setRemaining, isBusy: () => busy, focus: () => fields[0]?.focus() };
+}
+
+function withdrawnOutcome(status) {
+  const key = `card.status.${status}`;
+  return { kind: "withdrawn", message: t("clar.withdrawn", { status: has(key) ? t(key) : status }), withdraw: true };
 }
 
 function byCreated(a, b) {
@@ -454,6 +459,7 @@ export function createClarificationArea({ respond = defaultApi.respond, onSettle
   let current = null;
   let pending = [];
   const reported = new Set(); // pending ids whose settlement we already explained
+  const settledWhileBusy = new Map(); // pending id -> status, while our own respond is in flight
 
   function showOutcome(outcome) {
     outcomeEl.hidden = false;
@@ -474,7 +480,10 @@ export function createClarificationArea({ respond = defaultApi.respond, onSettle
         remaining: open.length - 1,
         respond,
         onResult(outcome, record) {
-          showOutcome(outcome);
+          // Settled by another route while our request was in flight: say how it closed.
+          const closedAs = settledWhileBusy.get(record.pending_id);
+          settledWhileBusy.delete(record.pending_id);
+          showOutcome(outcome.kind === "not_found" && closedAs ? withdrawnOutcome(closedAs) : outcome);
           if (outcome.withdraw) {
             reported.add(record.pending_id);
             api.settle(record.pending_id, null);
@@ -498,10 +507,15 @@ export function createClarificationArea({ respond = defaultApi.respond, onSettle
     /** A clarification settled by any route: withdraw its surface and say why. */
     settle(pendingId, status) {
       const wasShown = current?.pendingId === pendingId;
+      if (wasShown && current.isBusy()) {
+        // Our own answer is in flight; its response explains the outcome (and withdraws).
+        if (status) settledWhileBusy.set(pendingId, status);
+        return;
+      }
       pending = pending.filter((r) => r.pending_id !== pendingId);
       if (wasShown && status && !reported.has(pendingId)) {
         reported.add(pendingId);
-        showOutcome({ kind: "withdrawn", message: t("clar.withdrawn", { status: t(`card.status.${status}`) }), withdraw: true });
+        showOutcome(withdrawnOutcome(status));
       }
       render();
     },

@@ -218,6 +218,34 @@ describe("answer surface outcomes (page-level)", () => {
     await page.context().close();
   });
 
+  test("a settlement arriving while our answer is in flight: the response explains it, no 'closed' flicker", async () => {
+    const page = await bench("elicitation-single");
+    const id = "0d7c1c7e-0c38-4f43-8d7b-5a0f3f1b2c01";
+    const outcome = page.getByTestId("clarification-outcome");
+    await reply(page, { defer: true, ok: true, body: { status: "answered" } });
+    await page.getByTestId("clarification-option-question_0-SQLite").check();
+    await page.getByTestId("clarification-submit").click();
+    await page.waitForFunction(() => typeof window.__release === "function");
+    await page.evaluate((pid) => window.__area.settle(pid, "answered"), id);
+    assert.equal(await outcome.isHidden(), true, "no 'closed' message while our request is in flight");
+    await page.evaluate(() => window.__release());
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.equal(await outcome.getAttribute("data-outcome"), "answered");
+    await page.context().close();
+
+    // Expired while in flight, then 404: say it expired, not "answered elsewhere".
+    const page2 = await bench("elicitation-single");
+    await reply(page2, { defer: true, ok: false, status: 404, message: "gone" });
+    await page2.getByTestId("clarification-option-question_0-SQLite").check();
+    await page2.getByTestId("clarification-submit").click();
+    await page2.waitForFunction(() => typeof window.__release === "function");
+    await page2.evaluate((pid) => window.__area.settle(pid, "expired"), id);
+    await page2.evaluate(() => window.__release());
+    await page2.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.match(await page2.getByTestId("clarification-outcome").textContent(), /closed.*Expired/);
+    await page2.context().close();
+  });
+
   test("readable at 375px: no horizontal scrolling", async () => {
     const page = await bench("elicitation-extended", { width: 375, height: 800 });
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);

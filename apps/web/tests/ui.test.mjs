@@ -64,8 +64,11 @@ test("AC-55: multi-select clicked prod then dev reaches the agent as [\"dev\",\"
     assert.equal(await page.getByTestId("clarification-option-question_1-prod").isChecked(), true, "the second click did not replace the first");
     await screenshot(page, "session-ac55-multi-select");
     await page.getByTestId("clarification-submit").click();
-    await waitFor(async () => (await page.getByTestId("clarification-outcome").getAttribute("data-outcome")) ?? false, { message: "an outcome" });
-    assert.equal(await page.getByTestId("clarification-outcome").getAttribute("data-outcome"), "answered", await page.getByTestId("clarification-outcome").textContent());
+    const outcome = page.getByTestId("clarification-outcome");
+    await waitFor(async () => (await outcome.getAttribute("data-outcome")) === "answered",
+      { message: "the answered outcome", timeout: 30_000 }).catch(async (err) => {
+      throw new Error(`${err.message}; shown: ${await outcome.textContent()}`);
+    });
     const result = await waitForElicitationResult(kandev.agentLog);
     assert.deepEqual(result, { action: "accept", content: { question_1: ["dev", "prod"] } });
     await overlay.waitFor({ state: "detached" });
