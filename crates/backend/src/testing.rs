@@ -29,6 +29,9 @@ pub struct FakeLink {
     pub events: Mutex<Option<UnboundedSender<LinkEvent>>>,
     /// Set by `shutdown`.
     pub shut: AtomicBool,
+    /// When set, a successful `agent.elicitations.respond` first emits the matching
+    /// `elicitation_settled`, as agentctl does, racing the response.
+    pub settle_on_respond: AtomicBool,
 }
 
 impl FakeLink {

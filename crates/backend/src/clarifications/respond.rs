@@ -59,7 +59,11 @@ pub async fn respond(
     pending_id: &str,
     body: RespondBody,
 ) -> Result<RespondStatus, AppError> {
-    let span = tracing::info_span!("respond", pending_id = %pending_id);
+    let span = tracing::info_span!(
+        "respond",
+        pending_id = %pending_id,
+        session_id = tracing::field::Empty
+    );
     respond_inner(runtime, pending_id, body)
         .instrument(span)
         .await
@@ -77,6 +81,7 @@ async fn respond_inner(
             origin: Some(Origin::Backend),
         });
     };
+    tracing::Span::current().record("session_id", rec.session_id.as_str());
     let answer = body.as_record();
     if rec.status() == ClarificationStatus::AgentDisconnected {
         return not_delivered(runtime, &rec, &answer).await;

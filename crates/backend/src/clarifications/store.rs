@@ -466,6 +466,41 @@ mod tests {
         assert_eq!(count_pending(&db, &session).await.expect("count"), 0);
     }
 
+    #[tokio::test]
+    async fn an_answer_arriving_after_agentctls_settlement_is_still_recorded() {
+        let (db, task, session) = crate::messages::tests::seeded().await;
+        insert_pending(&db, &request("p-1", "q"), &task, &session)
+            .await
+            .expect("insert");
+        settle(
+            &db,
+            "p-1",
+            ClarificationStatus::Answered,
+            SettledBy::Agentctl,
+            None,
+        )
+        .await
+        .expect("event")
+        .expect("changed");
+        let answer = json!({"answers": [], "rejected": false, "reject_reason": ""});
+        assert!(
+            settle(
+                &db,
+                "p-1",
+                ClarificationStatus::Answered,
+                SettledBy::Operator,
+                Some(&answer)
+            )
+            .await
+            .expect("respond")
+            .is_none()
+        );
+        assert!(record_answer(&db, "p-1", &answer).await.expect("answer"));
+        let row = get(&db, "p-1").await.expect("get").expect("row");
+        assert_eq!(row.status(), ClarificationStatus::Answered);
+        assert_eq!(Clarification::from(row).answer, answer);
+    }
+
     #[test]
     fn outcomes_map_to_statuses() {
         use ClarificationStatus as S;

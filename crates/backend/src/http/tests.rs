@@ -1003,3 +1003,43 @@ async fn restart_reconciliation_fails_stale_sessions() {
     .await;
     assert_eq!((s, v), (StatusCode::OK, json!({"status": "not_delivered"})));
 }
+
+#[tokio::test]
+async fn a_settled_event_racing_the_respond_success_ends_in_one_consistent_state() {
+    let (state, router, connector, _, id) = started().await;
+    let link = connector.link(&id);
+    link.settle_on_respond
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    link.push(elicitation("p-1", "q"));
+    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
+    let mut ws = state.hub.subscribe();
+    let answer = r#"{"answers": [{"question_id": "question_0", "selected_options": ["Blue"]}]}"#;
+    let (s, v) = call(
+        &router,
+        "POST",
+        "/api/v1/clarifications/p-1/respond",
+        Some(answer),
+    )
+    .await;
+    assert_eq!((s, v), (StatusCode::OK, json!({"status": "answered"})));
+    // Let the consumer apply the settled event it received during the request.
+    link.push(LinkEvent::Agent(AgentEvent::TurnCompleted {
+        stop_reason: "end_turn".into(),
+        error: None,
+    }));
+    wait_state(&router, &id, "IDLE").await;
+    let rec = get(&router, "/api/v1/clarifications/p-1").await;
+    assert_eq!(rec["status"], "answered");
+    assert_eq!(
+        rec["answer"]["answers"][0]["selected_options"],
+        json!(["Blue"])
+    );
+    let settled: Vec<_> = std::iter::from_fn(|| ws.try_recv().ok())
+        .filter(|e| e.kind == "clarification.settled")
+        .collect();
+    assert_eq!(settled.len(), 1, "withdrawn once");
+    assert_eq!(
+        settled[0].data["answer"]["answers"][0]["selected_options"],
+        json!(["Blue"])
+    );
+}

@@ -452,8 +452,13 @@ impl SessionRuntime {
             inner.ended = true;
         }
         self.live_map().remove(&live.id);
-        live.link.shutdown().await;
-        self.record_end(live, state, error, pending_status).await?;
+        let span = tracing::info_span!("session", session_id = %live.id);
+        async {
+            live.link.shutdown().await;
+            self.record_end(live, state, error, pending_status).await
+        }
+        .instrument(span)
+        .await?;
         Ok(())
     }
 
