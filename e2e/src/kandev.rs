@@ -269,6 +269,20 @@ impl Kandev {
         (task, session)
     }
 
+    /// Starts a session of `agent` on `prompt` in a new task and waits for its first
+    /// pending clarification.
+    pub async fn ask(&self, agent: &str, prompt: &str) -> Asked {
+        let (task, session) = self.task_with_session(agent, prompt).await;
+        let session_id = session["id"].as_str().expect("session id").to_owned();
+        let record = self.wait_pending(&session_id, 1).await.remove(0);
+        Asked {
+            task_id: task["id"].as_str().expect("task id").to_owned(),
+            pending_id: record["pending_id"].as_str().expect("pending_id").to_owned(),
+            session_id,
+            record,
+        }
+    }
+
     /// `GET /api/v1/sessions/{id}`.
     pub async fn session(&self, id: &str) -> Value {
         self.http
@@ -479,6 +493,19 @@ impl Kandev {
         );
         eprintln!("{}", self.frames.tail(30));
     }
+}
+
+/// A session waiting on its first clarification.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    /// Its task.
+    pub task_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// The clarification's pending id.
+    pub pending_id: String,
+    /// The clarification record as first listed.
+    pub record: Value,
 }
 
 /// The respond body for `answers` = `[(question_id, [selected...], custom_text)]`.

@@ -25,7 +25,7 @@ pub mod ws;
 
 pub use frames::FrameLog;
 pub use http::{ApiResponse, HttpClient};
-pub use kandev::{Executor, Kandev, KandevOptions};
+pub use kandev::{Asked, Executor, Kandev, KandevOptions, TURN_DEADLINE, answer_body};
 pub use proxy::FaultProxy;
 pub use remote::RemoteAgentctl;
 pub use wait::{DEADLINE, poll_until};
