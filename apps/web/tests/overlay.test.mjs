@@ -60,6 +60,27 @@ describe("answer surface, ask_user_question rules (AC-57, page-level with a fixt
     await page.context().close();
   });
 
+  test("keyboard only: Tab between groups, arrows within a radio group, Space and Enter", async () => {
+    const page = await bench("ask-user-question");
+    await page.keyboard.press("Tab"); // first radio group
+    assert.equal(await page.evaluate(() => document.activeElement.dataset.testid), "clarification-option-q1-Postgres");
+    await page.keyboard.press("ArrowDown"); // moves and selects
+    await page.keyboard.press("Tab"); // q1's custom field
+    assert.equal(await page.evaluate(() => document.activeElement.dataset.testid), "clarification-custom-q1");
+    await page.keyboard.press("Tab"); // q2's radio group
+    await page.keyboard.press("Space");
+    await page.keyboard.press("Tab"); // q2's custom field
+    await page.keyboard.press("Tab"); // Submit
+    assert.equal(await page.evaluate(() => document.activeElement.dataset.testid), "clarification-submit");
+    await page.keyboard.press("Enter");
+    await page.getByTestId("clarification-outcome").waitFor();
+    assert.deepEqual((await calls(page))[0].payload.answers, [
+      { question_id: "q1", selected_options: ["SQLite"], custom_text: "" },
+      { question_id: "q2", selected_options: ["eu"], custom_text: "" },
+    ]);
+    await page.context().close();
+  });
+
   test("AC-57: every question must be answered before submit; skip stays available", async () => {
     const page = await bench("ask-user-question");
     await page.getByTestId("clarification-option-q1-SQLite").check();
