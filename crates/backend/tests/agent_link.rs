@@ -609,7 +609,7 @@ async fn heartbeats_keep_a_quiet_stream_alive() {
     });
     std::fs::write(scenarios.path().join("quiet.json"), scenario.to_string()).expect("scenario");
     let options = LinkOptions {
-        heartbeat_interval: Duration::from_millis(50),
+        heartbeat_interval: Duration::from_millis(100),
         ..LinkOptions::default()
     };
     let (link, mut events) = AgentLink::connect_with(&local(), "it-quiet", options)

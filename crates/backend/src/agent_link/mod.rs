@@ -39,8 +39,8 @@ use self::shared::Shared;
 
 pub use self::local::AGENTCTL_TOKEN_VAR;
 
-/// Where agentctl runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Where agentctl runs. Its `Debug` output never shows the remote token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum ExecutorConfig {
     /// Start the sibling `agentctl serve` per session, with a fresh random token.
@@ -56,6 +56,21 @@ pub enum ExecutorConfig {
         /// Its bearer token.
         token: String,
     },
+}
+
+impl std::fmt::Debug for ExecutorConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Local { agentctl } => {
+                f.debug_struct("Local").field("agentctl", agentctl).finish()
+            }
+            Self::Remote { url, token: _ } => f
+                .debug_struct("Remote")
+                .field("url", url)
+                .field("token", &"<redacted>")
+                .finish(),
+        }
+    }
 }
 
 impl Default for ExecutorConfig {
@@ -82,7 +97,8 @@ pub enum LinkEvent {
         /// Elicitations still waiting for an answer.
         pending: Vec<ElicitationRequested>,
     },
-    /// agentctl is gone for good (died, or re-attaching failed): nothing pending can be delivered.
+    /// agentctl is gone for good (died, re-attaching failed or was refused, or another
+    /// stream took the session over): nothing pending can be delivered through this link.
     /// It is the last event; the receiver ends after it.
     Lost {
         /// Why.
@@ -126,6 +142,9 @@ pub struct LinkOptions {
     /// How long [`AgentLink::shutdown`] waits for `agent.shutdown` to be answered, and
     /// then for the local agentctl to exit (default 5 s each).
     pub shutdown_timeout: Duration,
+    /// How often the link pings agentctl (default 15 s). A stream that delivers no
+    /// frame at all, pongs included, for three intervals counts as dropped.
+    pub heartbeat_interval: Duration,
 }
 
 impl Default for LinkOptions {
@@ -136,6 +155,7 @@ impl Default for LinkOptions {
             connect_timeout: Duration::from_secs(5),
             listen_timeout: Duration::from_secs(20),
             shutdown_timeout: Duration::from_secs(5),
+            heartbeat_interval: Duration::from_secs(15),
         }
     }
 }

@@ -136,8 +136,10 @@ impl Shared {
             let mut state = self.lock();
             state.closed = true;
         }
-        self.disconnect();
+        // Signal first, so the supervisor sees a shutdown (and sends a close frame)
+        // rather than just its writer queue vanishing.
         self.shutdown.send_replace(true);
+        self.disconnect();
     }
 
     /// Whether `close` was called.

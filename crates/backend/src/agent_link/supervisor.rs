@@ -29,7 +29,16 @@ enum PumpEnd {
     Shutdown,
     /// The connection closed or failed.
     Dropped(String),
+    /// agentctl closed this stream because another one attached to the session.
+    /// Re-attaching would take the session back and start a tug of war.
+    Replaced,
 }
+
+/// The close reason agentctl gives a stream that a newer one replaced.
+pub(crate) const REPLACED_REASON: &str = "replaced by a newer agent stream";
+
+/// Silent heartbeats after which the peer counts as gone.
+const HEARTBEATS_MISSED: u32 = 3;
 
 /// How reconnecting ended.
 enum Reconnect {
@@ -80,7 +89,7 @@ impl Supervisor {
     }
 
     /// Runs until `close`, or until the link is lost.
-    pub async fn run(self, mut ws: WsStream, mut outgoing: Outgoing) {
+    pub async fn run(self, ws: WsStream, mut outgoing: Outgoing) {
         let mut signals = Signals {
             shutdown: self.shared.shutdown_signal(),
             exit: self
@@ -89,16 +98,20 @@ impl Supervisor {
                 .as_ref()
                 .map(|process| process.exit_watch()),
         };
+        let mut ws = ws;
         loop {
-            let end = self
-                .pump(&mut ws, &mut outgoing, &mut signals.shutdown)
-                .await;
+            // The connection is consumed: a dropped one is closed before reconnecting.
+            let end = self.pump(ws, &mut outgoing, &mut signals.shutdown).await;
             self.shared.disconnect();
             match end {
                 PumpEnd::Shutdown => {
-                    // Best effort: a dead peer must not hold up shutdown.
-                    let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
                     tracing::debug!("agent stream closed");
+                    return;
+                }
+                PumpEnd::Replaced => {
+                    let reason = "another agent stream took over the session".to_owned();
+                    tracing::error!(reason = %reason, "agent stream lost");
+                    self.emit(LinkEvent::Lost { reason });
                     return;
                 }
                 PumpEnd::Dropped(why) => {
@@ -136,24 +149,49 @@ impl Supervisor {
     /// Serves one connection until it ends.
     async fn pump(
         &self,
-        ws: &mut WsStream,
+        mut ws: WsStream,
         outgoing: &mut Outgoing,
         shutdown: &mut watch::Receiver<bool>,
     ) -> PumpEnd {
+        let period = self.shared.options.heartbeat_interval;
+        let mut heartbeat = tokio::time::interval_at(Instant::now() + period, period);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_seen = Instant::now();
         loop {
             tokio::select! {
                 biased;
-                () = closed(shutdown) => return PumpEnd::Shutdown,
-                frame = ws.next() => match frame {
-                    Some(Ok(Message::Text(text))) => self.dispatch(text.as_str()),
-                    Some(Ok(Message::Close(close))) => {
-                        let why = close.map(|c| c.reason.to_string()).unwrap_or_default();
-                        return PumpEnd::Dropped(format!("agentctl closed the stream {why}"));
+                () = closed(shutdown) => {
+                    // Best effort: a dead peer must not hold up shutdown.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
+                    return PumpEnd::Shutdown;
+                }
+                frame = ws.next() => {
+                    last_seen = Instant::now();
+                    match frame {
+                        Some(Ok(Message::Text(text))) => self.dispatch(text.as_str()),
+                        Some(Ok(Message::Close(close))) => {
+                            let why = close.map(|c| c.reason.to_string()).unwrap_or_default();
+                            if why == REPLACED_REASON {
+                                return PumpEnd::Replaced;
+                            }
+                            return PumpEnd::Dropped(format!("agentctl closed the stream ({why})"));
+                        }
+                        Some(Ok(_)) => {} // ping/pong/binary: proof of life only
+                        Some(Err(err)) => return PumpEnd::Dropped(err.to_string()),
+                        None => return PumpEnd::Dropped("the stream ended".into()),
                     }
-                    Some(Ok(_)) => {} // ping/pong/binary: nothing to do
-                    Some(Err(err)) => return PumpEnd::Dropped(err.to_string()),
-                    None => return PumpEnd::Dropped("the stream ended".into()),
-                },
+                }
+                _ = heartbeat.tick() => {
+                    // A half-open TCP connection never errors on its own: ping, and give up
+                    // on a peer that has sent nothing (not even a pong) for a while.
+                    let silent = last_seen.elapsed();
+                    if silent > period * HEARTBEATS_MISSED {
+                        return PumpEnd::Dropped(format!("no frame from agentctl for {silent:?}"));
+                    }
+                    if let Err(err) = ws.send(Message::Ping(Default::default())).await {
+                        return PumpEnd::Dropped(format!("ping failed: {err}"));
+                    }
+                }
                 frame = outgoing.recv() => match frame {
                     Some(frame) => {
                         if let Err(err) = ws.send(frame).await {

@@ -632,3 +632,57 @@ async fn frames_carry_the_envelope_shape() {
             .await;
     });
 }
+
+#[tokio::test]
+async fn a_silent_peer_is_dropped_after_missed_heartbeats() {
+    let mut server = TestServer::start().await;
+    let options = LinkOptions {
+        heartbeat_interval: Duration::from_millis(50),
+        ..quick()
+    };
+    let (_link, mut events, mut conn) = linked(&mut server, options).await;
+    // The server never reads, so it never answers the pings.
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+    let mut pings = 0;
+    while let Ok(Some(Ok(frame))) = tokio::time::timeout(WAIT, conn.ws.next()).await {
+        if frame.is_ping() {
+            pings += 1;
+        }
+    }
+    assert!(pings >= 1, "the link pinged before giving up");
+}
+
+#[tokio::test]
+async fn a_replaced_stream_is_lost_without_reconnecting() {
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    start_session(&link, &mut conn).await;
+    let close = CloseFrame {
+        code: CloseCode::Normal,
+        reason: supervisor::REPLACED_REASON.into(),
+    };
+    conn.ws
+        .send(Message::Close(Some(close)))
+        .await
+        .expect("close");
+    match next_event(&mut events).await {
+        LinkEvent::Lost { reason } => assert!(reason.contains("took over"), "{reason}"),
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    expect_end(&mut events).await;
+    assert!(!link.is_connected());
+}
+
+#[test]
+fn the_remote_token_never_shows_in_debug_output() {
+    let executor = ExecutorConfig::Remote {
+        url: "ws://h:1".into(),
+        token: "s3cr3t".into(),
+    };
+    let shown = format!("{executor:?}");
+    assert!(shown.contains("ws://h:1"));
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+}
