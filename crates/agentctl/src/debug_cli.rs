@@ -67,3 +67,43 @@ pub fn respond(params_text: &str, answer_text: &str) -> Outcome {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const APIKEY: &str = r#"{"mode": "form", "sessionId": "s", "message": "Key?",
+        "requestedSchema": {"type": "object", "properties": {"apiKey": {"type": "string"}}}}"#;
+
+    #[test]
+    fn map_prints_questions_or_a_decline_and_never_fails() {
+        let mapped = map(APIKEY);
+        assert!(!mapped.failed);
+        assert_eq!(mapped.output["questions"][0]["id"], "apiKey");
+        let declined = map("{]");
+        assert!(!declined.failed);
+        assert_eq!(declined.output["decline"]["reason"], "malformed");
+    }
+
+    #[test]
+    fn respond_builds_the_response_or_reports_the_error() {
+        let ok = respond(
+            APIKEY,
+            r#"{"answers": [{"question_id": "apiKey", "custom_text": " T "}]}"#,
+        );
+        assert_eq!(
+            ok,
+            Outcome {
+                output: json!({"action": "accept", "content": {"apiKey": "T"}}),
+                failed: false
+            }
+        );
+        let invalid = respond(APIKEY, r#"{"answers": [{"question_id": "nope"}]}"#);
+        assert!(invalid.failed);
+        assert_eq!(invalid.output["error"]["code"], "INVALID_ANSWER");
+        let undecodable = respond(APIKEY, "nope");
+        assert_eq!(undecodable.output["error"]["code"], "BAD_REQUEST");
+        let declined = respond(r#"{"mode": "url"}"#, "{}");
+        assert_eq!(declined.output["error"]["code"], "DECLINED");
+    }
+}

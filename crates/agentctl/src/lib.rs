@@ -5,20 +5,54 @@
 //! agent's open ACP requests, so it is where "exactly one response per
 //! `elicitation/create`" is won or lost.
 //!
-//! - [`server`]: the axum WebSocket at `/api/v1/agent/stream` (bearer token) and `/healthz`.
+//! - [`server`]: the axum WebSocket at `/api/v1/agent/stream` (bearer token, compared in
+//!   constant time; 401 before the upgrade) and `GET /healthz`.
 //! - [`session`]: one agent session: the ACP client ([`agent`]), its pending
 //!   elicitations ([`pending`]) and its event outbox ([`outbox`]).
-//! - [`capabilities`]: the one function that builds `initialize`'s `clientCapabilities`.
+//! - [`capabilities`]: the one function that builds `initialize`'s `clientCapabilities`
+//!   from the agent id and the session's `FlagSnapshot` (sent raw, byte for byte).
 //! - [`config`]: the answer deadline and ACP idle timeout from agentctl's environment.
 //! - [`debug_cli`]: `agentctl elicitation map|respond`, the mapping on stdin/stdout.
 //!
-//! Lifecycle of one elicitation: the agent sends `elicitation/create`; agentctl declines at
-//! once when the session's flag is off or the body does not map, otherwise parks the ACP
-//! responder under a fresh UUID `pending_id` and emits `elicitation_requested`. Whoever
-//! *removes* that pending from the session's [`pending::PendingSet`] — the operator's answer,
-//! the answer deadline, the agent's `$/cancel_request`, a turn cancel, shutdown, or the
-//! agent exiting — is the only one allowed to respond, and each such settlement emits
-//! `elicitation_settled`.
+//! ## One elicitation
+//!
+//! The agent sends `elicitation/create`. agentctl decides from the raw params: flag off,
+//! not form mode, request scope, malformed, zero questions or too large → `decline` at
+//! once and nothing is emitted. Otherwise it parks the ACP responder under a fresh UUID v4
+//! `pending_id` and emits `elicitation_requested`. Whoever *removes* that pending from
+//! the session's [`pending::PendingSet`] is the only one allowed to respond:
+//!
+//! | who | ACP response | `elicitation_settled.outcome` |
+//! |---|---|---|
+//! | `agent.elicitations.respond` (valid, F10) | `accept` / `decline` | `answered` / `declined` |
+//! | the answer deadline (`KANDEV_ELICITATION_ANSWER_TIMEOUT`) | `decline` | `timed_out` |
+//! | the agent's `$/cancel_request` | `cancel` | `agent_cancelled` |
+//! | `agent.cancel` (after `session/cancel`) | `cancel` | `turn_cancelled` |
+//! | `agent.shutdown`, SIGTERM, SIGINT | `cancel` | `shutdown` |
+//! | the agent process exiting | none possible (`null`) | `agent_exited` |
+//!
+//! An invalid answer is refused with `INVALID_ANSWER` and the pending stays answerable;
+//! a second answer finds nothing and gets `NOT_FOUND`.
+//!
+//! ## Sessions outlive streams
+//!
+//! A stream is bound to a session by `agent.session.start` or `agent.session.attach`.
+//! When it drops, the agent keeps running and pending elicitations stay answerable;
+//! events (numbered per session; the number is the notification's envelope `id`) are
+//! kept, up to 10,000 undelivered, and flushed in order after the attach response. An
+//! attach may carry `after_seq` (the last event number the backend processed) to get
+//! every later event again, including ones handed to a stream that was already dying.
+//! A newer stream attaching closes the older one.
+//!
+//! ## By hand
+//!
+//! ```text
+//! AGENTCTL_TOKEN=secret agentctl serve --listen 127.0.0.1:7740
+//! websocat -H 'Authorization: Bearer secret' ws://127.0.0.1:7740/api/v1/agent/stream
+//! {"id":"1","type":"request","action":"agent.session.start","payload":{"session_id":"s1","agent":{"id":"mock","command":["target/debug/mock-agent"]},"flags":{"features.acpElicitation":true}}}
+//! {"id":"2","type":"request","action":"agent.prompt","payload":{"text":"/e2e:single"}}
+//! {"id":"3","type":"request","action":"agent.elicitations.respond","payload":{"pending_id":"<from elicitation_requested>","answers":[{"question_id":"question_0","selected_options":["Postgres"]}]}}
+//! ```
 
 pub mod agent;
 pub mod capabilities;

@@ -30,7 +30,9 @@ const TOKEN_VAR: &str = "AGENTCTL_TOKEN";
         then send one JSON request per line, e.g.\n  \
         {\"id\":\"1\",\"type\":\"request\",\"action\":\"agent.session.start\",\"payload\":{\"session_id\":\"s1\",\
         \"agent\":{\"id\":\"mock\",\"command\":[\"mock-agent\"]},\"flags\":{\"features.acpElicitation\":true}}}\n  \
-        {\"id\":\"2\",\"type\":\"request\",\"action\":\"agent.prompt\",\"payload\":{\"text\":\"hi\"}}\n\n\
+        {\"id\":\"2\",\"type\":\"request\",\"action\":\"agent.prompt\",\"payload\":{\"text\":\"hi\"}}\n\
+        Answers come back with the same id; events arrive as \
+        {\"type\":\"notification\",\"action\":\"agent.event\",\"payload\":{\"event\":\"session_update\"|\"elicitation_requested\"|…}}.\n\n\
         Environment: AGENTCTL_TOKEN (required unless --insecure-no-token), \
         KANDEV_ELICITATION_ANSWER_TIMEOUT (default 55m), KANDEV_ACP_IDLE_TIMEOUT (default 1h; must exceed \
         the answer timeout), RUST_LOG (log filter; logs go to stderr)."
