@@ -1,0 +1,117 @@
+//! Idempotency and races at full stack: AC-12f, AC-12g, AC-61, and 20 operators
+//! answering one pending at once — exactly one answer is delivered, the agent sees one
+//! response, and every other submission is refused by agentctl (D5).
+
+use std::sync::Arc;
+
+use kandev_e2e::{Kandev, KandevOptions, TURN_DEADLINE, answer_body};
+use serde_json::json;
+
+async fn kandev_on() -> Kandev {
+    Kandev::start(KandevOptions::new().flag_env(true)).await
+}
+
+#[tokio::test]
+async fn ac_12f_ac_60_two_identical_elicitations_are_two_records_and_answering_one_leaves_the_other_pending() {
+    let kandev = kandev_on().await;
+    let (_, session) = kandev.task_with_session("mock", "/e2e:two-identical").await;
+    let sid = session["id"].as_str().expect("id").to_owned();
+    let pending = kandev.wait_pending(&sid, 2).await;
+    assert_eq!(pending.len(), 2);
+    let (a, b) = (&pending[0], &pending[1]);
+    assert_ne!(a["pending_id"], b["pending_id"], "not collapsed (D4)");
+    assert_eq!(a["questions"], b["questions"], "identical question text");
+    let requests = kandev.frames().elicitation_requests();
+    assert_eq!(requests.len(), 2);
+
+    let first = a["pending_id"].as_str().expect("id");
+    let second = b["pending_id"].as_str().expect("id");
+    let r = kandev.answer(first, &[("question_0", &["Postgres"], "")]).await;
+    assert_eq!(r.status, 200, "{r}");
+    kandev.frames().wait_for_elicitation_response(1, TURN_DEADLINE).await;
+    kandev.wait_clarification_status(first, "answered").await;
+    let other = kandev.clarification(second).await;
+    assert_eq!(other["status"], "pending", "answering the first leaves the second open");
+    assert_eq!(kandev.frames().elicitation_responses().len(), 1);
+    assert_eq!(kandev.session(&sid).await["pending_action"], "clarification");
+
+    let r = kandev.answer(second, &[("question_0", &["SQLite"], "")]).await;
+    assert_eq!(r.status, 200, "{r}");
+    let got = kandev.frames().wait_for_elicitation_response(2, TURN_DEADLINE).await;
+    assert_eq!(got, json!({"action": "accept", "content": {"question_0": "SQLite"}}));
+    kandev.wait_session_state(&sid, "IDLE").await;
+}
+
+#[tokio::test]
+async fn ac_12g_ac_61_a_second_answer_is_forwarded_and_refused_by_agentctl_404_and_the_agent_sees_one_response() {
+    let kandev = kandev_on().await;
+    let asked = kandev.ask("mock", "/e2e:single").await;
+    let r = kandev.answer(&asked.pending_id, &[("question_0", &["Postgres"], "")]).await;
+    assert_eq!(r.status, 200, "{r}");
+    kandev.wait_clarification_status(&asked.pending_id, "answered").await;
+
+    let again = kandev.answer(&asked.pending_id, &[("question_0", &["SQLite"], "")]).await;
+    assert_eq!(again.status, 404, "{again}");
+    assert_eq!(again.body["error"]["code"], "NOT_FOUND", "{again}");
+    assert_eq!(
+        again.body["error"]["origin"], "agentctl",
+        "AC-61: the duplicate was forwarded and adjudicated by agentctl, not short-circuited: {again}"
+    );
+    kandev.wait_session_state(&asked.session_id, "IDLE").await;
+    let responses = kandev.frames().elicitation_responses();
+    assert_eq!(
+        responses,
+        vec![json!({"action": "accept", "content": {"question_0": "Postgres"}})],
+        "exactly one response on the wire"
+    );
+    let record = kandev.clarification(&asked.pending_id).await;
+    assert_eq!(record["status"], "answered");
+    assert_eq!(
+        record["answer"]["answers"][0]["selected_options"],
+        json!(["Postgres"]),
+        "the first answer stays recorded"
+    );
+}
+
+#[tokio::test]
+async fn twenty_concurrent_operator_submissions_deliver_exactly_one_answer_and_the_agent_sees_one_response() {
+    let kandev = Arc::new(kandev_on().await);
+    let asked = kandev.ask("mock", "/e2e:single").await;
+    let options = ["Postgres", "SQLite", "DynamoDB"];
+    let mut handles = Vec::new();
+    for i in 0..20 {
+        let api = kandev.api();
+        let pid = asked.pending_id.clone();
+        let choice = options[i % options.len()];
+        handles.push(tokio::spawn(async move {
+            let body = answer_body(&[("question_0", &[choice], "")]);
+            let r = api
+                .post(&format!("/api/v1/clarifications/{pid}/respond"), &body)
+                .await;
+            (choice, r)
+        }));
+    }
+    let mut delivered = Vec::new();
+    for handle in handles {
+        let (choice, r) = handle.await.expect("join");
+        match r.status {
+            200 => {
+                assert_eq!(r.body, json!({"status": "answered"}), "{r}");
+                delivered.push(choice);
+            }
+            404 => {
+                assert_eq!(r.body["error"]["code"], "NOT_FOUND", "{r}");
+                assert_eq!(r.body["error"]["origin"], "agentctl", "{r}");
+            }
+            _ => panic!("unexpected respond outcome {r}"),
+        }
+    }
+    assert_eq!(delivered.len(), 1, "exactly one delivered: {delivered:?}");
+    kandev.wait_session_state(&asked.session_id, "IDLE").await;
+    let responses = kandev.frames().elicitation_responses();
+    assert_eq!(
+        responses,
+        vec![json!({"action": "accept", "content": {"question_0": delivered[0]}})],
+        "the agent saw one response, the winner's"
+    );
+}
