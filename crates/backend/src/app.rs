@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kandev_flags::{FlagService, ProcessEnv, Profiles, resolve_all};
+use kandev_flags::{EnvSource, FlagService, ProcessEnv, Profiles, resolve_all};
 use tokio::net::TcpListener;
 
 use crate::config::{Config, ConfigError};
@@ -53,13 +53,11 @@ impl StartError {
 
 /// Checks what can only be checked against the environment: the profiles file and
 /// the flag env vars (a non-boolean `KANDEV_FEATURES_*` is a configuration error).
-pub fn prepare(config: &Config, cwd: &Path) -> Result<Profiles, ConfigError> {
+pub fn prepare(config: &Config, cwd: &Path, env: &dyn EnvSource) -> Result<Profiles, ConfigError> {
     let profiles = config.load_profiles(cwd)?;
-    resolve_all(&ProcessEnv, &BTreeMap::new(), &profiles, config.profile).map_err(|err| {
-        ConfigError {
-            key: err.var.clone(),
-            message: err.to_string(),
-        }
+    resolve_all(env, &BTreeMap::new(), &profiles, config.profile).map_err(|err| ConfigError {
+        key: err.var.clone(),
+        message: err.to_string(),
     })?;
     Ok(profiles)
 }
@@ -142,5 +140,48 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_boolean_flag_env_var_is_a_configuration_error_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = BTreeMap::from([(
+            "KANDEV_FEATURES_ACP_ELICITATION".to_owned(),
+            "maybe".to_owned(),
+        )]);
+        let err = prepare(&Config::default(), dir.path(), &env).expect_err("bad value");
+        assert_eq!(err.key, "KANDEV_FEATURES_ACP_ELICITATION");
+        assert!(err.to_string().contains("maybe"));
+        assert_eq!(StartError::from(err).exit_code(), 2);
+
+        let ok = BTreeMap::from([(
+            "KANDEV_FEATURES_ACP_ELICITATION".to_owned(),
+            "on".to_owned(),
+        )]);
+        prepare(&Config::default(), dir.path(), &ok).expect("a boolean is fine");
+        assert_eq!(StartError::Other("x".into()).exit_code(), 1);
+    }
+
+    #[test]
+    fn a_bad_profiles_file_is_a_configuration_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("profiles.yaml"),
+            "features:\n  KANDEV_NOPE:\n    dev: \"true\"\n",
+        )
+        .expect("write");
+        let err = prepare(
+            &Config::default(),
+            dir.path(),
+            &BTreeMap::<String, String>::new(),
+        )
+        .expect_err("unknown env var in profiles.yaml");
+        assert_eq!(err.key, "profiles_file");
+        assert!(err.to_string().contains("KANDEV_NOPE"));
     }
 }

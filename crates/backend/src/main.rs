@@ -78,7 +78,8 @@ fn serve(config_file: Option<PathBuf>) {
     let config = Config::load(config_file.as_deref(), std::env::vars())
         .unwrap_or_else(|err| fail(err.into()));
     let cwd = std::env::current_dir().unwrap_or_default();
-    let profiles = app::prepare(&config, &cwd).unwrap_or_else(|err| fail(err.into()));
+    let profiles = app::prepare(&config, &cwd, &kandev_flags::ProcessEnv)
+        .unwrap_or_else(|err| fail(err.into()));
     let runtime = tokio::runtime::Runtime::new()
         .unwrap_or_else(|err| fail(app::StartError::Other(format!("cannot start tokio: {err}"))));
     if let Err(err) = runtime.block_on(app::serve(config, profiles)) {

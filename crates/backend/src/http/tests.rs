@@ -135,6 +135,11 @@ async fn healthz_and_unknown_routes() {
         405,
         "METHOD_NOT_ALLOWED",
     );
+    assert_error(
+        &call(&router, "DELETE", "/api/v1/tasks", None).await,
+        405,
+        "METHOD_NOT_ALLOWED",
+    );
     // Everything else is the embedded web UI.
     let resp = router
         .clone()
