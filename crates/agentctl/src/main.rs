@@ -146,8 +146,12 @@ fn serve(listen: SocketAddr, insecure_no_token: bool) -> ExitCode {
             ));
         }
     };
+    // Colour only for a terminal: the backend and CI capture this stream into files.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
