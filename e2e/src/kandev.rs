@@ -277,7 +277,10 @@ impl Kandev {
         let record = self.wait_pending(&session_id, 1).await.remove(0);
         Asked {
             task_id: task["id"].as_str().expect("task id").to_owned(),
-            pending_id: record["pending_id"].as_str().expect("pending_id").to_owned(),
+            pending_id: record["pending_id"]
+                .as_str()
+                .expect("pending_id")
+                .to_owned(),
             session_id,
             record,
         }

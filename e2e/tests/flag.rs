@@ -22,7 +22,8 @@ fn initialize_capabilities(kandev: &Kandev) -> Value {
 }
 
 #[tokio::test]
-async fn flag_off_by_default_no_elicitation_capability_and_demo_agent_asks_in_prose_section_k_control_ac_02() {
+async fn flag_off_by_default_no_elicitation_capability_and_demo_agent_asks_in_prose_section_k_control_ac_02()
+ {
     let kandev = Kandev::start_default().await;
     let flag = kandev.flag().await;
     assert_eq!(flag["value"], false, "{flag}");
@@ -30,7 +31,9 @@ async fn flag_off_by_default_no_elicitation_capability_and_demo_agent_asks_in_pr
     assert_eq!(flag["mutable"], true, "{flag}");
     assert_eq!(flag["restart_required"], false, "{flag}");
 
-    let (_, session) = kandev.task_with_session("mock", "Pick a colour for me").await;
+    let (_, session) = kandev
+        .task_with_session("mock", "Pick a colour for me")
+        .await;
     let sid = id(&session);
     let text = kandev.wait_agent_text(&sid, PROSE).await;
     assert!(text.contains("Pick a colour — Red or Blue?"), "{text}");
@@ -40,14 +43,19 @@ async fn flag_off_by_default_no_elicitation_capability_and_demo_agent_asks_in_pr
     let caps = &session["client_capabilities"];
     assert!(caps.get("elicitation").is_none(), "{caps}");
     assert_eq!(caps, &json!({"_meta": {"terminal_output": true}}));
-    assert_eq!(initialize_capabilities(&kandev), *caps, "session shows what was sent");
+    assert_eq!(
+        initialize_capabilities(&kandev),
+        *caps,
+        "session shows what was sent"
+    );
     assert!(kandev.frames().elicitation_requests().is_empty());
     assert!(kandev.clarifications(&sid, None).await.is_empty());
     assert_eq!(session["pending_action"], Value::Null);
 }
 
 #[tokio::test]
-async fn flag_patch_on_applies_to_the_next_session_which_advertises_form_and_asks_a_structured_question_section_k_ac_01() {
+async fn flag_patch_on_applies_to_the_next_session_which_advertises_form_and_asks_a_structured_question_section_k_ac_01()
+ {
     let kandev = Kandev::start_default().await;
     let task = kandev.create_task("settings toggle").await;
     let tid = id(&task);
@@ -97,8 +105,16 @@ async fn flag_patch_on_applies_to_the_next_session_which_advertises_form_and_ask
         .map(|f| f.frame["params"]["clientCapabilities"].clone())
         .collect();
     assert_eq!(sent.len(), 2, "two sessions, two initializes");
-    assert!(sent[0].get("elicitation").is_none(), "first session: {}", sent[0]);
-    assert!(sent[1]["elicitation"]["form"].is_object(), "second: {}", sent[1]);
+    assert!(
+        sent[0].get("elicitation").is_none(),
+        "first session: {}",
+        sent[0]
+    );
+    assert!(
+        sent[1]["elicitation"]["form"].is_object(),
+        "second: {}",
+        sent[1]
+    );
     assert!(sent[1]["elicitation"].get("url").is_none(), "never url");
     ws.wait_for_type("clarification.created", TURN_DEADLINE, |d| {
         d["pending_id"] == record["pending_id"]
@@ -132,13 +148,17 @@ async fn flag_env_lock_makes_patch_409_and_keeps_the_env_value() {
     assert_eq!(kandev.flag().await["value"], true, "unchanged");
     let unknown = kandev
         .api()
-        .patch("/api/v1/runtime-flags/features.nope", &json!({"override": true}))
+        .patch(
+            "/api/v1/runtime-flags/features.nope",
+            &json!({"override": true}),
+        )
         .await;
     assert_eq!(unknown.status, 404, "{unknown}");
 }
 
 #[tokio::test]
-async fn ac_20_flag_off_an_unadvertised_form_elicitation_is_declined_with_no_message_pending_action_or_notification() {
+async fn ac_20_flag_off_an_unadvertised_form_elicitation_is_declined_with_no_message_pending_action_or_notification()
+ {
     let kandev = Kandev::start(KandevOptions::new().flag_env(false)).await;
     let ws = kandev.ws().await;
     let (task, session) = kandev.task_with_session("mock", "/e2e:single").await;
@@ -153,7 +173,9 @@ async fn ac_20_flag_off_an_unadvertised_form_elicitation_is_declined_with_no_mes
     assert!(kandev.clarifications(&sid, None).await.is_empty());
     let messages = kandev.messages(&sid).await;
     assert!(
-        messages.iter().all(|m| m["type"] != "clarification_request"),
+        messages
+            .iter()
+            .all(|m| m["type"] != "clarification_request"),
         "{messages:?}"
     );
     assert!(

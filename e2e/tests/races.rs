@@ -12,7 +12,8 @@ async fn kandev_on() -> Kandev {
 }
 
 #[tokio::test]
-async fn ac_12f_ac_60_two_identical_elicitations_are_two_records_and_answering_one_leaves_the_other_pending() {
+async fn ac_12f_ac_60_two_identical_elicitations_are_two_records_and_answering_one_leaves_the_other_pending()
+ {
     let kandev = kandev_on().await;
     let (_, session) = kandev.task_with_session("mock", "/e2e:two-identical").await;
     let sid = session["id"].as_str().expect("id").to_owned();
@@ -26,31 +27,57 @@ async fn ac_12f_ac_60_two_identical_elicitations_are_two_records_and_answering_o
 
     let first = a["pending_id"].as_str().expect("id");
     let second = b["pending_id"].as_str().expect("id");
-    let r = kandev.answer(first, &[("question_0", &["Postgres"], "")]).await;
+    let r = kandev
+        .answer(first, &[("question_0", &["Postgres"], "")])
+        .await;
     assert_eq!(r.status, 200, "{r}");
-    kandev.frames().wait_for_elicitation_response(1, TURN_DEADLINE).await;
+    kandev
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
     kandev.wait_clarification_status(first, "answered").await;
     let other = kandev.clarification(second).await;
-    assert_eq!(other["status"], "pending", "answering the first leaves the second open");
+    assert_eq!(
+        other["status"], "pending",
+        "answering the first leaves the second open"
+    );
     assert_eq!(kandev.frames().elicitation_responses().len(), 1);
-    assert_eq!(kandev.session(&sid).await["pending_action"], "clarification");
+    assert_eq!(
+        kandev.session(&sid).await["pending_action"],
+        "clarification"
+    );
 
-    let r = kandev.answer(second, &[("question_0", &["SQLite"], "")]).await;
+    let r = kandev
+        .answer(second, &[("question_0", &["SQLite"], "")])
+        .await;
     assert_eq!(r.status, 200, "{r}");
-    let got = kandev.frames().wait_for_elicitation_response(2, TURN_DEADLINE).await;
-    assert_eq!(got, json!({"action": "accept", "content": {"question_0": "SQLite"}}));
+    let got = kandev
+        .frames()
+        .wait_for_elicitation_response(2, TURN_DEADLINE)
+        .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"question_0": "SQLite"}})
+    );
     kandev.wait_session_state(&sid, "IDLE").await;
 }
 
 #[tokio::test]
-async fn ac_12g_ac_61_a_second_answer_is_forwarded_and_refused_by_agentctl_404_and_the_agent_sees_one_response() {
+async fn ac_12g_ac_61_a_second_answer_is_forwarded_and_refused_by_agentctl_404_and_the_agent_sees_one_response()
+ {
     let kandev = kandev_on().await;
     let asked = kandev.ask("mock", "/e2e:single").await;
-    let r = kandev.answer(&asked.pending_id, &[("question_0", &["Postgres"], "")]).await;
+    let r = kandev
+        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
+        .await;
     assert_eq!(r.status, 200, "{r}");
-    kandev.wait_clarification_status(&asked.pending_id, "answered").await;
+    kandev
+        .wait_clarification_status(&asked.pending_id, "answered")
+        .await;
 
-    let again = kandev.answer(&asked.pending_id, &[("question_0", &["SQLite"], "")]).await;
+    let again = kandev
+        .answer(&asked.pending_id, &[("question_0", &["SQLite"], "")])
+        .await;
     assert_eq!(again.status, 404, "{again}");
     assert_eq!(again.body["error"]["code"], "NOT_FOUND", "{again}");
     assert_eq!(
@@ -74,7 +101,8 @@ async fn ac_12g_ac_61_a_second_answer_is_forwarded_and_refused_by_agentctl_404_a
 }
 
 #[tokio::test]
-async fn twenty_concurrent_operator_submissions_deliver_exactly_one_answer_and_the_agent_sees_one_response() {
+async fn twenty_concurrent_operator_submissions_deliver_exactly_one_answer_and_the_agent_sees_one_response()
+ {
     let kandev = Arc::new(kandev_on().await);
     let asked = kandev.ask("mock", "/e2e:single").await;
     let options = ["Postgres", "SQLite", "DynamoDB"];

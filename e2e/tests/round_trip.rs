@@ -11,7 +11,11 @@ async fn kandev_on() -> Kandev {
 }
 
 /// Answers `pending_id`, expects 200 `answered`, and returns what the agent received.
-async fn answer_and_see(kandev: &Kandev, pending_id: &str, answers: &[(&str, &[&str], &str)]) -> Value {
+async fn answer_and_see(
+    kandev: &Kandev,
+    pending_id: &str,
+    answers: &[(&str, &[&str], &str)],
+) -> Value {
     let r = kandev.answer(pending_id, answers).await;
     assert_eq!(r.status, 200, "respond: {r}");
     assert_eq!(r.body, json!({"status": "answered"}), "respond: {r}");
@@ -29,7 +33,8 @@ fn is_uuid_v4(id: &str) -> bool {
 }
 
 #[tokio::test]
-async fn ac_08_ac_60_f9_elicitation_becomes_an_agent_clarification_message_with_agentctls_pending_id_and_one_notification() {
+async fn ac_08_ac_60_f9_elicitation_becomes_an_agent_clarification_message_with_agentctls_pending_id_and_one_notification()
+ {
     let kandev = kandev_on().await;
     let ws = kandev.ws().await;
     let asked = kandev.ask("mock", "/e2e:single").await;
@@ -37,26 +42,41 @@ async fn ac_08_ac_60_f9_elicitation_becomes_an_agent_clarification_message_with_
 
     // AC-60: agentctl's id (UUID v4), verbatim: agentctl's own log names it.
     assert!(is_uuid_v4(pid), "{pid}");
-    poll_until("agentctl's log to name the pending id", DEADLINE, || async {
-        kandev
-            .log()
-            .lines()
-            .any(|l| l.contains("kandev::agentctl") && l.contains(pid))
-            .then_some(())
-    })
+    poll_until(
+        "agentctl's log to name the pending id",
+        DEADLINE,
+        || async {
+            kandev
+                .log()
+                .lines()
+                .any(|l| l.contains("kandev::agentctl") && l.contains(pid))
+                .then_some(())
+        },
+    )
     .await;
     assert_eq!(asked.record["source"], "elicitation");
     assert_eq!(asked.record["status"], "pending");
     assert_eq!(asked.record["session_id"], asked.session_id.as_str());
     assert_eq!(asked.record["task_id"], asked.task_id.as_str());
     assert_eq!(asked.record["tool_call_id"], "tool-42");
-    assert_eq!(asked.record["message"], "Which database should the new service use?");
+    assert_eq!(
+        asked.record["message"],
+        "Which database should the new service use?"
+    );
     let q = &asked.record["questions"][0];
     assert_eq!(q["id"], "question_0");
     assert_eq!(q["kind"], "single_select");
     assert_eq!(q["custom_answer"]["key"], "question_0_custom");
-    let ids: Vec<&Value> = q["options"].as_array().expect("options").iter().map(|o| &o["id"]).collect();
-    assert_eq!(ids, [&json!("Postgres"), &json!("SQLite"), &json!("DynamoDB")]);
+    let ids: Vec<&Value> = q["options"]
+        .as_array()
+        .expect("options")
+        .iter()
+        .map(|o| &o["id"])
+        .collect();
+    assert_eq!(
+        ids,
+        [&json!("Postgres"), &json!("SQLite"), &json!("DynamoDB")]
+    );
 
     // AC-08: an agent-authored clarification_request message that requests input.
     let messages = kandev.messages(&asked.session_id).await;
@@ -73,7 +93,10 @@ async fn ac_08_ac_60_f9_elicitation_becomes_an_agent_clarification_message_with_
     assert_eq!(session["pending_action"], "clarification");
 
     // The operator's surfaces heard about it.
-    ws.wait_for_type("clarification.created", DEADLINE, |d| d["pending_id"] == pid).await;
+    ws.wait_for_type("clarification.created", DEADLINE, |d| {
+        d["pending_id"] == pid
+    })
+    .await;
     ws.wait_for_type("message.created", DEADLINE, |d| {
         d["type"] == "clarification_request" && d["metadata"]["pending_id"] == pid
     })
@@ -91,16 +114,32 @@ async fn ac_08_ac_60_f9_elicitation_becomes_an_agent_clarification_message_with_
         .into_iter()
         .filter(|n| n["event"] == "session.clarification_requested")
         .collect();
-    assert_eq!(notes.len(), 1, "one notification per elicitation: {notes:?}");
+    assert_eq!(
+        notes.len(),
+        1,
+        "one notification per elicitation: {notes:?}"
+    );
     let note = &notes[0];
     assert_eq!(note["session_id"], asked.session_id.as_str());
     assert_eq!(note["task_id"], asked.task_id.as_str());
     let text = format!("{} {}", note["title"], note["body"]);
-    for secret in ["Which database", "Datastore", "Postgres", "SQLite", "DynamoDB"] {
-        assert!(!text.contains(secret), "notification leaks {secret:?}: {note}");
+    for secret in [
+        "Which database",
+        "Datastore",
+        "Postgres",
+        "SQLite",
+        "DynamoDB",
+    ] {
+        assert!(
+            !text.contains(secret),
+            "notification leaks {secret:?}: {note}"
+        );
     }
     assert!(
-        note["body"].as_str().expect("body").contains("e2e: /e2e:single"),
+        note["body"]
+            .as_str()
+            .expect("body")
+            .contains("e2e: /e2e:single"),
         "the body names the task: {note}"
     );
     let ws_notes = ws
@@ -126,7 +165,12 @@ async fn ac_09_task_list_shows_waiting_for_input_while_pending_then_idle_after_t
     })
     .await;
 
-    answer_and_see(&kandev, &asked.pending_id, &[("question_0", &["SQLite"], "")]).await;
+    answer_and_see(
+        &kandev,
+        &asked.pending_id,
+        &[("question_0", &["SQLite"], "")],
+    )
+    .await;
     kandev.wait_session_state(&asked.session_id, "IDLE").await;
     let listed = kandev.task_in_list(&asked.task_id).await;
     assert_eq!(listed["state"], "IDLE", "{listed}");
@@ -134,12 +178,21 @@ async fn ac_09_task_list_shows_waiting_for_input_while_pending_then_idle_after_t
 }
 
 #[tokio::test]
-async fn ac_10_ac_13_selected_label_reaches_the_agent_at_the_schema_key_and_the_original_prompt_ends_the_turn() {
+async fn ac_10_ac_13_selected_label_reaches_the_agent_at_the_schema_key_and_the_original_prompt_ends_the_turn()
+ {
     let kandev = kandev_on().await;
     let ws = kandev.ws().await;
     let asked = kandev.ask("mock", "/e2e:single").await;
-    let got = answer_and_see(&kandev, &asked.pending_id, &[("question_0", &["DynamoDB"], "")]).await;
-    assert_eq!(got, json!({"action": "accept", "content": {"question_0": "DynamoDB"}}));
+    let got = answer_and_see(
+        &kandev,
+        &asked.pending_id,
+        &[("question_0", &["DynamoDB"], "")],
+    )
+    .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"question_0": "DynamoDB"}})
+    );
 
     kandev.wait_session_state(&asked.session_id, "IDLE").await;
     // AC-13: one session/prompt for the whole exchange, and it is the one that returns
@@ -153,23 +206,37 @@ async fn ac_10_ac_13_selected_label_reaches_the_agent_at_the_schema_key_and_the_
     let prompt_id = &prompts[0].frame["id"];
     let answered_at = frames
         .iter()
-        .position(|f| f.dir == "recv" && f.method().is_none() && f.frame["result"]["action"] == "accept")
+        .position(|f| {
+            f.dir == "recv" && f.method().is_none() && f.frame["result"]["action"] == "accept"
+        })
         .expect("the answer frame");
     let ended_at = frames
         .iter()
-        .position(|f| f.dir == "send" && &f.frame["id"] == prompt_id && f.frame.get("result").is_some())
+        .position(|f| {
+            f.dir == "send" && &f.frame["id"] == prompt_id && f.frame.get("result").is_some()
+        })
         .expect("the prompt's response");
-    assert!(answered_at < ended_at, "the original prompt returns after the answer");
+    assert!(
+        answered_at < ended_at,
+        "the original prompt returns after the answer"
+    );
     assert_eq!(frames[ended_at].frame["result"]["stopReason"], "end_turn");
 
-    let record = kandev.wait_clarification_status(&asked.pending_id, "answered").await;
+    let record = kandev
+        .wait_clarification_status(&asked.pending_id, "answered")
+        .await;
     assert!(record["settled_at"].is_string(), "{record}");
-    assert_eq!(record["answer"]["answers"][0]["selected_options"], json!(["DynamoDB"]));
+    assert_eq!(
+        record["answer"]["answers"][0]["selected_options"],
+        json!(["DynamoDB"])
+    );
     ws.wait_for_type("clarification.settled", DEADLINE, |d| {
         d["pending_id"] == asked.pending_id.as_str() && d["status"] == "answered"
     })
     .await;
-    let text = kandev.wait_agent_text(&asked.session_id, "elicitation e1 result").await;
+    let text = kandev
+        .wait_agent_text(&asked.session_id, "elicitation e1 result")
+        .await;
     assert!(text.contains("DynamoDB"), "{text}");
 }
 
@@ -181,7 +248,12 @@ async fn ac_11_free_text_goes_to_the_declared_companion_key_answer_freeform() {
     assert_eq!(q["id"], "answer");
     assert_eq!(q["custom_answer"]["key"], "answer_freeform");
     assert_eq!(asked.record["questions"].as_array().map(Vec::len), Some(1));
-    let got = answer_and_see(&kandev, &asked.pending_id, &[("answer", &[], "Split the module")]).await;
+    let got = answer_and_see(
+        &kandev,
+        &asked.pending_id,
+        &[("answer", &[], "Split the module")],
+    )
+    .await;
     assert_eq!(
         got,
         json!({"action": "accept", "content": {"answer_freeform": "Split the module"}})
@@ -198,8 +270,16 @@ async fn ac_11a_ac_56_rule_4_question_has_zero_options_and_its_free_text_goes_to
     assert_eq!(questions[0]["kind"], "text");
     assert_eq!(questions[0]["options"], json!([]));
     assert_eq!(questions[0]["custom_answer"], Value::Null);
-    let got = answer_and_see(&kandev, &asked.pending_id, &[("apiKey", &[], "sk-live-123")]).await;
-    assert_eq!(got, json!({"action": "accept", "content": {"apiKey": "sk-live-123"}}));
+    let got = answer_and_see(
+        &kandev,
+        &asked.pending_id,
+        &[("apiKey", &[], "sk-live-123")],
+    )
+    .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"apiKey": "sk-live-123"}})
+    );
 }
 
 #[tokio::test]
@@ -212,12 +292,19 @@ async fn ac_12_ac_55_multi_select_carries_both_labels_in_declaration_order_not_c
         .expect("question_1")
         .clone();
     assert_eq!(envs["kind"], "multi_select");
-    let got = answer_and_see(&kandev, &asked.pending_id, &[("question_1", &["prod", "dev"], "")]).await;
+    let got = answer_and_see(
+        &kandev,
+        &asked.pending_id,
+        &[("question_1", &["prod", "dev"], "")],
+    )
+    .await;
     assert_eq!(
         got,
         json!({"action": "accept", "content": {"question_1": ["dev", "prod"]}})
     );
-    let record = kandev.wait_clarification_status(&asked.pending_id, "answered").await;
+    let record = kandev
+        .wait_clarification_status(&asked.pending_id, "answered")
+        .await;
     let selected = &record["answer"]["answers"][0]["selected_options"];
     let mut held: Vec<&str> = selected
         .as_array()
@@ -251,7 +338,9 @@ async fn ac_12b_submitting_nothing_is_accept_with_empty_content_not_decline() {
     let asked = kandev.ask("mock", "/e2e:single").await;
     let got = answer_and_see(&kandev, &asked.pending_id, &[]).await;
     assert_eq!(got, json!({"action": "accept", "content": {}}));
-    kandev.wait_clarification_status(&asked.pending_id, "answered").await;
+    kandev
+        .wait_clarification_status(&asked.pending_id, "answered")
+        .await;
 }
 
 #[tokio::test]
@@ -266,10 +355,21 @@ async fn ac_12c_refusal_fallback_is_one_two_option_question_and_retry_fallback_i
     assert_eq!(q["options"][0]["id"], "retry_fallback");
     assert_eq!(q["options"][1]["id"], "cancelled");
     assert_eq!(q["custom_answer"], Value::Null);
-    assert_eq!(q["prompt"], asked.record["message"], "prompt is the request's message");
+    assert_eq!(
+        q["prompt"], asked.record["message"],
+        "prompt is the request's message"
+    );
     assert!(q["title"].is_null(), "{q}");
-    let got = answer_and_see(&kandev, &asked.pending_id, &[("choice", &["retry_fallback"], "")]).await;
-    assert_eq!(got, json!({"action": "accept", "content": {"choice": "retry_fallback"}}));
+    let got = answer_and_see(
+        &kandev,
+        &asked.pending_id,
+        &[("choice", &["retry_fallback"], "")],
+    )
+    .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"choice": "retry_fallback"}})
+    );
 }
 
 #[tokio::test]
@@ -282,9 +382,24 @@ async fn ac_12h_only_the_answered_question_of_three_contributes_a_key() {
         .iter()
         .map(|q| &q["id"])
         .collect();
-    assert_eq!(ids, [&json!("question_0"), &json!("question_1"), &json!("question_2")]);
-    let got = answer_and_see(&kandev, &asked.pending_id, &[("question_1", &["Kafka"], "")]).await;
-    assert_eq!(got, json!({"action": "accept", "content": {"question_1": "Kafka"}}));
+    assert_eq!(
+        ids,
+        [
+            &json!("question_0"),
+            &json!("question_1"),
+            &json!("question_2")
+        ]
+    );
+    let got = answer_and_see(
+        &kandev,
+        &asked.pending_id,
+        &[("question_1", &["Kafka"], "")],
+    )
+    .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"question_1": "Kafka"}})
+    );
 }
 
 #[tokio::test]
@@ -300,7 +415,9 @@ async fn ac_14_rejecting_the_bundle_is_decline_and_the_record_is_declined() {
         .wait_for_elicitation_response(1, TURN_DEADLINE)
         .await;
     assert_eq!(got, json!({"action": "decline"}));
-    kandev.wait_clarification_status(&asked.pending_id, "declined").await;
+    kandev
+        .wait_clarification_status(&asked.pending_id, "declined")
+        .await;
     ws.wait_for_type("clarification.settled", DEADLINE, |d| {
         d["pending_id"] == asked.pending_id.as_str() && d["status"] == "declined"
     })
@@ -310,7 +427,8 @@ async fn ac_14_rejecting_the_bundle_is_decline_and_the_record_is_declined() {
 }
 
 #[tokio::test]
-async fn f10_an_answer_naming_an_undeclared_option_is_400_invalid_answer_and_the_pending_stays_open() {
+async fn f10_an_answer_naming_an_undeclared_option_is_400_invalid_answer_and_the_pending_stays_open()
+ {
     let kandev = kandev_on().await;
     let asked = kandev.ask("mock", "/e2e:single").await;
     for bad in [
@@ -325,8 +443,19 @@ async fn f10_an_answer_naming_an_undeclared_option_is_400_invalid_answer_and_the
     }
     let record = kandev.clarification(&asked.pending_id).await;
     assert_eq!(record["status"], "pending", "{record}");
-    assert!(kandev.frames().elicitation_responses().is_empty(), "nothing reached the agent");
+    assert!(
+        kandev.frames().elicitation_responses().is_empty(),
+        "nothing reached the agent"
+    );
     // The pending still works.
-    let got = answer_and_see(&kandev, &asked.pending_id, &[("question_0", &["SQLite"], "")]).await;
-    assert_eq!(got, json!({"action": "accept", "content": {"question_0": "SQLite"}}));
+    let got = answer_and_see(
+        &kandev,
+        &asked.pending_id,
+        &[("question_0", &["SQLite"], "")],
+    )
+    .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"question_0": "SQLite"}})
+    );
 }

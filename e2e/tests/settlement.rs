@@ -1,0 +1,305 @@
+//! Settlement without the operator (F7) at full stack: turn cancel (AC-15), the answer
+//! deadline (AC-64), the agent's own cancel, the agent exiting, agentctl killed
+//! (→ `agent_disconnected`, then `not_delivered`), and a dropped agent stream through the
+//! fault proxy (AC-20a: 503 while down, the record stays open; re-attach, same pending
+//! answered, no event lost).
+
+use kandev_e2e::{
+    Asked, DEADLINE, FaultProxy, Kandev, KandevOptions, OperatorWs, RemoteAgentctl, TURN_DEADLINE,
+    poll_until,
+};
+use serde_json::{Value, json};
+
+async fn kandev_on(options: KandevOptions) -> Kandev {
+    Kandev::start(options.flag_env(true)).await
+}
+
+/// The surface is withdrawn: record `status`, its message's metadata, `pending_action`
+/// and a `clarification.settled` event.
+async fn assert_withdrawn(kandev: &Kandev, ws: &OperatorWs, asked: &Asked, status: &str) {
+    let record = kandev
+        .wait_clarification_status(&asked.pending_id, status)
+        .await;
+    assert!(record["settled_at"].is_string(), "{record}");
+    ws.wait_for_type("clarification.settled", DEADLINE, |d| {
+        d["pending_id"] == asked.pending_id.as_str() && d["status"] == status
+    })
+    .await;
+    let session = kandev
+        .wait_session("pending_action cleared", &asked.session_id, |s| {
+            s["pending_action"].is_null()
+        })
+        .await;
+    assert_ne!(session["state"], "WAITING_FOR_INPUT", "{session}");
+    let messages = kandev.messages(&asked.session_id).await;
+    let m = messages
+        .iter()
+        .find(|m| m["metadata"]["pending_id"] == asked.pending_id.as_str())
+        .expect("the clarification message");
+    assert_eq!(m["metadata"]["status"], status, "message metadata: {m}");
+    let task = kandev.task_in_list(&asked.task_id).await;
+    assert_eq!(task["pending_action"], Value::Null, "{task}");
+    assert_ne!(task["state"], "WAITING_FOR_INPUT", "{task}");
+}
+
+#[tokio::test]
+async fn ac_15_turn_cancel_answers_cancel_and_withdraws_the_surface() {
+    let kandev = kandev_on(KandevOptions::new()).await;
+    let ws = kandev.ws().await;
+    let asked = kandev.ask("mock", "/e2e:single").await;
+    let r = kandev
+        .api()
+        .post(
+            &format!("/api/v1/sessions/{}/cancel", asked.session_id),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{r}");
+    let got = kandev
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
+    assert_eq!(got, json!({"action": "cancel"}));
+    assert_withdrawn(&kandev, &ws, &asked, "cancelled").await;
+    let late = kandev
+        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
+        .await;
+    assert_eq!(late.status, 404, "an answer after the cancel: {late}");
+    assert_eq!(
+        kandev.frames().elicitation_responses().len(),
+        1,
+        "one response on the wire"
+    );
+}
+
+#[tokio::test]
+async fn ac_64_answer_deadline_declines_the_request_the_turn_continues_and_the_surface_is_withdrawn()
+ {
+    let kandev = kandev_on(KandevOptions::new().answer_timeout("1500ms")).await;
+    let ws = kandev.ws().await;
+    let asked = kandev.ask("mock", "/e2e:single").await;
+    let got = kandev
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
+    assert_eq!(got, json!({"action": "decline"}), "decline, not cancel");
+    assert_withdrawn(&kandev, &ws, &asked, "expired").await;
+    // The turn continued: the agent reported the decline and ended on its original prompt.
+    let text = kandev
+        .wait_agent_text(&asked.session_id, "elicitation e1 result")
+        .await;
+    assert!(text.contains("decline"), "{text}");
+    kandev.wait_session_state(&asked.session_id, "IDLE").await;
+    assert_eq!(kandev.frames().prompt_requests().len(), 1);
+    let late = kandev
+        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
+        .await;
+    assert_eq!(late.status, 404, "{late}");
+    assert_eq!(late.body["error"]["origin"], "agentctl", "{late}");
+    assert_eq!(kandev.frames().elicitation_responses().len(), 1);
+}
+
+#[tokio::test]
+async fn agent_cancelling_its_own_request_settles_the_record_cancelled_and_withdraws_the_surface() {
+    let kandev = kandev_on(KandevOptions::new()).await;
+    let ws = kandev.ws().await;
+    let (task, session) = kandev.task_with_session("mock", "/e2e:agent-cancel").await;
+    let sid = session["id"].as_str().expect("id").to_owned();
+    // The agent cancels 100 ms after asking: wait for the record whatever its status.
+    let record = poll_until("the clarification record", DEADLINE, || async {
+        kandev.clarifications(&sid, None).await.into_iter().next()
+    })
+    .await;
+    let asked = Asked {
+        task_id: task["id"].as_str().expect("id").to_owned(),
+        session_id: sid.clone(),
+        pending_id: record["pending_id"].as_str().expect("id").to_owned(),
+        record,
+    };
+    assert_withdrawn(&kandev, &ws, &asked, "cancelled").await;
+    kandev.wait_session_state(&sid, "IDLE").await;
+    let late = kandev
+        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
+        .await;
+    assert_eq!(late.status, 404, "{late}");
+    assert!(
+        kandev.frames().elicitation_responses().len() <= 1,
+        "at most the cancellation's own response: {:?}",
+        kandev.frames().elicitation_responses()
+    );
+}
+
+#[tokio::test]
+async fn agent_exit_marks_the_record_agent_disconnected_and_a_later_answer_is_200_not_delivered() {
+    let kandev = kandev_on(KandevOptions::new()).await;
+    let ws = kandev.ws().await;
+    let (task, session) = kandev.task_with_session("mock", "/e2e:crash").await;
+    let sid = session["id"].as_str().expect("id").to_owned();
+    let record = poll_until("the clarification record", DEADLINE, || async {
+        kandev.clarifications(&sid, None).await.into_iter().next()
+    })
+    .await;
+    let asked = Asked {
+        task_id: task["id"].as_str().expect("id").to_owned(),
+        session_id: sid.clone(),
+        pending_id: record["pending_id"].as_str().expect("id").to_owned(),
+        record,
+    };
+    assert_withdrawn(&kandev, &ws, &asked, "agent_disconnected").await;
+    let session = kandev.wait_session_state(&sid, "FAILED").await;
+    assert_eq!(session["pending_action"], Value::Null);
+    assert_not_delivered(&kandev, &asked).await;
+}
+
+/// A submission after `agent_disconnected` is 200 `not_delivered`, recorded on the message,
+/// and nothing reaches an agent.
+async fn assert_not_delivered(kandev: &Kandev, asked: &Asked) {
+    let r = kandev
+        .answer(&asked.pending_id, &[("question_0", &["SQLite"], "")])
+        .await;
+    assert_eq!(r.status, 200, "{r}");
+    assert_eq!(r.body, json!({"status": "not_delivered"}), "{r}");
+    assert!(
+        kandev.frames().elicitation_responses().is_empty(),
+        "nothing on the wire"
+    );
+    let record = kandev.clarification(&asked.pending_id).await;
+    assert_eq!(record["status"], "agent_disconnected", "{record}");
+    let messages = kandev.messages(&asked.session_id).await;
+    let m = messages
+        .iter()
+        .find(|m| m["metadata"]["pending_id"] == asked.pending_id.as_str())
+        .expect("the clarification message");
+    assert_eq!(
+        m["metadata"]["undelivered_answer"]["answers"][0]["selected_options"],
+        json!(["SQLite"]),
+        "what the operator chose is kept on the message: {m}"
+    );
+}
+
+#[tokio::test]
+async fn agentctl_killed_marks_the_record_agent_disconnected_and_a_later_answer_is_200_not_delivered()
+ {
+    let kandev = kandev_on(KandevOptions::new()).await;
+    let ws = kandev.ws().await;
+    let asked = kandev.ask("mock", "/e2e:single").await;
+    let agentctls = kandev.agentctls();
+    assert_eq!(agentctls.len(), 1, "one local agentctl: {agentctls:?}");
+    kandev_e2e::process::kill(&agentctls[0].0.to_string(), "KILL");
+    assert_withdrawn(&kandev, &ws, &asked, "agent_disconnected").await;
+    let session = kandev.wait_session_state(&asked.session_id, "FAILED").await;
+    assert_eq!(session["pending_action"], Value::Null);
+    assert_not_delivered(&kandev, &asked).await;
+}
+
+#[tokio::test]
+async fn ac_20a_dropped_stream_is_503_with_the_record_open_then_reattach_answers_the_same_pending_and_loses_no_event()
+ {
+    let agentctl = RemoteAgentctl::start(&[]).await;
+    let proxy = FaultProxy::start(agentctl.addr()).await;
+    let kandev = kandev_on(KandevOptions::new().remote(&proxy.ws_url(), agentctl.token())).await;
+    let ws = kandev.ws().await;
+    let asked = kandev.ask("mock", "/e2e:e2e-detach").await;
+
+    proxy.cut();
+    let r = kandev
+        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
+        .await;
+    assert_eq!(r.status, 503, "{r}");
+    assert_eq!(r.body["error"]["code"], "AGENT_STREAM_NOT_CONNECTED", "{r}");
+    let record = kandev.clarification(&asked.pending_id).await;
+    assert_eq!(
+        record["status"], "pending",
+        "the record stays open: {record}"
+    );
+    assert!(
+        kandev.frames().elicitation_responses().is_empty(),
+        "no ACP frame sent"
+    );
+    assert!(ws.of_type("clarification.settled").is_empty());
+
+    // Restored: the backend re-attaches; the same pending takes the answer.
+    proxy.restore();
+    let answered = poll_until(
+        "the re-attached stream to take the answer",
+        DEADLINE,
+        || async {
+            let r = kandev
+                .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
+                .await;
+            match r.status {
+                503 => None,
+                _ => Some(r),
+            }
+        },
+    )
+    .await;
+    assert_eq!(answered.status, 200, "{answered}");
+    assert_eq!(answered.body, json!({"status": "answered"}));
+    // The agent pauses 1.5 s after this answer before its next question: drop the
+    // stream again at once, so that question is raised while kandev is detached.
+    proxy.cut();
+    let got = kandev
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"question_0": "Postgres"}})
+    );
+    assert_eq!(
+        kandev.frames().elicitation_requests().len(),
+        1,
+        "the second question must come after the cut"
+    );
+    kandev
+        .frames()
+        .wait_for_elicitation_request(2, TURN_DEADLINE)
+        .await;
+    assert_eq!(
+        kandev.clarifications(&asked.session_id, None).await.len(),
+        1,
+        "kandev cannot know of the second question while detached"
+    );
+
+    // Restored again: the buffered events arrive (none lost) and the turn goes on.
+    proxy.restore();
+    let second = poll_until("the buffered second question", DEADLINE, || async {
+        kandev
+            .clarifications(&asked.session_id, Some("pending"))
+            .await
+            .into_iter()
+            .find(|c| c["pending_id"] != asked.pending_id.as_str())
+    })
+    .await;
+    assert_eq!(second["tool_call_id"], "tool-43");
+    kandev
+        .wait_clarification_status(&asked.pending_id, "answered")
+        .await;
+    let second_id = second["pending_id"].as_str().expect("id");
+    let r = kandev
+        .answer(second_id, &[("question_0", &["Redis"], "")])
+        .await;
+    assert_eq!(r.status, 200, "{r}");
+    let got = kandev
+        .frames()
+        .wait_for_elicitation_response(2, TURN_DEADLINE)
+        .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"question_0": "Redis"}})
+    );
+    kandev
+        .wait_agent_text(&asked.session_id, "both answered")
+        .await;
+    kandev.wait_session_state(&asked.session_id, "IDLE").await;
+    let text = kandev.agent_text(&asked.session_id).await;
+    assert!(
+        text.contains("elicitation e1 result") && text.contains("elicitation e2 result"),
+        "every agent update arrived: {text}"
+    );
+    assert!(
+        proxy.refused() > 0 || proxy.accepted() >= 2,
+        "the proxy really cut"
+    );
+}
