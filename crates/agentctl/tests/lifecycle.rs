@@ -501,3 +501,128 @@ async fn attach_with_after_seq_replays_events_a_dying_stream_may_have_lost() {
         "no replay without after_seq, and no gap"
     );
 }
+
+#[tokio::test]
+async fn an_agent_that_ignores_stdin_eof_is_killed_after_the_grace_period() {
+    let agentctl = AgentCtl::start(&[]);
+    let mut stream = agentctl.connect().await;
+    let log = MockLog::new();
+    let mut payload = start_payload("s-1", "single", true, &log);
+    // The shell becomes `sleep` once the mock agent exits on EOF, so the process lingers.
+    let mock = payload["agent"]["command"].clone();
+    let quoted: Vec<String> = mock
+        .as_array()
+        .expect("argv")
+        .iter()
+        .map(|a| format!("'{}'", a.as_str().expect("str")))
+        .collect();
+    payload["agent"]["command"] =
+        json!(["sh", "-c", format!("{}; exec sleep 60", quoted.join(" "))]);
+    stream.ok("agent.session.start", payload).await;
+    stream.ok("agent.prompt", json!({"text": "go"})).await;
+    stream.event("elicitation_requested").await;
+    let started = std::time::Instant::now();
+    assert_eq!(
+        stream.ok("agent.shutdown", json!({})).await,
+        json!({"success": true})
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "killed after the grace period, not waited out"
+    );
+    assert_eq!(
+        stream.event("elicitation_settled").await["outcome"],
+        "shutdown"
+    );
+    assert_eq!(
+        stream.event("agent_exited").await["code"],
+        Value::Null,
+        "killed by a signal"
+    );
+    assert_eq!(
+        log.elicitation_answer(1).await.1,
+        json!({"action": "cancel"})
+    );
+}
+
+#[tokio::test]
+async fn two_hundred_pendings_are_each_answered_exactly_once_with_their_own_answer() {
+    const N: usize = 200;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = ["Postgres", "SQLite", "DynamoDB"];
+    let mut steps: Vec<Value> = (0..N)
+        .map(|i| {
+            json!({"elicit": {"id": format!("e{i}"), "params": {
+                "mode": "form", "sessionId": "$SESSION_ID", "message": format!("Question {i}"),
+                "requestedSchema": {"type": "object", "properties": {"question_0": {
+                    "type": "string", "title": "Datastore",
+                    "oneOf": options.iter().map(|o| json!({"const": o, "title": o})).collect::<Vec<_>>()}}}}}})
+        })
+        .collect();
+    steps.extend((0..N).map(|i| json!({"await": {"id": format!("e{i}")}})));
+    let scenario = json!({"name": "many", "description": "N elicitations at once", "steps": steps});
+    std::fs::write(dir.path().join("many.json"), scenario.to_string()).expect("write scenario");
+
+    let agentctl = AgentCtl::start(&[]);
+    let mut stream = agentctl.connect().await;
+    let log = MockLog::new();
+    stream
+        .ok(
+            "agent.session.start",
+            support::start_payload_in("mock", "s-1", "many", dir.path(), true, &log),
+        )
+        .await;
+    stream.ok("agent.prompt", json!({"text": "go"})).await;
+    let mut by_message = std::collections::HashMap::new();
+    for _ in 0..N {
+        let requested = stream.event("elicitation_requested").await;
+        by_message.insert(
+            requested["message"].as_str().expect("message").to_owned(),
+            pending_id(&requested),
+        );
+    }
+    assert_eq!(by_message.len(), N);
+    let listed = stream.ok("agent.elicitations.list", json!({})).await;
+    assert_eq!(listed["pending"].as_array().map(Vec::len), Some(N));
+
+    // Answer all at once, each twice; question i gets option i % 3.
+    let submissions = (0..N).flat_map(|i| {
+        let id = by_message[&format!("Question {i}")].clone();
+        let answer = json!({"pending_id": id, "answers": [{"question_id": "question_0", "selected_options": [options[i % 3]]}]});
+        [answer.clone(), answer]
+    });
+    let replies = futures::future::join_all(
+        submissions.map(|payload| stream.request("agent.elicitations.respond", payload)),
+    )
+    .await;
+    assert_eq!(
+        replies.iter().filter(|r| r["type"] == "response").count(),
+        N
+    );
+    assert_eq!(
+        replies
+            .iter()
+            .filter(|r| r["payload"]["code"] == "NOT_FOUND")
+            .count(),
+        N
+    );
+
+    assert_eq!(
+        stream.event("turn_completed").await["stop_reason"],
+        "end_turn"
+    );
+    let requests = log.sent_requests("elicitation/create");
+    assert_eq!(requests.len(), N);
+    for request in &requests {
+        let i: usize = request["params"]["message"].as_str().expect("message")["Question ".len()..]
+            .parse()
+            .expect("index");
+        let responses = log.responses_to(&request["id"]);
+        assert_eq!(responses.len(), 1, "question {i}");
+        assert_eq!(
+            responses[0]["result"],
+            json!({"action": "accept", "content": {"question_0": options[i % 3]}}),
+            "question {i}"
+        );
+    }
+}

@@ -526,13 +526,32 @@ pub fn start_payload_for(
     elicitation: bool,
     log: &MockLog,
 ) -> Value {
+    start_payload_in(
+        agent_id,
+        session_id,
+        scenario,
+        &scenario_dir(),
+        elicitation,
+        log,
+    )
+}
+
+/// Same, loading extra scenarios from `dir`.
+pub fn start_payload_in(
+    agent_id: &str,
+    session_id: &str,
+    scenario: &str,
+    dir: &Path,
+    elicitation: bool,
+    log: &MockLog,
+) -> Value {
     json!({
         "session_id": session_id,
         "agent": {
             "id": agent_id,
             "command": [
                 mock_agent_bin(), "--scenario", scenario,
-                "--scenario-dir", scenario_dir(),
+                "--scenario-dir", dir,
             ],
             "env": {"MOCK_AGENT_LOG": log.path, "RUST_LOG": "warn"},
         },
