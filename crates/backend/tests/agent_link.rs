@@ -146,9 +146,14 @@ struct ServedAgentctl {
 }
 
 async fn serve_agentctl() -> ServedAgentctl {
+    serve_agentctl_with(&[]).await
+}
+
+async fn serve_agentctl_with(env: &[(&str, &str)]) -> ServedAgentctl {
     let token = format!("remote-test-token-{}", std::process::id());
     let mut child = tokio::process::Command::new(binary("agentctl"))
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .envs(env.iter().copied())
         .env(AGENTCTL_TOKEN_VAR, &token)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -576,24 +581,106 @@ async fn events_emitted_while_detached_arrive_after_reattach_in_order() {
 
     // Keep the stream down until the agent has finished its turn, so agentctl must
     // buffer "two", "three" and the turn end.
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let log = std::fs::read_to_string(&agent_log).unwrap_or_default();
-        if log.contains("stopReason") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the agent never ended its turn");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_agent_log(&agent_log, "stopReason").await;
     proxy.admit();
 
-    assert_eq!(
-        next_event(&mut events).await,
-        LinkEvent::Reattached { pending: vec![] }
-    );
-    let rest = until_turn_completed(&mut events).await;
+    let rest = until_reattached_and_turn_completed(&mut events).await;
     let texts: Vec<String> = rest.iter().filter_map(agent_text).collect();
     assert_eq!(texts, ["two", "three"], "nothing lost, nothing reordered");
+    assert!(
+        rest.contains(&LinkEvent::Reattached { pending: vec![] }),
+        "{rest:?}"
+    );
+    link.shutdown().await;
+}
+
+/// Collects events until both `Reattached` and the turn's end have arrived.
+async fn until_reattached_and_turn_completed(
+    events: &mut UnboundedReceiver<LinkEvent>,
+) -> Vec<LinkEvent> {
+    let mut seen = Vec::new();
+    let (mut reattached, mut completed) = (false, false);
+    while !(reattached && completed) {
+        let event = next_event(events).await;
+        reattached |= matches!(event, LinkEvent::Reattached { .. });
+        completed |= matches!(event, LinkEvent::Agent(AgentEvent::TurnCompleted { .. }));
+        seen.push(event);
+    }
+    seen
+}
+
+/// Polls the mock agent's frame log until it contains `needle`.
+async fn wait_for_agent_log(log: &Path, needle: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(needle) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent log never showed {needle}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_pending_settled_while_detached_is_reported_before_the_snapshot() {
+    // A one-second answer deadline: agentctl declines the elicitation while the stream
+    // is down. The link must deliver that `elicitation_settled` before `Reattached`,
+    // whose snapshot then no longer lists it (so the backend never mistakes it for lost).
+    let agentctl = serve_agentctl_with(&[("KANDEV_ELICITATION_ANSWER_TIMEOUT", "1s")]).await;
+    let proxy = CuttableProxy::start(agentctl.addr).await;
+    let logs = tempfile::tempdir().expect("tempdir");
+    let agent_log = logs.path().join("agent.log");
+    let mut start_request = session_start("it-timeout", &["--scenario", "demo"], true);
+    start_request
+        .agent
+        .env
+        .insert("MOCK_AGENT_LOG".into(), agent_log.display().to_string());
+
+    let executor = ExecutorConfig::Remote {
+        url: format!("ws://{}", proxy.addr),
+        token: agentctl.token.clone(),
+    };
+    let (link, mut events) = AgentLink::connect(&executor, "it-timeout")
+        .await
+        .expect("connect");
+    start(&link, &start_request).await;
+    prompt(&link, "ask me").await;
+    let requested = loop {
+        if let LinkEvent::Agent(AgentEvent::ElicitationRequested(requested)) =
+            next_event(&mut events).await
+        {
+            break requested;
+        }
+    };
+    proxy.cut_and_refuse();
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+    // The agent got the deadline's decline and finished its turn: all of it is buffered.
+    wait_for_agent_log(&agent_log, "stopReason").await;
+    proxy.admit();
+
+    let rest = until_reattached_and_turn_completed(&mut events).await;
+    let settled = rest.iter().position(|e| {
+        matches!(
+            e,
+            LinkEvent::Agent(AgentEvent::ElicitationSettled { pending_id, outcome: SettleOutcome::TimedOut, .. })
+                if *pending_id == requested.pending_id
+        )
+    });
+    let reattached = rest
+        .iter()
+        .position(|e| matches!(e, LinkEvent::Reattached { .. }));
+    let (Some(settled), Some(reattached)) = (settled, reattached) else {
+        panic!("both the settlement and the re-attach arrive: {rest:?}");
+    };
+    assert!(
+        settled < reattached,
+        "kept events come before the snapshot: {rest:?}"
+    );
+    assert_eq!(rest[reattached], LinkEvent::Reattached { pending: vec![] });
     link.shutdown().await;
 }
 

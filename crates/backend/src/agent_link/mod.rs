@@ -6,8 +6,9 @@
 //! sends `agent.session.start` itself through [`AgentLink::request`]. The link watches
 //! for the first successful `agent.session.start` (or `agent.session.attach`) and from
 //! then on knows which session to re-attach after a drop: it reconnects with backoff,
-//! sends `agent.session.attach {session_id}` on the new stream before any other request
-//! may use it, and reports [`LinkEvent::Reattached`] with agentctl's still-open
+//! sends `agent.session.attach {session_id}` (then `agent.elicitations.list`) on the new
+//! stream before any other request may use it, delivers the events agentctl kept while
+//! detached, and reports [`LinkEvent::Reattached`] with agentctl's still-open
 //! elicitations. While the stream is down every request fails at once with
 //! [`LinkError::NotConnected`] and nothing is sent (AC-20a).
 //!
@@ -88,11 +89,14 @@ pub enum LinkEvent {
     Disconnected,
     /// The stream is back; `pending` is agentctl's list of still-open elicitations.
     ///
-    /// The list is a snapshot taken when agentctl accepted the re-attach. The events
-    /// agentctl buffered while the stream was down follow this event, in their original
-    /// order, so they may be older than the snapshot: consumers key by `pending_id`.
-    /// When the stream dropped before any session was started on it, nothing is
-    /// re-attached and `pending` is empty.
+    /// The events agentctl kept while the stream was down are delivered *before* this
+    /// event, in their original order, and `pending` is a snapshot taken after all of
+    /// them (the link asks `agent.elicitations.list` once the attach is answered, and
+    /// that answer queues behind the flushed events). So a clarification that is open
+    /// locally but absent from `pending` really is gone; one settled while detached has
+    /// already been reported by its `elicitation_settled`. Events after this one are
+    /// newer than the snapshot. When the stream dropped before any session was started
+    /// on it, nothing is re-attached and `pending` is empty.
     Reattached {
         /// Elicitations still waiting for an answer.
         pending: Vec<ElicitationRequested>,

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use kandev_agent_stream::request::SessionAttach;
-use kandev_agent_stream::response::SessionAttached;
-use kandev_agent_stream::{AgentEvent, ElicitationRequested, Envelope, FrameType, action};
+use kandev_agent_stream::response::{PendingList, SessionAttached};
+use kandev_agent_stream::{
+    AgentEvent, ElicitationRequested, Envelope, ErrorCode, ErrorPayload, FrameType, action,
+};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -291,51 +293,97 @@ impl Supervisor {
         let Some(outgoing) = self.shared.publish() else {
             return Err(AttemptError::Shutdown);
         };
-        tracing::info!(pending = pending.len(), "agent stream re-attached");
-        self.emit(LinkEvent::Reattached { pending });
+        // The kept events first, then the snapshot that is newer than all of them.
         for event in flushed {
             self.emit(LinkEvent::Agent(event));
         }
+        tracing::info!(pending = pending.len(), "agent stream re-attached");
+        self.emit(LinkEvent::Reattached { pending });
         Ok(Reconnect::Up(Box::new(ws), outgoing))
     }
 
-    /// Sends `agent.session.attach` on a fresh stream and waits for its answer,
-    /// keeping the events agentctl flushes meanwhile (in order) for after `Reattached`.
+    /// Re-attaches the session on a fresh stream. Returns agentctl's pending list and
+    /// the events that arrived meanwhile, in order.
+    ///
+    /// agentctl answers the attach first and then flushes the events it kept while
+    /// detached, so the attach's own pending list is older than those events. The link
+    /// therefore asks `agent.elicitations.list` next: its answer queues behind every
+    /// flushed event, and the snapshot reported in `Reattached` is newer than every event
+    /// delivered before it (a pending that settled while detached is neither listed nor
+    /// mistaken for lost).
     async fn attach(
         &self,
         ws: &mut WsStream,
         session_id: String,
     ) -> Result<(Vec<ElicitationRequested>, Vec<AgentEvent>), AttemptError> {
+        let deadline = Instant::now() + self.shared.options.request_timeout;
+        let mut flushed = Vec::new();
+        let attach = serde_json::to_value(SessionAttach { session_id }).unwrap_or_default();
+        let attached = match self
+            .exchange(ws, action::SESSION_ATTACH, attach, deadline, &mut flushed)
+            .await?
+        {
+            Ok(payload) => serde_json::from_value::<SessionAttached>(payload).map_err(|err| {
+                AttemptError::Fatal(format!(
+                    "agent.session.attach answer does not decode: {err}"
+                ))
+            })?,
+            Err(error) => {
+                return Err(AttemptError::Fatal(format!(
+                    "agentctl refused to re-attach the session: {:?}: {}",
+                    error.code, error.message
+                )));
+            }
+        };
+        let list = serde_json::Value::Object(Default::default());
+        let pending = match self
+            .exchange(ws, action::ELICITATIONS_LIST, list, deadline, &mut flushed)
+            .await?
+        {
+            Ok(payload) => match serde_json::from_value::<PendingList>(payload) {
+                Ok(list) => list.pending,
+                Err(err) => {
+                    tracing::warn!(category = ?err.classify(), "pending list undecodable; using the attach's");
+                    attached.pending
+                }
+            },
+            Err(error) => {
+                tracing::warn!(code = ?error.code, "pending list refused; using the attach's");
+                attached.pending
+            }
+        };
+        Ok((pending, flushed))
+    }
+
+    /// One request/answer on a stream that is not published yet; notifications that
+    /// arrive meanwhile are decoded into `flushed`, in order.
+    async fn exchange(
+        &self,
+        ws: &mut WsStream,
+        action: &str,
+        payload: serde_json::Value,
+        deadline: Instant,
+        flushed: &mut Vec<AgentEvent>,
+    ) -> Result<Result<serde_json::Value, ErrorPayload>, AttemptError> {
         let id = self.shared.next_id();
-        let frame = Envelope::request(
-            id.clone(),
-            action::SESSION_ATTACH,
-            &SessionAttach { session_id },
-        );
+        let frame = Envelope::request(id.clone(), action, &payload);
         ws.send(Message::text(frame.to_text()))
             .await
-            .map_err(|err| AttemptError::Retry(format!("sending agent.session.attach: {err}")))?;
-        let timeout = self.shared.options.request_timeout;
-        let deadline = Instant::now() + timeout;
-        let mut flushed = Vec::new();
+            .map_err(|err| AttemptError::Retry(format!("sending {action}: {err}")))?;
         loop {
             let frame = tokio::time::timeout_at(deadline, ws.next())
                 .await
-                .map_err(|_| {
-                    AttemptError::Retry(format!(
-                        "agent.session.attach unanswered after {timeout:?}"
-                    ))
-                })?;
+                .map_err(|_| AttemptError::Retry(format!("{action} unanswered in time")))?;
             let text = match frame {
                 Some(Ok(Message::Text(text))) => text,
                 Some(Ok(Message::Close(_))) | None => {
-                    return Err(AttemptError::Retry(
-                        "the stream closed during re-attach".into(),
-                    ));
+                    return Err(AttemptError::Retry(format!(
+                        "the stream closed during {action}"
+                    )));
                 }
                 Some(Ok(_)) => continue,
                 Some(Err(err)) => {
-                    return Err(AttemptError::Retry(format!("during re-attach: {err}")));
+                    return Err(AttemptError::Retry(format!("during {action}: {err}")));
                 }
             };
             let Ok(envelope) = serde_json::from_str::<Envelope>(text.as_str()) else {
@@ -344,24 +392,14 @@ impl Supervisor {
             };
             match envelope.frame_type {
                 FrameType::Notification => flushed.extend(decode_event(&envelope)),
-                FrameType::Response if envelope.id == id => {
-                    let attached: SessionAttached = serde_json::from_value(envelope.payload)
-                        .map_err(|err| {
-                            AttemptError::Fatal(format!(
-                                "agent.session.attach answer does not decode: {err}"
-                            ))
-                        })?;
-                    return Ok((attached.pending, flushed));
-                }
+                FrameType::Response if envelope.id == id => return Ok(Ok(envelope.payload)),
                 FrameType::Error if envelope.id == id => {
-                    let detail =
-                        match envelope.decode_payload::<kandev_agent_stream::ErrorPayload>() {
-                            Ok(error) => format!("{:?}: {}", error.code, error.message),
-                            Err(_) => "undecodable error frame".to_owned(),
-                        };
-                    return Err(AttemptError::Fatal(format!(
-                        "agentctl refused to re-attach the session: {detail}"
-                    )));
+                    let error = envelope
+                        .decode_payload::<ErrorPayload>()
+                        .unwrap_or_else(|_| {
+                            ErrorPayload::new(ErrorCode::Internal, "undecodable error frame")
+                        });
+                    return Ok(Err(error));
                 }
                 // A stale answer to a request of the old connection: its waiter already failed.
                 _ => {}

@@ -237,8 +237,17 @@ async fn start_session(link: &AgentLink, conn: &mut Conn) {
     assert_eq!(started.expect("started").acp_session_id, "acp-1");
 }
 
-/// Answers the next frame, which must be `agent.session.attach` for [`SESSION`].
-async fn answer_attach(conn: &mut Conn, before: &[AgentEvent], pending_ids: &[&str]) {
+/// Plays agentctl's re-attach: the next frame must be `agent.session.attach` for
+/// [`SESSION`]; `before` events are sent ahead of its answer, `after` events behind it
+/// (agentctl's real order: answer, then the kept events). The attach answer lists a
+/// stale pending; the `agent.elicitations.list` that must follow is answered with
+/// `pending_ids`.
+async fn answer_attach(
+    conn: &mut Conn,
+    before: &[AgentEvent],
+    after: &[AgentEvent],
+    pending_ids: &[&str],
+) {
     let attach = conn.recv().await;
     assert_eq!(
         attach.action,
@@ -246,15 +255,29 @@ async fn answer_attach(conn: &mut Conn, before: &[AgentEvent], pending_ids: &[&s
         "attach comes before anything else"
     );
     assert_eq!(attach.payload, json!({"session_id": SESSION}));
-    // agentctl flushes the buffered events as it binds the stream, before its answer.
     for (seq, event) in before.iter().enumerate() {
         conn.event(100 + seq as u64, event).await;
     }
     let answer = SessionAttached {
         acp_session_id: "acp-1".into(),
-        pending: pending_ids.iter().map(|id| pending(id)).collect(),
+        pending: vec![pending("stale")],
     };
     conn.send(&Envelope::response_to(&attach, &answer)).await;
+    for (seq, event) in after.iter().enumerate() {
+        conn.event(200 + seq as u64, event).await;
+    }
+    let list = conn.recv().await;
+    assert_eq!(
+        list.action,
+        action::ELICITATIONS_LIST,
+        "the fresh snapshot is asked next"
+    );
+    let pending: Vec<ElicitationRequested> = pending_ids.iter().map(|id| pending(id)).collect();
+    conn.send(&Envelope::response_to(
+        &list,
+        &json!({ "pending": pending }),
+    ))
+    .await;
 }
 
 #[tokio::test]
@@ -442,15 +465,16 @@ async fn a_drop_fails_in_flight_requests_refuses_new_ones_then_reattaches() {
 
     let mut conn = TestServer::upgrade(held).await.expect("upgrade");
     // The first frame on the new stream is the attach: the refused prompt was never sent.
-    answer_attach(&mut conn, &[update(1), update(2)], &["p-1"]).await;
+    answer_attach(&mut conn, &[update(1)], &[update(2)], &["p-1"]).await;
+    // The kept events first, then the snapshot taken after them, then live events.
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(1)));
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(2)));
     assert_eq!(
         next_event(&mut events).await,
         LinkEvent::Reattached {
             pending: vec![pending("p-1")]
         }
     );
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(1)));
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(2)));
     conn.event(3, &update(3)).await;
     assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(3)));
 
@@ -685,4 +709,36 @@ fn the_remote_token_never_shows_in_debug_output() {
     let shown = format!("{executor:?}");
     assert!(shown.contains("ws://h:1"));
     assert!(!shown.contains("s3cr3t"), "{shown}");
+}
+
+#[tokio::test]
+async fn a_refused_pending_list_falls_back_to_the_attach_answer() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    start_session(&link, &mut conn).await;
+    drop(conn);
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+    let mut conn = server.next_conn().await;
+    let attach = conn.recv().await;
+    assert_eq!(attach.action, action::SESSION_ATTACH);
+    let answer = SessionAttached {
+        acp_session_id: "acp-1".into(),
+        pending: vec![pending("p-9")],
+    };
+    conn.send(&Envelope::response_to(&attach, &answer)).await;
+    let list = conn.recv().await;
+    assert_eq!(list.action, action::ELICITATIONS_LIST);
+    conn.send(&Envelope::error_to(
+        &list,
+        ErrorCode::UnknownAction,
+        "unknown action",
+    ))
+    .await;
+    assert_eq!(
+        next_event(&mut events).await,
+        LinkEvent::Reattached {
+            pending: vec![pending("p-9")]
+        }
+    );
+    assert!(link.is_connected());
 }
