@@ -22,19 +22,30 @@ async fn assert_declined_silently(scenarios: &[&str]) {
         assert_eq!(got, json!({"action": "decline"}), "{scenario}");
         let session = kandev.wait_session_state(&sid, "IDLE").await;
         assert_eq!(session["pending_action"], Value::Null, "{scenario}");
-        assert!(kandev.clarifications(&sid, None).await.is_empty(), "{scenario}: no record");
+        assert!(
+            kandev.clarifications(&sid, None).await.is_empty(),
+            "{scenario}: no record"
+        );
         let messages = kandev.messages(&sid).await;
         assert!(
-            messages.iter().all(|m| m["type"] != "clarification_request" && m["requests_input"] != true),
+            messages
+                .iter()
+                .all(|m| m["type"] != "clarification_request" && m["requests_input"] != true),
             "{scenario}: no clarification message: {messages:?}"
         );
         let task = kandev.task(task["id"].as_str().expect("id")).await;
         assert_eq!(task["pending_action"], Value::Null, "{scenario}");
         let text = kandev.wait_agent_text(&sid, "elicitation e1 result").await;
-        assert!(text.contains("decline"), "{scenario}: the turn went on: {text}");
+        assert!(
+            text.contains("decline"),
+            "{scenario}: the turn went on: {text}"
+        );
     }
     assert!(kandev.notifications().await.is_empty(), "no notification");
-    assert!(ws.of_type("clarification.created").is_empty(), "no operator event");
+    assert!(
+        ws.of_type("clarification.created").is_empty(),
+        "no operator event"
+    );
     assert_eq!(
         kandev.frames().elicitation_responses().len(),
         scenarios.len(),

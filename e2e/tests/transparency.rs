@@ -18,17 +18,23 @@ async fn run_plain(flag: bool) -> (Kandev, Run) {
     let kandev = Kandev::start(KandevOptions::new().flag_env(flag)).await;
     let (task, session) = kandev.task_with_session("mock", "/e2e:plain").await;
     let sid = session["id"].as_str().expect("id").to_owned();
-    kandev.wait_agent_text(&sid, "nothing here needs your input").await;
+    kandev
+        .wait_agent_text(&sid, "nothing here needs your input")
+        .await;
     let session = kandev.wait_session_state(&sid, "IDLE").await;
     // The turn's last frame is the prompt's response; wait until it is logged.
-    kandev_e2e::poll_until("the prompt response in the frame log", kandev_e2e::DEADLINE, || async {
-        kandev
-            .frames()
-            .frames()
-            .iter()
-            .any(|f| f.dir == "send" && f.frame["result"]["stopReason"].is_string())
-            .then_some(())
-    })
+    kandev_e2e::poll_until(
+        "the prompt response in the frame log",
+        kandev_e2e::DEADLINE,
+        || async {
+            kandev
+                .frames()
+                .frames()
+                .iter()
+                .any(|f| f.dir == "send" && f.frame["result"]["stopReason"].is_string())
+                .then_some(())
+        },
+    )
     .await;
     let messages = kandev.messages(&sid).await;
     let run = Run {
@@ -65,12 +71,19 @@ async fn ac_19_a_non_eliciting_agent_runs_identically_with_the_flag_on_and_off()
     // The only permitted difference: clientCapabilities in initialize.
     let mut a = on.initialize.clone();
     let mut b = off.initialize.clone();
-    let caps_on = a.as_object_mut().and_then(|o| o.remove("clientCapabilities"));
-    let caps_off = b.as_object_mut().and_then(|o| o.remove("clientCapabilities"));
+    let caps_on = a
+        .as_object_mut()
+        .and_then(|o| o.remove("clientCapabilities"));
+    let caps_off = b
+        .as_object_mut()
+        .and_then(|o| o.remove("clientCapabilities"));
     assert_eq!(a, b, "initialize differs only in clientCapabilities");
     let mut caps_on = caps_on.expect("caps on");
     let caps_off = caps_off.expect("caps off");
     assert!(caps_on["elicitation"]["form"].is_object());
     caps_on.as_object_mut().map(|o| o.remove("elicitation"));
-    assert_eq!(caps_on, caps_off, "the capability is added, nothing else changes");
+    assert_eq!(
+        caps_on, caps_off,
+        "the capability is added, nothing else changes"
+    );
 }

@@ -14,7 +14,8 @@ fn question<'a>(record: &'a Value, id: &str) -> &'a Value {
 }
 
 #[tokio::test]
-async fn extended_vocabulary_boolean_bounded_required_integer_and_number_arrive_typed_and_out_of_range_is_400() {
+async fn extended_vocabulary_boolean_bounded_required_integer_and_number_arrive_typed_and_out_of_range_is_400()
+ {
     let kandev = Kandev::start(KandevOptions::new().flag_env(true)).await;
     let asked = kandev.ask("mock", "/e2e:extended").await;
     let confirm = question(&asked.record, "confirm");
@@ -24,8 +25,16 @@ async fn extended_vocabulary_boolean_bounded_required_integer_and_number_arrive_
     assert_eq!(replicas["kind"], "integer");
     assert_eq!(replicas["required"], true);
     // Bounds are JSON numbers (the record may spell 1 as 1.0).
-    assert_eq!(replicas["constraints"]["minimum"].as_f64(), Some(1.0), "{replicas}");
-    assert_eq!(replicas["constraints"]["maximum"].as_f64(), Some(10.0), "{replicas}");
+    assert_eq!(
+        replicas["constraints"]["minimum"].as_f64(),
+        Some(1.0),
+        "{replicas}"
+    );
+    assert_eq!(
+        replicas["constraints"]["maximum"].as_f64(),
+        Some(10.0),
+        "{replicas}"
+    );
     let ratio = question(&asked.record, "ratio");
     assert_eq!(ratio["kind"], "number");
 
@@ -35,27 +44,45 @@ async fn extended_vocabulary_boolean_bounded_required_integer_and_number_arrive_
         (vec![("replicas", "0")], "below minimum"),
         (vec![("replicas", "three")], "not an integer"),
         (vec![("replicas", "2.5")], "not an integer"),
-        (vec![("replicas", "3"), ("confirm", "maybe")], "not a boolean"),
-        (vec![("replicas", "3"), ("ratio", "1.5")], "ratio above maximum"),
+        (
+            vec![("replicas", "3"), ("confirm", "maybe")],
+            "not a boolean",
+        ),
+        (
+            vec![("replicas", "3"), ("ratio", "1.5")],
+            "ratio above maximum",
+        ),
         (vec![("confirm", "true")], "required replicas missing"),
     ] {
-        let triples: Vec<(&str, &[&str], &str)> =
-            answers.iter().map(|(id, text)| (*id, &[][..], *text)).collect();
+        let triples: Vec<(&str, &[&str], &str)> = answers
+            .iter()
+            .map(|(id, text)| (*id, &[][..], *text))
+            .collect();
         let r = kandev.answer(pid, &triples).await;
         assert_eq!(r.status, 400, "{why}: {r}");
         assert_eq!(r.body["error"]["code"], "INVALID_ANSWER", "{why}: {r}");
     }
     assert_eq!(kandev.clarification(pid).await["status"], "pending");
-    assert!(kandev.frames().elicitation_responses().is_empty(), "nothing sent yet");
+    assert!(
+        kandev.frames().elicitation_responses().is_empty(),
+        "nothing sent yet"
+    );
 
     let r = kandev
         .answer(
             pid,
-            &[("confirm", &[], "true"), ("replicas", &[], " 7 "), ("ratio", &[], "0.25")],
+            &[
+                ("confirm", &[], "true"),
+                ("replicas", &[], " 7 "),
+                ("ratio", &[], "0.25"),
+            ],
         )
         .await;
     assert_eq!(r.status, 200, "{r}");
-    let got = kandev.frames().wait_for_elicitation_response(1, TURN_DEADLINE).await;
+    let got = kandev
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
     assert_eq!(
         got,
         json!({"action": "accept", "content": {"confirm": true, "replicas": 7, "ratio": 0.25}})
