@@ -69,7 +69,10 @@ struct Connection {
 impl Connection {
     fn session(&self) -> Result<Arc<Session>, ErrorPayload> {
         match &*lock(&self.binding) {
-            Binding::Bound(session) => Ok(Arc::clone(session)),
+            Binding::Bound(session) => {
+                tracing::Span::current().record("session_id", session.id());
+                Ok(Arc::clone(session))
+            }
             _ => Err(ErrorPayload::new(
                 ErrorCode::BadRequest,
                 "no session is bound to this stream: send agent.session.start or agent.session.attach first",
@@ -169,6 +172,7 @@ impl AgentCtl {
             }
             action::ELICITATIONS_RESPOND => {
                 let respond: ElicitationsRespond = request.decode_payload()?;
+                tracing::Span::current().record("pending_id", respond.pending_id.as_str());
                 connection.session()?.respond(&respond)?;
                 payload(&Success::OK)
             }
@@ -449,7 +453,13 @@ async fn handle_frame(app: Arc<AgentCtl>, connection: Arc<Connection>, text: &st
         ));
         return;
     }
-    let span = tracing::info_span!("request", action = %request.action, id = %request.id);
+    let span = tracing::info_span!(
+        "request",
+        action = %request.action,
+        id = %request.id,
+        session_id = tracing::field::Empty,
+        pending_id = tracing::field::Empty,
+    );
     let result = app.dispatch(&connection, &request).instrument(span).await;
     match result {
         Ok(Some(payload)) => connection.send(Envelope::response_to(&request, &payload)),
