@@ -652,3 +652,22 @@ async fn session_updates_are_forwarded_verbatim() {
         ]
     );
 }
+
+#[tokio::test]
+async fn f5_agentctl_reads_the_flag_from_session_start_never_from_its_environment() {
+    let h = Harness::start_env(
+        "single",
+        false,
+        &[("KANDEV_FEATURES_ACP_ELICITATION", "true")],
+    )
+    .await;
+    let received = received_capabilities(&h.log).await;
+    assert!(
+        received.get("elicitation").is_none(),
+        "the env var leaked into initialize: {received}"
+    );
+    assert_eq!(
+        serde_json::to_string(&received).expect("json"),
+        fixture("default.json")
+    );
+}
