@@ -100,6 +100,8 @@ impl AgentLink {
         let mut command = Command::new(program);
         command
             .args(args)
+            // The agent must never be able to answer its own elicitations over the stream.
+            .env_remove(crate::server::TOKEN_ENV)
             .envs(&spec.env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

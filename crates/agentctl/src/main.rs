@@ -14,10 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use kandev_agentctl::config::Timeouts;
 use kandev_agentctl::debug_cli;
-use kandev_agentctl::server::AgentCtl;
-
-/// Env var holding the agent-stream bearer token.
-const TOKEN_VAR: &str = "AGENTCTL_TOKEN";
+use kandev_agentctl::server::{AgentCtl, TOKEN_ENV as TOKEN_VAR};
 
 #[derive(Parser)]
 #[command(

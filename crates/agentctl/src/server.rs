@@ -34,6 +34,9 @@ use crate::config::Timeouts;
 use crate::outbox::{Outgoing, StreamSink};
 use crate::session::Session;
 
+/// The environment variable holding the agent-stream bearer token.
+pub const TOKEN_ENV: &str = "AGENTCTL_TOKEN";
+
 /// Largest frame or message accepted on the agent stream.
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 /// How long shutdown waits for each stream to write its last frames.

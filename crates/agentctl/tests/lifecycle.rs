@@ -626,3 +626,33 @@ async fn two_hundred_pendings_are_each_answered_exactly_once_with_their_own_answ
         );
     }
 }
+
+#[tokio::test]
+async fn the_agent_never_sees_the_stream_token() {
+    let agentctl = AgentCtl::start(&[]);
+    let mut stream = agentctl.connect().await;
+    let log = MockLog::new();
+    let mut payload = start_payload("s-1", "plain", false, &log);
+    let mock = payload["agent"]["command"].clone();
+    let quoted: Vec<String> = mock
+        .as_array()
+        .expect("argv")
+        .iter()
+        .map(|a| format!("'{}'", a.as_str().expect("str")))
+        .collect();
+    payload["agent"]["command"] = json!([
+        "sh",
+        "-c",
+        format!(
+            "echo \"token=[${{AGENTCTL_TOKEN:-}}]\" >&2; exec {}",
+            quoted.join(" ")
+        )
+    ]);
+    stream.ok("agent.session.start", payload).await;
+    let line = stream
+        .event_where("agent_stderr", |e| {
+            e["line"].as_str().is_some_and(|l| l.starts_with("token="))
+        })
+        .await;
+    assert_eq!(line["line"], "token=[]");
+}
