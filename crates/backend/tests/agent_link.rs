@@ -129,13 +129,30 @@ async fn until_end(events: &mut UnboundedReceiver<LinkEvent>) -> Vec<LinkEvent> 
     seen
 }
 
+/// The direct children of `pid` (Linux `/proc`).
+fn children_of(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc task list");
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|children| {
+            children
+                .split_whitespace()
+                .filter_map(|c| c.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Whether `pid` runs (a zombie counts as gone: it has exited, only its reaping is left).
 fn process_alive(pid: u32) -> bool {
-    std::process::Command::new("kill")
-        .args(["-0", &pid.to_string()])
-        .stderr(Stdio::null())
-        .status()
-        .expect("kill -0")
-        .success()
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
 }
 
 /// `agentctl serve` started by the test (the remote executor's counterpart).
@@ -280,11 +297,19 @@ async fn local_executor_runs_a_session_and_shutdown_stops_agentctl() {
         Some(LinkEvent::Agent(AgentEvent::TurnCompleted { stop_reason, .. })) if stop_reason == "end_turn"
     ));
 
+    let agents = children_of(pid);
+    assert_eq!(agents.len(), 1, "agentctl runs the mock agent: {agents:?}");
     link.shutdown().await;
     assert!(
         !process_alive(pid),
         "shutdown stops the agentctl the link started"
     );
+    // agent.shutdown (and agentctl's own SIGTERM handling) stop the agent too.
+    let deadline = Instant::now() + WAIT;
+    while agents.iter().any(|agent| process_alive(*agent)) {
+        assert!(Instant::now() < deadline, "the agent outlived its agentctl");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let rest = until_end(&mut events).await;
     assert!(
         !rest

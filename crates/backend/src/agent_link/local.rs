@@ -32,8 +32,18 @@ const STDERR_TAIL: usize = 20;
 /// A running agentctl started by this backend.
 pub(crate) struct LocalAgentctl {
     pid: Option<u32>,
-    kill: Mutex<Option<oneshot::Sender<()>>>,
+    stop: Mutex<Option<oneshot::Sender<Stop>>>,
     exit: watch::Receiver<Option<String>>,
+}
+
+/// How the watcher is asked to end the process.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// SIGKILL at once.
+    Kill,
+    /// SIGTERM (agentctl then cancels every pending elicitation and stops its agents),
+    /// SIGKILL if it is still running after this long.
+    Graceful(Duration),
 }
 
 /// What [`start`] hands back.
@@ -57,23 +67,30 @@ impl LocalAgentctl {
         self.exit.clone()
     }
 
-    /// Kills it (idempotent).
-    pub fn kill(&self) {
-        let kill = self
-            .kill
+    fn send(&self, stop: Stop) {
+        let sender = self
+            .stop
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(kill) = kill {
-            let _ = kill.send(());
+        if let Some(sender) = sender {
+            let _ = sender.send(stop);
         }
     }
 
-    /// Kills it and waits up to `grace` for the exit to be reaped.
+    /// Kills it at once (idempotent; a stop already under way wins).
+    pub fn kill(&self) {
+        self.send(Stop::Kill);
+    }
+
+    /// Terminates it (SIGTERM, then SIGKILL after `grace`) and waits for the exit to
+    /// be reaped.
     pub async fn stop(&self, grace: Duration) {
-        self.kill();
+        self.send(Stop::Graceful(grace));
         let mut exit = self.exit_watch();
-        match tokio::time::timeout(grace, exit.wait_for(Option::is_some)).await {
+        // The watcher kills after `grace`; the extra second covers reaping.
+        let reaped = grace + Duration::from_secs(1);
+        match tokio::time::timeout(reaped, exit.wait_for(Option::is_some)).await {
             Ok(Ok(status)) => tracing::info!(status = status.as_deref(), "agentctl stopped"),
             _ => tracing::warn!(pid = self.pid, "agentctl did not exit in time"),
         }
@@ -198,12 +215,12 @@ pub(crate) async fn start(binary: &Path, listen_timeout: Duration) -> Result<Sta
 
     // Keep draining stdout so agentctl never blocks on a full pipe.
     tokio::spawn(drain_stdout(stdout).in_current_span());
-    let (kill_tx, kill_rx) = oneshot::channel();
+    let (stop_tx, stop_rx) = oneshot::channel();
     let (exit_tx, exit_rx) = watch::channel(None);
-    tokio::spawn(watch_process(child, kill_rx, exit_tx).in_current_span());
+    tokio::spawn(watch_process(child, stop_rx, exit_tx).in_current_span());
     let process = LocalAgentctl {
         pid,
-        kill: Mutex::new(Some(kill_tx)),
+        stop: Mutex::new(Some(stop_tx)),
         exit: exit_rx,
     };
     Ok(Started {
@@ -216,17 +233,30 @@ pub(crate) async fn start(binary: &Path, listen_timeout: Duration) -> Result<Sta
 /// Owns the child: reports its exit, kills it when asked or when the handle is gone.
 async fn watch_process(
     mut child: Child,
-    kill: oneshot::Receiver<()>,
+    stop: oneshot::Receiver<Stop>,
     exit: watch::Sender<Option<String>>,
 ) {
     let status = tokio::select! {
         status = child.wait() => status,
-        // Asked to stop, or the handle was dropped (the sender with it).
-        _ = kill => {
-            if let Err(err) = child.start_kill() {
-                tracing::debug!(error = %err, "agentctl already gone");
+        // Asked to stop, or the handle was dropped (the sender with it): kill.
+        stop = stop => {
+            let grace = match stop {
+                Ok(Stop::Graceful(grace)) => terminate(&child).await.then_some(grace),
+                Ok(Stop::Kill) | Err(_) => None,
+            };
+            let exited = match grace {
+                Some(grace) => tokio::time::timeout(grace, child.wait()).await.ok(),
+                None => None,
+            };
+            match exited {
+                Some(status) => status,
+                None => {
+                    if let Err(err) = child.start_kill() {
+                        tracing::debug!(error = %err, "agentctl already gone");
+                    }
+                    child.wait().await
+                }
             }
-            child.wait().await
         }
     };
     let status = match status {
@@ -235,6 +265,28 @@ async fn watch_process(
     };
     tracing::info!(status = %status, "agentctl exited");
     exit.send_replace(Some(status));
+}
+
+/// Sends SIGTERM through `kill(1)` (no unsafe code here). Called while the watcher
+/// still holds the unreaped child, so the pid cannot have been reused.
+async fn terminate(child: &Child) -> bool {
+    let Some(pid) = child.id() else {
+        return false;
+    };
+    let sent = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await;
+    match sent {
+        Ok(status) if status.success() => true,
+        other => {
+            tracing::debug!(?other, "SIGTERM not sent; killing instead");
+            false
+        }
+    }
 }
 
 async fn forward_stderr(stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
@@ -421,5 +473,49 @@ mod tests {
             .expect("exit reported")
             .clone();
         assert!(status.is_some());
+    }
+
+    #[tokio::test]
+    async fn stop_asks_politely_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let farewell = dir.path().join("farewell");
+        let binary = script(
+            dir.path(),
+            "agentctl",
+            &format!(
+                "trap 'echo bye > \"{}\"; exit 0' TERM\n\
+                 echo 'AGENTCTL_LISTENING 127.0.0.1:4321'\n\
+                 while :; do sleep 0.05; done",
+                farewell.display()
+            ),
+        );
+        let started = start(&binary, Duration::from_secs(10))
+            .await
+            .expect("started");
+        let mut exit = started.process.exit_watch();
+        started.process.stop(Duration::from_secs(10)).await;
+        let status = exit.wait_for(Option::is_some).await.expect("exit").clone();
+        assert_eq!(status.as_deref(), Some("exit status: 0"), "SIGTERM handled");
+        assert!(farewell.exists(), "the TERM handler ran");
+    }
+
+    #[tokio::test]
+    async fn stop_kills_what_ignores_sigterm_after_the_grace() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let binary = script(
+            dir.path(),
+            "agentctl",
+            "trap '' TERM\necho 'AGENTCTL_LISTENING 127.0.0.1:4321'\nexec sleep 30",
+        );
+        let started = start(&binary, Duration::from_secs(10))
+            .await
+            .expect("started");
+        let mut exit = started.process.exit_watch();
+        started.process.stop(Duration::from_millis(300)).await;
+        let status = exit.wait_for(Option::is_some).await.expect("exit").clone();
+        assert!(
+            status.as_deref().is_some_and(|s| s.contains("SIGKILL")),
+            "{status:?}"
+        );
     }
 }
