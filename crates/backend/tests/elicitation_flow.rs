@@ -112,7 +112,11 @@ async fn ac08_ac10_ac13_f9_answer_the_demo_form_and_the_same_turn_continues() {
     );
 
     // F9: one notification, naming the task, never the question.
-    let notes = kandev.notifications().await;
+    let notes = wait_for("the notification", || async {
+        let n = kandev.notifications().await;
+        (!n.is_empty()).then_some(n)
+    })
+    .await;
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert_eq!(notes[0]["event"], "session.clarification_requested");
     let body = notes[0]["body"].as_str().expect("body");
@@ -198,7 +202,10 @@ async fn ac12f_ac60_identical_questions_make_two_records_and_answering_one_leave
         "identical text, not collapsed"
     );
     // Two notifications, one per elicitation (F9: once each).
-    assert_eq!(kandev.notifications().await.len(), 2);
+    wait_for("two notifications", || async {
+        (kandev.notifications().await.len() == 2).then_some(())
+    })
+    .await;
 
     let answer =
         json!({"answers": [{"question_id": "question_0", "selected_options": ["Postgres"]}]});

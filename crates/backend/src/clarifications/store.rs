@@ -195,11 +195,12 @@ pub async fn insert_pending(
     request: &ElicitationRequested,
     task_id: &str,
     session_id: &str,
+    message_id: Option<&str>,
 ) -> Result<bool, sqlx::Error> {
     let questions = serde_json::to_string(&request.questions).unwrap_or_else(|_| "[]".into());
     let done = sqlx::query(
-        "INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (pending_id) DO NOTHING",
+        "INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (pending_id) DO NOTHING",
     )
     .bind(&request.pending_id)
     .bind(SOURCE_ELICITATION)
@@ -210,23 +211,10 @@ pub async fn insert_pending(
     .bind(questions)
     .bind(ClarificationStatus::Pending.as_str())
     .bind(now())
+    .bind(message_id)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
-}
-
-/// Links the record to its `clarification_request` message.
-pub async fn set_message_id(
-    db: &Db,
-    pending_id: &str,
-    message_id: &str,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE clarifications SET message_id = $2 WHERE pending_id = $1")
-        .bind(pending_id)
-        .bind(message_id)
-        .execute(db)
-        .await?;
-    Ok(())
 }
 
 /// One record.
@@ -334,18 +322,18 @@ mod tests {
         let a = "6f1c0a52-0000-4000-8000-000000000001";
         let b = "6f1c0a52-0000-4000-8000-000000000002";
         assert!(
-            insert_pending(&db, &request(a, "Pick a colour"), &task, &session)
+            insert_pending(&db, &request(a, "Pick a colour"), &task, &session, None)
                 .await
                 .expect("a")
         );
         assert!(
-            insert_pending(&db, &request(b, "Pick a colour"), &task, &session)
+            insert_pending(&db, &request(b, "Pick a colour"), &task, &session, None)
                 .await
                 .expect("b")
         );
         // The same event twice (buffer flushed on re-attach) is not a third record.
         assert!(
-            !insert_pending(&db, &request(a, "Pick a colour"), &task, &session)
+            !insert_pending(&db, &request(a, "Pick a colour"), &task, &session, None)
                 .await
                 .expect("dup")
         );
@@ -367,7 +355,7 @@ mod tests {
     async fn settlement_happens_once_and_agentctl_corrects_a_provisional_one() {
         let (db, task, session) = crate::messages::tests::seeded().await;
         let id = "p-1";
-        insert_pending(&db, &request(id, "q"), &task, &session)
+        insert_pending(&db, &request(id, "q"), &task, &session, None)
             .await
             .expect("insert");
         let answer = json!({"answers": [], "rejected": false, "reject_reason": ""});
@@ -407,7 +395,7 @@ mod tests {
         assert_eq!(Clarification::from(row).answer, answer);
 
         let id = "p-2";
-        insert_pending(&db, &request(id, "q"), &task, &session)
+        insert_pending(&db, &request(id, "q"), &task, &session, None)
             .await
             .expect("insert");
         settle(
@@ -469,7 +457,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_arriving_after_agentctls_settlement_is_still_recorded() {
         let (db, task, session) = crate::messages::tests::seeded().await;
-        insert_pending(&db, &request("p-1", "q"), &task, &session)
+        insert_pending(&db, &request("p-1", "q"), &task, &session, None)
             .await
             .expect("insert");
         settle(

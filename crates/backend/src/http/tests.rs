@@ -551,8 +551,12 @@ async fn elicitation_creates_record_message_state_and_one_notification() {
     assert_eq!(m["metadata"]["status"], "pending");
     assert_eq!(m["metadata"]["questions"][0]["id"], "question_0");
 
-    let n = get(&router, "/api/v1/notifications").await;
-    let list = n["notifications"].as_array().expect("list");
+    let list = eventually("the notification", || async {
+        let n = get(&router, "/api/v1/notifications").await;
+        let list = n["notifications"].as_array().cloned().unwrap_or_default();
+        (!list.is_empty()).then_some(list)
+    })
+    .await;
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["event"], "session.clarification_requested");
     assert!(
@@ -568,16 +572,20 @@ async fn elicitation_creates_record_message_state_and_one_notification() {
             .contains("Pick a colour")
     );
 
-    let kinds: Vec<&str> = std::iter::from_fn(|| ws.try_recv().ok())
-        .map(|e| e.kind)
-        .collect();
+    let mut kinds = Vec::new();
     for kind in [
         "clarification.created",
         "message.created",
         "session.updated",
         "notification",
     ] {
-        assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
+        while !kinds.contains(&kind) {
+            let event = tokio::time::timeout(std::time::Duration::from_secs(2), ws.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no {kind} event; got {kinds:?}"))
+                .expect("hub open");
+            kinds.push(event.kind);
+        }
     }
 
     let filtered = get(

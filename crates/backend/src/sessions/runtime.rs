@@ -634,12 +634,14 @@ impl SessionRuntime {
             if live.inner.lock().await.ended {
                 return Ok(());
             }
-            // agentctl's id verbatim, no deduplication by content (AC-60, D4).
-            if !clarification_store::insert_pending(&self.db, request, &live.task_id, &live.id)
+            // The same event twice (replayed after a re-attach) is one record.
+            if clarification_store::get(&self.db, &request.pending_id)
                 .await?
+                .is_some()
             {
                 return Ok(());
             }
+            // The message first, so a visible pending record always has its message.
             let message = messages::insert(
                 &self.db,
                 NewMessage {
@@ -660,7 +662,15 @@ impl SessionRuntime {
                 },
             )
             .await?;
-            clarification_store::set_message_id(&self.db, &request.pending_id, &message.id).await?;
+            // agentctl's id verbatim, no deduplication by content (AC-60, D4).
+            clarification_store::insert_pending(
+                &self.db,
+                request,
+                &live.task_id,
+                &live.id,
+                Some(&message.id),
+            )
+            .await?;
             if let Some(rec) = clarification_store::get(&self.db, &request.pending_id).await? {
                 self.hub
                     .publish(CLARIFICATION_CREATED, Clarification::from(rec));

@@ -69,7 +69,12 @@ pub struct Session {
 impl Session {
     /// Builds the view from a row and its count of pending clarifications.
     pub fn from_row(row: SessionRow, pending: usize) -> Self {
-        let state = row.state();
+        // A record inserted a moment before the runtime wrote the new state still
+        // means "waiting": the view never shows a pending action on a running session.
+        let state = match row.state() {
+            live if !live.is_terminal() && pending > 0 => SessionState::WaitingForInput,
+            other => other,
+        };
         let json = |text: Option<String>| {
             text.and_then(|t| serde_json::from_str(&t).ok())
                 .unwrap_or(Value::Null)
@@ -226,5 +231,20 @@ mod tests {
         assert!(list_live(&db).await.expect("live").is_empty());
         assert_eq!(list_for_task(&db, &task.id).await.expect("list").len(), 1);
         assert!(view(&db, "nope").await.expect("view").is_none());
+
+        let live = insert(&db, &task.id, "mock").await.expect("insert");
+        set_state(&db, &live.id, SessionState::Running, None)
+            .await
+            .expect("state");
+        let waiting = Session::from_row(get(&db, &live.id).await.expect("get").expect("row"), 1);
+        assert_eq!(
+            (waiting.state, waiting.pending_action),
+            (SessionState::WaitingForInput, Some("clarification"))
+        );
+        let failed = Session::from_row(get(&db, &row.id).await.expect("get").expect("row"), 1);
+        assert_eq!(
+            (failed.state, failed.pending_action),
+            (SessionState::Failed, None)
+        );
     }
 }
