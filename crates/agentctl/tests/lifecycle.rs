@@ -656,3 +656,31 @@ async fn the_agent_never_sees_the_stream_token() {
         .await;
     assert_eq!(line["line"], "token=[]");
 }
+
+#[tokio::test]
+async fn a_failed_handshake_is_reported_and_the_session_id_stays_free() {
+    let agentctl = AgentCtl::start(&[]);
+    let stream = agentctl.connect().await;
+    let failed = stream
+        .err(
+            "agent.session.start",
+            json!({"session_id": "s-1", "agent": {"id": "broken", "command": ["sh", "-c", "echo not-acp; exit 7"]}, "flags": {}}),
+        )
+        .await;
+    assert_eq!(failed["code"], "INTERNAL", "{failed}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("handshake")),
+        "{failed}"
+    );
+    // The same stream and id can start a working agent afterwards.
+    let log = MockLog::new();
+    let started = stream
+        .ok(
+            "agent.session.start",
+            start_payload("s-1", "plain", false, &log),
+        )
+        .await;
+    assert!(started["acp_session_id"].is_string());
+}
