@@ -323,3 +323,29 @@ async fn help_documents_the_configuration_and_bad_values_exit_2_naming_the_key()
         );
     }
 }
+
+#[tokio::test]
+async fn an_agent_that_cannot_start_fails_its_session_with_the_reason() {
+    let kandev = Kandev::start_with(
+        Options::default().toml("[agents.ghost]\ncommand = [\"/nonexistent/agent-binary\"]\n"),
+    )
+    .await;
+    let task = kandev.create_task("Ghost").await;
+    let s = kandev.start_session(&task, "ghost", Some("hello")).await;
+    assert_eq!(s["state"], "FAILED", "{s}");
+    assert!(s["error"].as_str().is_some_and(|e| !e.is_empty()), "{s}");
+    let (status, v) = kandev
+        .http(
+            "POST",
+            &format!("/api/v1/tasks/{task}/sessions"),
+            Some(json!({"agent": "nobody"})),
+        )
+        .await;
+    assert_eq!(
+        (status, v["error"]["code"].clone()),
+        (400, json!("BAD_REQUEST"))
+    );
+    // The backend stays up and the next session works.
+    let ok = kandev.start_session(&task, "mock", None).await;
+    assert_eq!(ok["state"], "IDLE");
+}
