@@ -322,6 +322,43 @@ async fn local_executor_runs_a_session_and_shutdown_stops_agentctl() {
 }
 
 #[tokio::test]
+async fn the_default_local_agentctl_is_the_one_beside_the_executable() {
+    // Under cargo the test executable lives in target/<profile>/deps; the link also
+    // looks one level up, where cargo puts the workspace's binaries.
+    let executor = ExecutorConfig::Local { agentctl: None };
+    let (link, mut events) = AgentLink::connect(&executor, "it-default")
+        .await
+        .expect("connect");
+    let pid = link.agentctl_pid().expect("pid");
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("agentctl executable");
+    assert_eq!(
+        exe,
+        binary("agentctl").canonicalize().expect("canonical path")
+    );
+    link.shutdown().await;
+    assert!(!process_alive(pid));
+    until_end(&mut events).await;
+}
+
+#[tokio::test]
+async fn dropping_the_link_stops_its_local_agentctl() {
+    let (link, mut events) = AgentLink::connect(&local(), "it-dropped")
+        .await
+        .expect("connect");
+    let pid = link.agentctl_pid().expect("pid");
+    drop(link);
+    until_end(&mut events).await;
+    let deadline = Instant::now() + WAIT;
+    while process_alive(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "agentctl outlived its dropped link"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
 async fn a_killed_local_agentctl_loses_the_link() {
     let (link, mut events) = AgentLink::connect(&local(), "it-killed")
         .await

@@ -26,6 +26,9 @@ pub const AGENTCTL_TOKEN_VAR: &str = "AGENTCTL_TOKEN";
 /// The line agentctl prints on stdout once it is bound.
 const LISTENING_PREFIX: &str = "AGENTCTL_LISTENING ";
 
+/// How long agentctl gets after SIGTERM when its link was dropped without `shutdown`.
+const DROPPED_GRACE: Duration = Duration::from_secs(5);
+
 /// How many stderr lines are kept for error messages.
 const STDERR_TAIL: usize = 20;
 
@@ -238,11 +241,12 @@ async fn watch_process(
 ) {
     let status = tokio::select! {
         status = child.wait() => status,
-        // Asked to stop, or the handle was dropped (the sender with it): kill.
+        // Asked to stop, or the handle was dropped (the sender with it): a dropped
+        // link still gives agentctl the chance to cancel its pendings and stop its agent.
         stop = stop => {
-            let grace = match stop {
-                Ok(Stop::Graceful(grace)) => terminate(&child).await.then_some(grace),
-                Ok(Stop::Kill) | Err(_) => None,
+            let grace = match stop.unwrap_or(Stop::Graceful(DROPPED_GRACE)) {
+                Stop::Graceful(grace) => terminate(&child).await.then_some(grace),
+                Stop::Kill => None,
             };
             let exited = match grace {
                 Some(grace) => tokio::time::timeout(grace, child.wait()).await.ok(),

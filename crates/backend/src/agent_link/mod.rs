@@ -166,8 +166,9 @@ impl Default for LinkOptions {
 
 /// One session's connection to its agentctl. Cheap to clone.
 ///
-/// Dropping every clone closes the stream and stops a local agentctl, like
-/// [`AgentLink::shutdown`] but without asking agentctl to stop the agent first.
+/// Dropping every clone closes the stream and stops a local agentctl (SIGTERM, so it
+/// still cancels its pendings and stops the agent), like [`AgentLink::shutdown`] but
+/// without `agent.shutdown` and without waiting.
 #[derive(Debug, Clone)]
 pub struct AgentLink {
     inner: Arc<LinkInner>,
