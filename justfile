@@ -37,3 +37,11 @@ web-deps:
 e2e-browser: web-deps
     cargo build --workspace --bins
     node --test apps/web/tests/
+
+# Full-stack e2e suite (e2e/): real kandev, agentctl, mock-agent and a Node ACP agent using the real claude-agent-acp builders.
+e2e:
+    cargo build --workspace --bins
+    cd e2e/foreign-agent && npm ci --ignore-scripts --no-audit --no-fund
+    node crates/elicitation/tests/bridge/bridge.mjs ensure 0.65.0
+    node crates/elicitation/tests/bridge/bridge.mjs ensure 0.101.0
+    cargo test -p kandev-e2e -- --test-threads 4

@@ -149,7 +149,12 @@ async fn foreign_agent_bridge_0_65_0_records_the_operators_choices_custom_text_w
         )
         .await;
     assert_eq!(r.status, 202, "{r}");
-    let next = next_pending(&kandev, &asked.session_id, &[asked.pending_id.clone()]).await;
+    let next = next_pending(
+        &kandev,
+        &asked.session_id,
+        std::slice::from_ref(&asked.pending_id),
+    )
+    .await;
     let next_id = next["pending_id"].as_str().expect("id");
     let r = kandev
         .answer(next_id, &[("question_0", &["Postgres"], "")])
@@ -224,7 +229,12 @@ async fn foreign_agent_bridge_0_101_0_records_picks_with_other_text_as_separate_
         )
         .await;
     assert_eq!(r.status, 202, "{r}");
-    let next = next_pending(&kandev, &asked.session_id, &[asked.pending_id.clone()]).await;
+    let next = next_pending(
+        &kandev,
+        &asked.session_id,
+        std::slice::from_ref(&asked.pending_id),
+    )
+    .await;
     let r = kandev
         .answer(
             next["pending_id"].as_str().expect("id"),

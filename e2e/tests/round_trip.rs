@@ -155,15 +155,20 @@ async fn ac_09_task_list_shows_waiting_for_input_while_pending_then_idle_after_t
     let kandev = kandev_on().await;
     let ws = kandev.ws().await;
     let asked = kandev.ask("mock", "/e2e:single").await;
-    let listed = kandev.task_in_list(&asked.task_id).await;
-    assert_eq!(listed["state"], "WAITING_FOR_INPUT", "{listed}");
-    assert_eq!(listed["pending_action"], "clarification", "{listed}");
-    let session = kandev.session(&asked.session_id).await;
-    assert_eq!(session["state"], "WAITING_FOR_INPUT");
+    // The session announces the wait; from then on the task list shows it.
     ws.wait_for_type("session.updated", DEADLINE, |d| {
         d["id"] == asked.session_id.as_str() && d["state"] == "WAITING_FOR_INPUT"
     })
     .await;
+    let listed = kandev.task_in_list(&asked.task_id).await;
+    assert_eq!(listed["state"], "WAITING_FOR_INPUT", "{listed}");
+    assert_eq!(listed["pending_action"], "clarification", "{listed}");
+    assert_eq!(
+        listed["sessions"][0]["state"], "WAITING_FOR_INPUT",
+        "{listed}"
+    );
+    let session = kandev.session(&asked.session_id).await;
+    assert_eq!(session["state"], "WAITING_FOR_INPUT");
 
     answer_and_see(
         &kandev,
@@ -175,6 +180,39 @@ async fn ac_09_task_list_shows_waiting_for_input_while_pending_then_idle_after_t
     let listed = kandev.task_in_list(&asked.task_id).await;
     assert_eq!(listed["state"], "IDLE", "{listed}");
     assert_eq!(listed["pending_action"], Value::Null, "{listed}");
+}
+
+/// AC-09 as an invariant: the task list never shows a pending clarification on a task
+/// that is not `WAITING_FOR_INPUT`. Watched as closely as the API allows while five
+/// clarifications are raised.
+#[tokio::test]
+async fn ac_09_task_list_never_shows_a_pending_clarification_without_waiting_for_input() {
+    let kandev = kandev_on().await;
+    for round in 0..5 {
+        let task = kandev.create_task(&format!("ac-09 round {round}")).await;
+        let tid = task["id"].as_str().expect("id").to_owned();
+        kandev
+            .try_start_session(&tid, "mock", Some("/e2e:single"))
+            .await
+            .expect_status(201, "start session");
+        // Back-to-back reads (no pause), so a transient state is not skipped over.
+        let until = tokio::time::Instant::now() + DEADLINE;
+        let listed = loop {
+            let listed = kandev.task_in_list(&tid).await;
+            if listed["pending_action"] == "clarification" {
+                break listed;
+            }
+            assert!(
+                tokio::time::Instant::now() < until,
+                "round {round}: no clarification: {listed}"
+            );
+        };
+        assert_eq!(
+            listed["state"], "WAITING_FOR_INPUT",
+            "round {round}: the task list shows a pending clarification on a {} task: {listed}",
+            listed["state"]
+        );
+    }
 }
 
 #[tokio::test]
