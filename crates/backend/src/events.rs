@@ -17,6 +17,8 @@ pub const CLARIFICATION_CREATED: &str = "clarification.created";
 pub const CLARIFICATION_SETTLED: &str = "clarification.settled";
 /// `notification`: a stored notification.
 pub const NOTIFICATION: &str = "notification";
+/// `runtime_flags.updated`: a Settings override changed; data is the flag as resolved now.
+pub const RUNTIME_FLAGS_UPDATED: &str = "runtime_flags.updated";
 /// `task.created`: a new task.
 pub const TASK_CREATED: &str = "task.created";
 

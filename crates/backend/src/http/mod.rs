@@ -1,5 +1,6 @@
 //! The operator API (ARCHITECTURE §4.4): one router, one module per domain.
 
+mod agents;
 mod clarifications;
 mod health;
 mod notifications;
@@ -41,6 +42,7 @@ pub fn router(state: AppState) -> Router {
         .nest(
             "/api/v1",
             Router::new()
+                .merge(agents::routes())
                 .merge(runtime_flags::routes())
                 .merge(tasks::routes())
                 .merge(sessions::routes())

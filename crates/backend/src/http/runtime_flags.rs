@@ -7,6 +7,7 @@ use kandev_flags::{FlagError, ResolvedFlag};
 use serde_json::{Value, json};
 
 use crate::error::AppError;
+use crate::events::RUNTIME_FLAGS_UPDATED;
 use crate::http::ApiJson;
 use crate::state::AppState;
 
@@ -75,5 +76,6 @@ async fn set_override(
         .await
         .map_err(flag_error)?;
     tracing::info!(key = %key, override_value = ?value, "runtime flag override changed");
+    state.hub.publish(RUNTIME_FLAGS_UPDATED, &flag);
     Ok(Json(flag))
 }

@@ -125,6 +125,10 @@ async fn healthz_and_unknown_routes() {
     let (state, _) = app().await;
     let router = super::router(state);
     assert_eq!(get(&router, "/healthz").await, json!({"status": "ok"}));
+    assert_eq!(
+        get(&router, "/api/v1/agents").await,
+        json!({"agents": [{"id": "mock"}]})
+    );
     assert_error(
         &call(&router, "GET", "/api/v1/nope", None).await,
         404,
@@ -168,7 +172,7 @@ async fn healthz_and_unknown_routes() {
 #[tokio::test]
 async fn runtime_flags_list_patch_and_errors() {
     let (state, _) = app().await;
-    let router = super::router(state);
+    let router = super::router(state.clone());
     let v = get(&router, "/api/v1/runtime-flags").await;
     let flag = &v["flags"][0];
     assert_eq!(flag["key"], "features.acpElicitation");
@@ -194,7 +198,13 @@ async fn runtime_flags_list_patch_and_errors() {
     }
 
     let uri = "/api/v1/runtime-flags/features.acpElicitation";
+    let mut ws = state.hub.subscribe();
     let (s, v) = call(&router, "PATCH", uri, Some(r#"{"override": true}"#)).await;
+    let pushed = ws.try_recv().expect("runtime_flags.updated");
+    assert_eq!(
+        (pushed.kind, pushed.data["value"].clone()),
+        ("runtime_flags.updated", json!(true))
+    );
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         (v["value"].clone(), v["source"].clone()),
