@@ -21,6 +21,8 @@ pub const NOTIFICATION: &str = "notification";
 pub const RUNTIME_FLAGS_UPDATED: &str = "runtime_flags.updated";
 /// `task.created`: a new task.
 pub const TASK_CREATED: &str = "task.created";
+/// `task.updated`: one of the task's sessions changed; data is the task with its sessions.
+pub const TASK_UPDATED: &str = "task.updated";
 
 /// One operator event.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -587,6 +587,7 @@ async fn elicitation_creates_record_message_state_and_one_notification() {
         "clarification.created",
         "message.created",
         "session.updated",
+        "task.updated",
         "notification",
     ] {
         while !kinds.contains(&kind) {

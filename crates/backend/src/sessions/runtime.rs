@@ -26,7 +26,7 @@ use crate::db::Db;
 use crate::error::{AppError, Origin};
 use crate::events::{
     CLARIFICATION_CREATED, CLARIFICATION_SETTLED, EventHub, MESSAGE_CREATED, MESSAGE_UPDATED,
-    SESSION_UPDATED,
+    SESSION_UPDATED, TASK_UPDATED,
 };
 use crate::flags::Flags;
 use crate::messages::{
@@ -849,12 +849,29 @@ impl SessionRuntime {
         }
     }
 
-    /// Pushes `session.updated` with the session as the API returns it.
+    /// Pushes `session.updated` with the session as the API returns it, then
+    /// `task.updated` with its task (whose summary state follows its sessions).
     pub(crate) async fn publish_session(&self, id: &str) {
-        match store::view(&self.db, id).await {
-            Ok(Some(view)) => self.hub.publish(SESSION_UPDATED, &view),
-            Ok(None) => {}
-            Err(err) => tracing::error!(error = %err, "cannot read a session to publish"),
+        let task_id = match store::view(&self.db, id).await {
+            Ok(Some(view)) => {
+                let task_id = view.task_id.clone();
+                self.hub.publish(SESSION_UPDATED, &view);
+                task_id
+            }
+            Ok(None) => return,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot read a session to publish");
+                return;
+            }
+        };
+        let task = match crate::tasks::get(&self.db, &task_id).await {
+            Ok(Some(task)) => crate::tasks::view(&self.db, task).await,
+            Ok(None) => return,
+            Err(err) => Err(err),
+        };
+        match task {
+            Ok(view) => self.hub.publish(TASK_UPDATED, &view),
+            Err(err) => tracing::error!(error = %err, "cannot read a task to publish"),
         }
     }
 
