@@ -742,3 +742,20 @@ async fn a_refused_pending_list_falls_back_to_the_attach_answer() {
     );
     assert!(link.is_connected());
 }
+
+#[tokio::test]
+async fn shutdown_while_reconnecting_stops_for_good() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    start_session(&link, &mut conn).await;
+    server.stop_listening().await;
+    drop(conn);
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+    // The link is now retrying against a closed port within a 30 s window.
+    tokio::time::timeout(WAIT, link.shutdown())
+        .await
+        .expect("shutdown returns promptly");
+    // No Lost, no Reattached: the receiver just ends.
+    expect_end(&mut events).await;
+    assert!(!link.is_connected());
+}
