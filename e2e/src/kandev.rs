@@ -109,14 +109,53 @@ fn toml_path(path: &Path) -> String {
 impl Kandev {
     /// Starts kandev with `options` and waits until it listens.
     pub async fn start(options: KandevOptions) -> Self {
-        let kandev_bin = bins::kandev();
-        let agentctl = bins::agentctl();
-        let mock = bins::mock_agent();
         let dir = tempfile::Builder::new()
             .prefix("kandev-e2e-")
             .tempdir()
             .expect("temp dir");
-        let frames = FrameLog::new(dir.path().join("agent-frames.jsonl"));
+        let (process, addr, frames) = Self::launch(dir.path(), &options).await;
+        Self {
+            process,
+            addr,
+            http: HttpClient::new(addr),
+            frames,
+            dir,
+        }
+    }
+
+    /// Restarts kandev on the same directory and database with new `options` (the way
+    /// an operator restarts the backend with a different environment). With
+    /// `graceful`, kandev gets SIGTERM and may shut its sessions down; otherwise its
+    /// whole process group is SIGKILLed, as in a crash. The address changes.
+    pub async fn restart(&mut self, options: KandevOptions, graceful: bool) {
+        if graceful {
+            let exited = self.process.terminate(DEADLINE).await;
+            assert!(exited, "kandev did not exit on SIGTERM within {DEADLINE:?}");
+        } else {
+            self.process.kill_group();
+        }
+        let (process, addr, _) = Self::launch(self.dir.path(), &options).await;
+        // The old process's logs stay in the directory under a new name.
+        self.process = process;
+        self.addr = addr;
+        self.http = HttpClient::new(addr);
+    }
+
+    async fn launch(dir: &Path, options: &KandevOptions) -> (GroupProcess, SocketAddr, FrameLog) {
+        let kandev_bin = bins::kandev();
+        let agentctl = bins::agentctl();
+        let mock = bins::mock_agent();
+        for old in ["kandev.stderr.log", "kandev.stdout.log"] {
+            let path = dir.join(old);
+            if path.is_file() {
+                let mut n = 1;
+                while dir.join(format!("{old}.{n}")).exists() {
+                    n += 1;
+                }
+                let _ = std::fs::rename(&path, dir.join(format!("{old}.{n}")));
+            }
+        }
+        let frames = FrameLog::new(dir.join("agent-frames.jsonl"));
         let foreign = bins::foreign_agent();
         let mut toml = format!(
             "profile = \"e2e\"\n\
@@ -129,10 +168,7 @@ impl Kandev {
              command = [\"node\", {foreign}, \"--bridge\", \"0.65.0\"]\n\n\
              [agents.claude-bridge-0101]\n\
              command = [\"node\", {foreign}, \"--bridge\", \"0.101.0\"]\n\n",
-            db = toml_str(&format!(
-                "sqlite://{}",
-                dir.path().join("kandev.db").display()
-            )),
+            db = toml_str(&format!("sqlite://{}", dir.join("kandev.db").display())),
             mock = toml_path(&mock),
             scenarios = toml_path(&bins::scenario_dir()),
             log = toml_path(frames.path()),
@@ -150,11 +186,11 @@ impl Kandev {
             )),
         }
         toml.push_str(&options.extra_toml);
-        let config = dir.path().join("kandev.toml");
+        let config = dir.join("kandev.toml");
         std::fs::write(&config, toml).expect("write kandev.toml");
 
         let mut command = Command::new(kandev_bin);
-        command.arg("serve").current_dir(dir.path());
+        command.arg("serve").current_dir(dir);
         clean_env(&mut command);
         command
             .env("KANDEV_CONFIG", &config)
@@ -166,19 +202,13 @@ impl Kandev {
         for (name, value) in &options.env {
             command.env(name, value);
         }
-        let mut process = GroupProcess::spawn("kandev", command, dir.path());
+        let mut process = GroupProcess::spawn("kandev", command, dir);
         let addr: SocketAddr = process
             .wait_for_line("KANDEV_LISTENING=", DEADLINE)
             .await
             .parse()
             .expect("KANDEV_LISTENING holds an address");
-        Self {
-            process,
-            addr,
-            http: HttpClient::new(addr),
-            frames,
-            dir,
-        }
+        (process, addr, frames)
     }
 
     /// Starts kandev with the default options.

@@ -107,6 +107,24 @@ impl GroupProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// SIGTERMs the leader and waits up to `grace` for it to exit (a graceful stop),
+    /// then SIGKILLs whatever is left of the group. Returns whether it exited in time.
+    pub async fn terminate(&mut self, grace: Duration) -> bool {
+        kill(&self.pid().to_string(), "TERM");
+        let until = tokio::time::Instant::now() + grace;
+        let exited = loop {
+            if !self.is_running() {
+                break true;
+            }
+            if tokio::time::Instant::now() >= until {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        self.kill_group();
+        exited
+    }
+
     /// SIGKILLs the whole process group and reaps the leader.
     pub fn kill_group(&mut self) {
         kill(&format!("-{}", self.pid()), "KILL");

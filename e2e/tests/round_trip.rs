@@ -371,6 +371,14 @@ async fn ac_12a_ac_12i_custom_text_with_a_selection_sends_only_the_trimmed_compa
 }
 
 #[tokio::test]
+async fn ac_12j_whitespace_only_free_text_with_no_selection_contributes_no_key() {
+    let kandev = kandev_on().await;
+    let asked = kandev.ask("mock", "/e2e:single").await;
+    let got = answer_and_see(&kandev, &asked.pending_id, &[("question_0", &[], "   ")]).await;
+    assert_eq!(got, json!({"action": "accept", "content": {}}));
+}
+
+#[tokio::test]
 async fn ac_12b_submitting_nothing_is_accept_with_empty_content_not_decline() {
     let kandev = kandev_on().await;
     let asked = kandev.ask("mock", "/e2e:single").await;

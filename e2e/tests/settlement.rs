@@ -303,3 +303,101 @@ async fn ac_20a_dropped_stream_is_503_with_the_record_open_then_reattach_answers
         "the proxy really cut"
     );
 }
+
+#[tokio::test]
+async fn session_stop_answers_the_pending_elicitation_cancel_and_withdraws_the_surface() {
+    let kandev = kandev_on(KandevOptions::new()).await;
+    let ws = kandev.ws().await;
+    let asked = kandev.ask("mock", "/e2e:single").await;
+    let r = kandev
+        .api()
+        .post(
+            &format!("/api/v1/sessions/{}/stop", asked.session_id),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{r}");
+    let got = kandev
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
+    assert_eq!(
+        got,
+        json!({"action": "cancel"}),
+        "session torn down → cancel"
+    );
+    assert_withdrawn(&kandev, &ws, &asked, "cancelled").await;
+    kandev
+        .wait_session_state(&asked.session_id, "COMPLETED")
+        .await;
+}
+
+#[tokio::test]
+async fn agentctl_sigterm_answers_the_pending_elicitation_cancel_and_the_surface_is_withdrawn() {
+    let kandev = kandev_on(KandevOptions::new()).await;
+    let ws = kandev.ws().await;
+    let asked = kandev.ask("mock", "/e2e:single").await;
+    let agentctls = kandev.agentctls();
+    assert_eq!(agentctls.len(), 1, "{agentctls:?}");
+    kandev_e2e::process::kill(&agentctls[0].0.to_string(), "TERM");
+    let got = kandev
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
+    assert_eq!(
+        got,
+        json!({"action": "cancel"}),
+        "agentctl shutting down → cancel"
+    );
+    // Settled by agentctl's shutdown (cancelled) or, if its event lost the race with
+    // the exit, by the backend (agent_disconnected): either way withdrawn, never pending.
+    let record = poll_until("the record to leave pending", DEADLINE, || async {
+        let r = kandev.clarification(&asked.pending_id).await;
+        (r["status"] != "pending").then_some(r)
+    })
+    .await;
+    let status = record["status"].as_str().expect("status").to_owned();
+    assert!(
+        status == "cancelled" || status == "agent_disconnected",
+        "{record}"
+    );
+    assert_withdrawn(&kandev, &ws, &asked, &status).await;
+    assert_eq!(kandev.frames().elicitation_responses().len(), 1);
+}
+
+#[tokio::test]
+async fn ac_20b_agentctl_serves_no_acp_http_route_the_answer_travels_on_the_agent_stream() {
+    let agentctl = RemoteAgentctl::start(&[]).await;
+    let api = kandev_e2e::HttpClient::new(agentctl.addr());
+    for path in [
+        "/api/v1/acp/elicitations/respond",
+        "/api/v1/acp/permissions/respond",
+    ] {
+        let r = api.post(path, &json!({"pending_id": "x"})).await;
+        assert_eq!(r.status, 404, "POST {path}: {r}");
+    }
+    // The one route is the agent stream, and it wants the token.
+    let r = api.get("/api/v1/agent/stream").await;
+    assert!(r.status == 401 || r.status == 400 || r.status == 426, "{r}");
+    // And an answer through kandev still arrives: over that stream.
+    let proxy = FaultProxy::start(agentctl.addr()).await;
+    let kandev = kandev_on(KandevOptions::new().remote(&proxy.ws_url(), agentctl.token())).await;
+    let asked = kandev.ask("mock", "/e2e:single").await;
+    let r = kandev
+        .answer(&asked.pending_id, &[("question_0", &["SQLite"], "")])
+        .await;
+    assert_eq!(r.status, 200, "{r}");
+    let got = kandev
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"question_0": "SQLite"}})
+    );
+    assert_eq!(
+        proxy.accepted(),
+        1,
+        "one agent-stream connection carried it all"
+    );
+}
