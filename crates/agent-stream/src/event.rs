@@ -20,6 +20,27 @@ pub struct ElicitationRequested {
     pub questions: Vec<Question>,
 }
 
+/// An `ask_user_question_kandev` MCP tool call waiting for the operator (ARCHITECTURE
+/// §6 F3: the legacy clarification path, beside elicitation).
+///
+/// Unlike an elicitation, the backend mints the clarification id and may fold this call
+/// into an existing pending record with the same normalised questions (D4); the call is
+/// answered with `agent.questions.respond` under this `request_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AskUserQuestionRequested {
+    /// UUID v4 minted by agentctl for this tool call; never the clarification id.
+    pub request_id: String,
+    /// The ACP session id of the agent that called the tool.
+    pub acp_session_id: String,
+    /// The questions (§4.3 shape): `kind` is `single_select`, ids are the caller's or
+    /// `q1…`, option ids are their labels, `custom_answer` is null (custom text on this
+    /// path is the answer's own `custom_text`, exclusive of a choice), `required` true.
+    pub questions: Vec<Question>,
+    /// The caller's optional context text.
+    #[serde(default)]
+    pub context: Option<String>,
+}
+
 /// How a pending elicitation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -67,6 +88,16 @@ pub enum AgentEvent {
         outcome: SettleOutcome,
         /// What the agent got.
         response: Value,
+    },
+    /// An `ask_user_question_kandev` tool call awaits the operator.
+    AskUserQuestionRequested(AskUserQuestionRequested),
+    /// An `ask_user_question_kandev` tool call returned to the agent (answered, rejected,
+    /// cancelled with the turn, past its deadline, abandoned by the caller, shutdown).
+    AskUserQuestionSettled {
+        /// Which call.
+        request_id: String,
+        /// How it ended (`agent_cancelled`: the MCP client went away or cancelled).
+        outcome: SettleOutcome,
     },
     /// agentctl answered a `session/request_permission` by policy.
     PermissionResolved {

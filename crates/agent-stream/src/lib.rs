@@ -16,7 +16,7 @@ pub mod request;
 pub mod response;
 
 pub use envelope::{Envelope, ErrorCode, ErrorPayload, FrameType};
-pub use event::{AgentEvent, ElicitationRequested, SettleOutcome};
+pub use event::{AgentEvent, AskUserQuestionRequested, ElicitationRequested, SettleOutcome};
 
 /// The path of the agent-stream WebSocket on agentctl.
 pub const STREAM_PATH: &str = "/api/v1/agent/stream";
@@ -29,12 +29,19 @@ pub mod action {
     pub const SESSION_ATTACH: &str = "agent.session.attach";
     /// Send a prompt; the turn's end arrives as an event: [`crate::request::Prompt`].
     pub const PROMPT: &str = "agent.prompt";
-    /// Cancel the current turn; every pending elicitation is answered `cancel`.
+    /// Cancel the current turn; every pending elicitation is answered `cancel` and every
+    /// waiting `ask_user_question_kandev` call returns as cancelled.
     pub const CANCEL: &str = "agent.cancel";
     /// Answer a pending elicitation: [`crate::request::ElicitationsRespond`].
     pub const ELICITATIONS_RESPOND: &str = "agent.elicitations.respond";
     /// List pending elicitations.
     pub const ELICITATIONS_LIST: &str = "agent.elicitations.list";
+    /// Return the operator's answer to an `ask_user_question_kandev` call:
+    /// [`crate::request::QuestionsRespond`] → `{success: true}`; `NOT_FOUND` when the call
+    /// already returned.
+    pub const QUESTIONS_RESPOND: &str = "agent.questions.respond";
+    /// List waiting `ask_user_question_kandev` calls: [`crate::response::QuestionList`].
+    pub const QUESTIONS_LIST: &str = "agent.questions.list";
     /// Stop the agent; every pending elicitation is answered `cancel`.
     pub const SHUTDOWN: &str = "agent.shutdown";
     /// agentctl → backend: an [`crate::event::AgentEvent`].
@@ -48,6 +55,8 @@ pub mod action {
         CANCEL,
         ELICITATIONS_RESPOND,
         ELICITATIONS_LIST,
+        QUESTIONS_RESPOND,
+        QUESTIONS_LIST,
         SHUTDOWN,
     ];
 }

@@ -93,6 +93,16 @@ impl ElicitationsRespond {
     }
 }
 
+/// `agent.questions.respond`: the backend's verdict for one `ask_user_question_kandev`
+/// call, already validated and settled in the backend's own store.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionsRespond {
+    /// agentctl's request id from `ask_user_question_requested`.
+    pub request_id: String,
+    /// The operator's answer, or `rejected: true`.
+    pub result: kandev_elicitation::OperatorAnswer,
+}
+
 /// A request with no fields (`agent.cancel`, `agent.elicitations.list`, `agent.shutdown`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Empty {}

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::event::ElicitationRequested;
+use crate::event::{AskUserQuestionRequested, ElicitationRequested};
 
 /// Answer to `agent.session.start`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,4 +47,11 @@ impl Success {
 pub struct PendingList {
     /// Elicitations still waiting for an answer, oldest first.
     pub pending: Vec<ElicitationRequested>,
+}
+
+/// Answer to `agent.questions.list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionList {
+    /// `ask_user_question_kandev` calls still waiting, oldest first.
+    pub pending: Vec<AskUserQuestionRequested>,
 }

@@ -142,3 +142,33 @@ fn decode_payload_reports_bad_request() {
         .expect_err("mismatch");
     assert_eq!(err.code, ErrorCode::BadRequest);
 }
+
+#[test]
+fn ask_user_question_events_and_respond() {
+    let question = json!({"id": "q1", "kind": "single_select", "title": null, "prompt": "Which DB?",
+        "options": [{"id": "Postgres", "label": "Postgres", "description": null},
+                    {"id": "SQLite", "label": "SQLite", "description": "embedded"}],
+        "custom_answer": null, "required": true, "default": null, "constraints": {}});
+    let event: AgentEvent = round_trip(json!({
+        "event": "ask_user_question_requested", "request_id": "r-1", "acp_session_id": "acp-1",
+        "questions": [question], "context": "Choosing storage"
+    }));
+    assert!(matches!(event, AgentEvent::AskUserQuestionRequested(ref r) if r.request_id == "r-1"));
+    let settled: AgentEvent = round_trip(json!({
+        "event": "ask_user_question_settled", "request_id": "r-1", "outcome": "turn_cancelled"
+    }));
+    assert_eq!(
+        settled,
+        AgentEvent::AskUserQuestionSettled {
+            request_id: "r-1".into(),
+            outcome: SettleOutcome::TurnCancelled
+        }
+    );
+    let respond: kandev_agent_stream::request::QuestionsRespond = round_trip(json!({
+        "request_id": "r-1",
+        "result": {"answers": [{"question_id": "q1", "selected_options": ["Postgres"], "custom_text": ""}],
+                   "rejected": false, "reject_reason": ""}
+    }));
+    assert_eq!(respond.result.answers[0].selected_options, ["Postgres"]);
+    assert!(kandev_agent_stream::action::REQUESTS.contains(&"agent.questions.respond"));
+}

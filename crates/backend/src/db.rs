@@ -16,8 +16,14 @@ pub type Db = sqlx::SqlitePool;
 ///
 /// Listed by hand because `sqlx::migrate!` needs sqlx's `macros` feature, which the
 /// workspace does not enable; a new file in `migrations/` needs a line here.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "init", include_str!("../../../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "init", include_str!("../../../migrations/0001_init.sql")),
+    (
+        2,
+        "ask_user_question",
+        include_str!("../../../migrations/0002_ask_user_question.sql"),
+    ),
+];
 
 /// Why the database could not be opened.
 #[derive(Debug, thiserror::Error)]

@@ -82,6 +82,9 @@ async fn respond_inner(
         });
     };
     tracing::Span::current().record("session_id", rec.session_id.as_str());
+    if rec.source == super::ask_user_question::SOURCE_ASK_USER_QUESTION {
+        return super::ask_user_question::respond(runtime, rec, body).await;
+    }
     let answer = body.as_record();
     if rec.status() == ClarificationStatus::AgentDisconnected {
         return not_delivered(runtime, &rec, &answer).await;

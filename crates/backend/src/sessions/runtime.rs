@@ -17,6 +17,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::Instrument;
 
 use crate::agent_link::{LinkError, LinkEvent};
+use crate::clarifications::ask_user_question;
 use crate::clarifications::store::{
     self as clarification_store, Clarification, ClarificationRow, ClarificationStatus,
     SOURCE_ELICITATION, SettledBy,
@@ -595,6 +596,13 @@ impl SessionRuntime {
                 .instrument(span)
                 .await
             }
+            LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(request)) => {
+                ask_user_question::on_requested(self, live, &request).await
+            }
+            LinkEvent::Agent(AgentEvent::AskUserQuestionSettled {
+                request_id,
+                outcome,
+            }) => ask_user_question::on_settled(self, live, &request_id, outcome).await,
             LinkEvent::Agent(AgentEvent::PermissionResolved {
                 tool_call_id,
                 option_id,
@@ -695,6 +703,20 @@ impl SessionRuntime {
         .await
     }
 
+    /// After a clarification record of any source was created: ends the open text
+    /// message, refreshes the session state, notifies the operator.
+    pub(crate) async fn clarification_opened(&self, live: &LiveSession) -> Result<(), sqlx::Error> {
+        {
+            let mut inner = live.inner.lock().await;
+            inner.transcript.close();
+            self.refresh(live, &mut inner).await?;
+        }
+        self.notifier
+            .clarification_requested(&live.task_title, &live.task_id, &live.id)
+            .await?;
+        Ok(())
+    }
+
     /// After a re-attach: records agentctl no longer holds can never be answered.
     async fn on_reattached(
         &self,
@@ -710,9 +732,10 @@ impl SessionRuntime {
         let ours =
             clarification_store::list(&self.db, Some(&live.id), Some(ClarificationStatus::Pending))
                 .await?;
+        // agentctl's list holds elicitations only; ask_user_question calls outlive the stream.
         for rec in ours
             .iter()
-            .filter(|r| !open.contains(r.pending_id.as_str()))
+            .filter(|r| r.source == SOURCE_ELICITATION && !open.contains(r.pending_id.as_str()))
         {
             if let Some(rec) = clarification_store::settle(
                 &self.db,
