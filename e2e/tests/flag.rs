@@ -120,6 +120,14 @@ async fn flag_patch_on_applies_to_the_next_session_which_advertises_form_and_ask
         d["pending_id"] == record["pending_id"]
     })
     .await;
+    // §K: the answer continues the same turn and the agent acts on it.
+    let pid = record["pending_id"].as_str().expect("pending_id");
+    let r = kandev.answer(pid, &[("question_0", &["Red"], "")]).await;
+    assert_eq!(r.status, 200, "{r}");
+    kandev.wait_agent_text(&sid, "You picked Red.").await;
+    kandev.wait_session_state(&sid, "IDLE").await;
+    // Two sessions so far, one session/prompt each: the answer added none.
+    assert_eq!(kandev.frames().prompt_requests().len(), 2);
 
     // The earlier session is untouched: still no capability.
     let first = kandev.session(&id(&before)).await;

@@ -122,10 +122,10 @@ async fn agent_cancelling_its_own_request_settles_the_record_cancelled_and_withd
         .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
         .await;
     assert_eq!(late.status, 404, "{late}");
-    assert!(
-        kandev.frames().elicitation_responses().len() <= 1,
-        "at most the cancellation's own response: {:?}",
-        kandev.frames().elicitation_responses()
+    assert_eq!(
+        kandev.frames().elicitation_responses(),
+        vec![json!({"action": "cancel"})],
+        "exactly one response, the cancellation's; the late answer never reached the agent"
     );
 }
 
@@ -299,8 +299,9 @@ async fn ac_20a_dropped_stream_is_503_with_the_record_open_then_reattach_answers
         "every agent update arrived: {text}"
     );
     assert!(
-        proxy.refused() > 0 || proxy.accepted() >= 2,
-        "the proxy really cut"
+        proxy.accepted() >= 3,
+        "the stream was re-established twice: {} connections",
+        proxy.accepted()
     );
 }
 
