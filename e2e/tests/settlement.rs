@@ -37,6 +37,11 @@ async fn assert_withdrawn(kandev: &Kandev, ws: &OperatorWs, asked: &Asked, statu
         .find(|m| m["metadata"]["pending_id"] == asked.pending_id.as_str())
         .expect("the clarification message");
     assert_eq!(m["metadata"]["status"], status, "message metadata: {m}");
+    ws.wait_for_type("message.updated", DEADLINE, |d| {
+        d["metadata"]["pending_id"] == asked.pending_id.as_str()
+            && d["metadata"]["status"] == status
+    })
+    .await;
     let task = kandev.task_in_list(&asked.task_id).await;
     assert_eq!(task["pending_action"], Value::Null, "{task}");
     assert_ne!(task["state"], "WAITING_FOR_INPUT", "{task}");
