@@ -524,6 +524,79 @@ async fn prompt_when_the_stream_is_down_is_503() {
         get(&router, &format!("/api/v1/sessions/{id}/messages")).await["messages"],
         json!([])
     );
+    assert_eq!(
+        get(&router, &format!("/api/v1/sessions/{id}")).await["state"],
+        "IDLE"
+    );
+    let got = call(
+        &router,
+        "POST",
+        &format!("/api/v1/sessions/{id}/cancel"),
+        None,
+    )
+    .await;
+    assert_error(&got, 503, "AGENT_STREAM_NOT_CONNECTED");
+    assert_error(
+        &call(&router, "POST", "/api/v1/sessions/nope/cancel", None).await,
+        404,
+        "NOT_FOUND",
+    );
+}
+
+#[tokio::test]
+async fn agentctl_errors_map_to_their_statuses() {
+    let (_, router, connector, _, id) = started().await;
+    let link = connector.link(&id);
+    let prompt = format!("/api/v1/sessions/{id}/prompt");
+    let body = Some(r#"{"text": "x"}"#);
+    link.reply(
+        "agent.prompt",
+        Err(LinkError::Remote(ErrorPayload::new(
+            ErrorCode::Internal,
+            "agent crashed",
+        ))),
+    );
+    assert_error(
+        &call(&router, "POST", &prompt, body).await,
+        502,
+        "AGENTCTL_ERROR",
+    );
+    link.reply(
+        "agent.prompt",
+        Err(LinkError::Timeout(std::time::Duration::from_secs(30))),
+    );
+    assert_error(
+        &call(&router, "POST", &prompt, body).await,
+        504,
+        "AGENTCTL_TIMEOUT",
+    );
+    link.reply(
+        "agent.prompt",
+        Err(LinkError::Remote(ErrorPayload::new(
+            ErrorCode::BadRequest,
+            "no session",
+        ))),
+    );
+    assert_error(
+        &call(&router, "POST", &prompt, body).await,
+        400,
+        "BAD_REQUEST",
+    );
+    link.reply("agent.prompt", Err(LinkError::Protocol("garbled".into())));
+    assert_error(
+        &call(&router, "POST", &prompt, body).await,
+        502,
+        "AGENTCTL_ERROR",
+    );
+    // None of them left a turn running or a user message behind.
+    assert_eq!(
+        get(&router, &format!("/api/v1/sessions/{id}")).await["state"],
+        "IDLE"
+    );
+    assert_eq!(
+        get(&router, &format!("/api/v1/sessions/{id}/messages")).await["messages"],
+        json!([])
+    );
 }
 
 #[tokio::test]
