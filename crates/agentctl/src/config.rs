@@ -11,10 +11,14 @@ pub const ANSWER_TIMEOUT_VAR: &str = "KANDEV_ELICITATION_ANSWER_TIMEOUT";
 pub const IDLE_TIMEOUT_VAR: &str = "KANDEV_ACP_IDLE_TIMEOUT";
 /// Default answer deadline: 55 minutes.
 pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(55 * 60);
+/// Env var of the `ask_user_question_kandev` tool call's own deadline.
+pub const ASK_TIMEOUT_VAR: &str = "KANDEV_ASK_USER_QUESTION_TIMEOUT";
+/// Default deadline of an `ask_user_question_kandev` call: 2 hours.
+pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(2 * 60 * 60);
 /// Default ACP idle timeout: 1 hour.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
-/// The two durations agentctl enforces.
+/// The durations agentctl enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
     /// How long a pending elicitation waits for the operator before agentctl answers `decline`.
@@ -23,6 +27,10 @@ pub struct Timeouts {
     /// gives up on the agent. Always longer than `answer`, so a deadline decline is
     /// agentctl's own act and never a connection teardown (AC-64).
     pub idle: Duration,
+    /// How long an `ask_user_question_kandev` call waits for the operator before it
+    /// returns a timed-out tool error. A waiting call counts as agent activity, so it
+    /// may exceed `idle`.
+    pub ask: Duration,
 }
 
 impl Default for Timeouts {
@@ -30,6 +38,7 @@ impl Default for Timeouts {
         Self {
             answer: DEFAULT_ANSWER_TIMEOUT,
             idle: DEFAULT_IDLE_TIMEOUT,
+            ask: DEFAULT_ASK_TIMEOUT,
         }
     }
 }
@@ -76,7 +85,8 @@ impl Timeouts {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let answer = read_duration(&lookup, ANSWER_TIMEOUT_VAR, DEFAULT_ANSWER_TIMEOUT)?;
         let idle = read_duration(&lookup, IDLE_TIMEOUT_VAR, DEFAULT_IDLE_TIMEOUT)?;
-        let timeouts = Self { answer, idle };
+        let ask = read_duration(&lookup, ASK_TIMEOUT_VAR, DEFAULT_ASK_TIMEOUT)?;
+        let timeouts = Self { answer, idle, ask };
         timeouts.validate()?;
         Ok(timeouts)
     }
@@ -144,7 +154,8 @@ mod tests {
             t,
             Timeouts {
                 answer: Duration::from_millis(300),
-                idle: Duration::from_secs(1)
+                idle: Duration::from_secs(1),
+                ask: DEFAULT_ASK_TIMEOUT,
             }
         );
     }
@@ -183,6 +194,16 @@ mod tests {
                 var: ANSWER_TIMEOUT_VAR
             }
         );
+    }
+
+    #[test]
+    fn ask_timeout_defaults_to_2h_and_is_read() {
+        assert_eq!(
+            Timeouts::from_lookup(env(&[])).expect("defaults").ask,
+            Duration::from_secs(7200)
+        );
+        let t = Timeouts::from_lookup(env(&[(ASK_TIMEOUT_VAR, "3s")])).expect("valid");
+        assert_eq!(t.ask, Duration::from_secs(3));
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! - [`capabilities`]: the one function that builds `initialize`'s `clientCapabilities`
 //!   from the agent id and the session's `FlagSnapshot` (sent raw, byte for byte).
 //! - [`config`]: the answer deadline and ACP idle timeout from agentctl's environment.
+//! - [`mcp`] and [`questions`]: the per-session MCP server with the
+//!   `ask_user_question_kandev` tool (the clarification path beside elicitation, F3),
+//!   and `agentctl mcp-stdio`, its stdio bridge.
 //! - [`debug_cli`]: `agentctl elicitation map|respond`, the mapping on stdin/stdout.
 //!
 //! ## One elicitation
@@ -58,7 +61,9 @@ pub mod agent;
 pub mod capabilities;
 pub mod config;
 pub mod debug_cli;
+pub mod mcp;
 pub mod outbox;
 pub mod pending;
+pub mod questions;
 pub mod server;
 pub mod session;

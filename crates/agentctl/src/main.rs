@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! AGENTCTL_TOKEN=secret agentctl serve --listen 127.0.0.1:7740
+//! KANDEV_MCP_URL=… KANDEV_MCP_TOKEN=… agentctl mcp-stdio
 //! agentctl elicitation map < params.json
 //! agentctl elicitation respond --request params.json < answer.json
 //! ```
@@ -32,7 +33,8 @@ use kandev_agentctl::server::{AgentCtl, TOKEN_ENV as TOKEN_VAR};
         {\"type\":\"notification\",\"action\":\"agent.event\",\"payload\":{\"event\":\"session_update\"|\"elicitation_requested\"|…}}.\n\n\
         Environment: AGENTCTL_TOKEN (required unless --insecure-no-token), \
         KANDEV_ELICITATION_ANSWER_TIMEOUT (default 55m), KANDEV_ACP_IDLE_TIMEOUT (default 1h; must exceed \
-        the answer timeout), RUST_LOG (log filter; logs go to stderr)."
+        the answer timeout), KANDEV_ASK_USER_QUESTION_TIMEOUT (default 2h; the ask_user_question_kandev \
+        tool call's own deadline), RUST_LOG (log filter; logs go to stderr)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -49,6 +51,17 @@ enum Command {
         /// Accept streams without a token (local development only).
         #[arg(long)]
         insecure_no_token: bool,
+    },
+    /// Serve the session's ask_user_question_kandev MCP server on stdin/stdout, relaying
+    /// to its HTTP endpoint (for agents without HTTP MCP support; agentctl lists this
+    /// command in session/new itself).
+    McpStdio {
+        /// The HTTP MCP endpoint.
+        #[arg(long, env = "KANDEV_MCP_URL")]
+        url: String,
+        /// Its bearer token.
+        #[arg(long, env = "KANDEV_MCP_TOKEN", hide_env_values = true)]
+        token: String,
     },
     /// Debug the elicitation mapping without an agent.
     #[command(subcommand)]
@@ -75,6 +88,7 @@ fn main() -> ExitCode {
             listen,
             insecure_no_token,
         } => serve(listen, insecure_no_token),
+        Command::McpStdio { url, token } => mcp_stdio(url, token),
         Command::Elicitation(ElicitationCommand::Map) => {
             let Some(stdin) = read_stdin() else {
                 return ExitCode::from(2);
@@ -124,6 +138,29 @@ fn print_outcome(outcome: debug_cli::Outcome) -> ExitCode {
 fn config_error(message: &str) -> ExitCode {
     eprintln!("agentctl: {message}");
     ExitCode::from(2)
+}
+
+fn mcp_stdio(url: String, token: String) -> ExitCode {
+    // stdout is the MCP channel: logs go to stderr only.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),
+    };
+    match runtime.block_on(kandev_agentctl::mcp::run_stdio_bridge(url, token)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("agentctl mcp-stdio: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn serve(listen: SocketAddr, insecure_no_token: bool) -> ExitCode {

@@ -19,9 +19,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::{SinkExt, StreamExt};
-use kandev_agent_stream::request::{ElicitationsRespond, Prompt, SessionStart};
+use kandev_agent_stream::request::{ElicitationsRespond, Prompt, QuestionsRespond, SessionStart};
 use kandev_agent_stream::response::{
-    PendingList, PromptAccepted, SessionAttached, SessionStarted, Success,
+    PendingList, PromptAccepted, QuestionList, SessionAttached, SessionStarted, Success,
 };
 use kandev_agent_stream::{Envelope, ErrorCode, ErrorPayload, FrameType, STREAM_PATH, action};
 use serde::{Deserialize, Serialize};
@@ -182,6 +182,15 @@ impl AgentCtl {
             action::ELICITATIONS_LIST => {
                 let pending = connection.session()?.pending();
                 payload(&PendingList { pending })
+            }
+            action::QUESTIONS_RESPOND => {
+                let respond: QuestionsRespond = request.decode_payload()?;
+                connection.session()?.respond_questions(&respond)?;
+                payload(&Success::OK)
+            }
+            action::QUESTIONS_LIST => {
+                let pending = connection.session()?.pending_questions();
+                payload(&QuestionList { pending })
             }
             action::SHUTDOWN => {
                 let session = connection.session()?;

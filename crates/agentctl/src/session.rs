@@ -9,23 +9,27 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use kandev_agent_stream::request::{
-    AgentSpec, ElicitationsRespond, PermissionPolicy, SessionStart,
+    AgentSpec, ElicitationsRespond, PermissionPolicy, QuestionsRespond, SessionStart,
 };
 use kandev_agent_stream::{
-    AgentEvent, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome,
+    AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorCode, ErrorPayload,
+    SettleOutcome,
 };
 use kandev_elicitation::{ElicitationResponse, build_response, map_request};
 use kandev_flags::FlagSnapshot;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::agent::{AcpResponder, AgentHandler, AgentLink, SpawnError};
 use crate::capabilities::client_capabilities;
 use crate::config::Timeouts;
+use crate::mcp::McpEndpoint;
 use crate::outbox::{DEFAULT_CAPACITY, Outbox};
 use crate::pending::{PendingElicitation, PendingSet, TakeRefused};
+use crate::questions::{AskInput, QuestionSet, QuestionVerdict};
 
 /// How long `initialize` + `session/new` may take.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -71,6 +75,8 @@ pub struct Session {
     client_capabilities: Value,
     outbox: Outbox,
     pending: PendingSet<AcpResponder>,
+    questions: QuestionSet,
+    mcp: OnceLock<McpEndpoint>,
     link: OnceLock<AgentLink>,
     acp_session_id: OnceLock<String>,
     turn_running: AtomicBool,
@@ -163,6 +169,8 @@ impl Session {
                 client_capabilities,
                 outbox: Outbox::new(session_id.clone(), DEFAULT_CAPACITY),
                 pending: PendingSet::default(),
+                questions: QuestionSet::default(),
+                mcp: OnceLock::new(),
                 link: OnceLock::new(),
                 acp_session_id: OnceLock::new(),
                 turn_running: AtomicBool::new(false),
@@ -170,6 +178,14 @@ impl Session {
                 last_activity: Mutex::new(Instant::now()),
                 me: me.clone(),
             });
+            // The ask_user_question_kandev tool; without it the agent can still elicit.
+            match McpEndpoint::start(Arc::downgrade(&session)).await {
+                Ok(endpoint) => {
+                    tracing::info!(url = %endpoint.url(), "MCP server for ask_user_question_kandev listening");
+                    let _ = session.mcp.set(endpoint);
+                }
+                Err(err) => tracing::warn!(error = %err, "cannot start the MCP server; the agent gets no ask_user_question_kandev tool"),
+            }
             let link = AgentLink::spawn(&agent, Arc::new(SessionHandler(Arc::downgrade(&session))))
                 .await?;
             let link = session.link.get_or_init(|| link);
@@ -208,22 +224,47 @@ impl Session {
             "clientCapabilities": self.client_capabilities,
             "clientInfo": {"name": "kandev-agentctl", "version": env!("CARGO_PKG_VERSION")},
         });
-        link.request("initialize", initialize)
+        let initialized = link
+            .request("initialize", initialize)
             .await
             .map_err(|err| err.to_string())?;
+        let http_mcp = initialized
+            .pointer("/agentCapabilities/mcpCapabilities/http")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let cwd = match &agent.cwd {
             Some(cwd) => std::path::absolute(cwd),
             None => std::env::current_dir(),
         }
         .map_err(|err| format!("cannot resolve the working directory: {err}"))?;
         let new = link
-            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .request(
+                "session/new",
+                json!({"cwd": cwd, "mcpServers": self.mcp_servers(http_mcp)}),
+            )
             .await
             .map_err(|err| err.to_string())?;
         new.get("sessionId")
             .and_then(Value::as_str)
             .map(str::to_owned)
             .ok_or_else(|| format!("session/new returned no sessionId: {new}"))
+    }
+
+    /// `session/new`'s `mcpServers`: our MCP server over HTTP when the agent takes HTTP
+    /// servers, else through the `agentctl mcp-stdio` bridge.
+    fn mcp_servers(&self, http: bool) -> Value {
+        let Some(endpoint) = self.mcp.get() else {
+            return json!([]);
+        };
+        let bridge = std::env::current_exe()
+            .map(|path| path.display().to_string())
+            .unwrap_or_else(|_| "agentctl".to_owned());
+        json!([endpoint.acp_server(http, &bridge)])
+    }
+
+    /// The session's MCP server, when it started.
+    pub fn mcp(&self) -> Option<&McpEndpoint> {
+        self.mcp.get()
     }
 
     /// The backend's session id.
@@ -452,6 +493,104 @@ impl Session {
         }
     }
 
+    // ---- ask_user_question_kandev -----------------------------------------------------------
+
+    /// One `ask_user_question_kandev` call: announces it, then waits until the backend
+    /// returns a verdict, the turn is cancelled, the deadline passes
+    /// (`KANDEV_ASK_USER_QUESTION_TIMEOUT`), the caller goes away (`cancelled`) or the
+    /// session ends.
+    pub async fn ask_user_question(
+        &self,
+        input: AskInput,
+        cancelled: CancellationToken,
+    ) -> QuestionVerdict {
+        let request_id = uuid::Uuid::new_v4().to_string();
+        let span = tracing::info_span!("ask_user_question", session_id = %self.id, request_id = %request_id);
+        async {
+            if self.is_closed() {
+                return QuestionVerdict::Ended(SettleOutcome::Shutdown);
+            }
+            let requested = AskUserQuestionRequested {
+                request_id: request_id.clone(),
+                acp_session_id: self.acp_session_id().to_owned(),
+                questions: input.questions,
+                context: input.context,
+            };
+            let event = AgentEvent::AskUserQuestionRequested(requested.clone());
+            let mut verdict = None;
+            // Parked and announced in one step, so no settlement can be reported before it.
+            self.outbox.emit_if(&event, || {
+                verdict = Some(self.questions.insert(requested));
+                true
+            });
+            let Some(mut verdict) = verdict else {
+                return QuestionVerdict::Ended(SettleOutcome::Shutdown);
+            };
+            *lock(&self.last_activity) = Instant::now();
+            tracing::info!("ask_user_question_kandev waiting for the operator");
+            let ended = tokio::select! {
+                result = &mut verdict => return result.unwrap_or(QuestionVerdict::Ended(SettleOutcome::Shutdown)),
+                () = tokio::time::sleep(self.timeouts.ask) => SettleOutcome::TimedOut,
+                () = cancelled.cancelled() => SettleOutcome::AgentCancelled,
+            };
+            match self.questions.take(&request_id) {
+                Some(call) => {
+                    call.finish(QuestionVerdict::Ended(ended));
+                    tracing::info!(outcome = ?ended, "ask_user_question_kandev returned without an answer");
+                    self.emit(AgentEvent::AskUserQuestionSettled { request_id: request_id.clone(), outcome: ended });
+                    QuestionVerdict::Ended(ended)
+                }
+                // Someone else took it at the same moment; its verdict is on the way.
+                None => verdict.await.unwrap_or(QuestionVerdict::Ended(ended)),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// `agent.questions.respond`: returns a waiting call with the backend's verdict.
+    pub fn respond_questions(&self, respond: &QuestionsRespond) -> Result<(), ErrorPayload> {
+        let Some(call) = self.questions.take(&respond.request_id) else {
+            return Err(ErrorPayload::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no waiting ask_user_question_kandev call `{}` (unknown or already returned)",
+                    respond.request_id
+                ),
+            ));
+        };
+        let outcome = if respond.result.rejected {
+            SettleOutcome::Declined
+        } else {
+            SettleOutcome::Answered
+        };
+        if !call.finish(QuestionVerdict::Responded(respond.result.clone())) {
+            tracing::warn!(request_id = %respond.request_id, "the caller stopped waiting just now");
+        }
+        tracing::info!(session_id = %self.id, request_id = %respond.request_id, ?outcome, "ask_user_question_kandev answered");
+        self.emit(AgentEvent::AskUserQuestionSettled {
+            request_id: respond.request_id.clone(),
+            outcome,
+        });
+        Ok(())
+    }
+
+    /// `ask_user_question_kandev` calls still waiting, oldest first.
+    pub fn pending_questions(&self) -> Vec<AskUserQuestionRequested> {
+        self.questions.list()
+    }
+
+    fn end_questions(&self, outcome: SettleOutcome) {
+        for call in self.questions.drain() {
+            let request_id = call.requested.request_id.clone();
+            call.finish(QuestionVerdict::Ended(outcome));
+            self.emit(AgentEvent::AskUserQuestionSettled {
+                request_id,
+                outcome,
+            });
+        }
+    }
+
     // ---- turns ---------------------------------------------------------------------------
 
     /// `agent.prompt`: starts a turn and returns at once; its end is `turn_completed`.
@@ -497,7 +636,10 @@ impl Session {
                             Err(err) => turn_error(err.to_string()),
                         },
                         _ = tokio::time::sleep_until(deadline) => {
-                            if *lock(&self.last_activity) + self.timeouts.idle <= Instant::now() {
+                            // A tool call waiting for the operator is the agent waiting on us.
+                            if !self.questions.is_empty() {
+                                *lock(&self.last_activity) = Instant::now();
+                            } else if *lock(&self.last_activity) + self.timeouts.idle <= Instant::now() {
                                 let idle = humantime::format_duration(self.timeouts.idle);
                                 tracing::warn!(%idle, "agent idle past the ACP idle timeout; stopping it");
                                 self.turn_running.store(false, Ordering::SeqCst);
@@ -529,6 +671,7 @@ impl Session {
             SettleOutcome::TurnCancelled,
             Some(ElicitationResponse::Cancel),
         );
+        self.end_questions(SettleOutcome::TurnCancelled);
         Ok(())
     }
 
@@ -537,6 +680,10 @@ impl Session {
     pub async fn shutdown(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.settle_all(SettleOutcome::Shutdown, Some(ElicitationResponse::Cancel));
+        self.end_questions(SettleOutcome::Shutdown);
+        if let Some(mcp) = self.mcp.get() {
+            mcp.stop();
+        }
         if let Some(link) = self.link.get() {
             if !link.has_exited() {
                 tracing::info!(session_id = %self.id, "stopping the agent");
@@ -549,6 +696,10 @@ impl Session {
         self.closed.store(true, Ordering::SeqCst);
         // Nothing can reach the agent any more: settle with no response.
         self.settle_all(SettleOutcome::AgentExited, None);
+        self.end_questions(SettleOutcome::AgentExited);
+        if let Some(mcp) = self.mcp.get() {
+            mcp.stop();
+        }
         self.emit(AgentEvent::AgentExited { code });
     }
 }
