@@ -12,7 +12,7 @@ async fn kandev_on() -> Kandev {
 }
 
 #[tokio::test]
-async fn ac_12f_ac_60_two_identical_elicitations_are_two_records_and_answering_one_leaves_the_other_pending()
+async fn ac_12f_ac_60_f9_two_identical_elicitations_are_two_records_and_answering_one_leaves_the_other_pending()
  {
     let kandev = kandev_on().await;
     let (_, session) = kandev.task_with_session("mock", "/e2e:two-identical").await;
@@ -47,6 +47,12 @@ async fn ac_12f_ac_60_two_identical_elicitations_are_two_records_and_answering_o
         "clarification"
     );
 
+    // F9: one session.clarification_requested per elicitation, not per question text.
+    kandev_e2e::poll_until("two notifications", kandev_e2e::DEADLINE, || async {
+        (requested_notifications(&kandev).await == 2).then_some(())
+    })
+    .await;
+
     let r = kandev
         .answer(second, &[("question_0", &["SQLite"], "")])
         .await;
@@ -60,6 +66,20 @@ async fn ac_12f_ac_60_two_identical_elicitations_are_two_records_and_answering_o
         json!({"action": "accept", "content": {"question_0": "SQLite"}})
     );
     kandev.wait_session_state(&sid, "IDLE").await;
+    assert_eq!(
+        requested_notifications(&kandev).await,
+        2,
+        "still exactly two"
+    );
+}
+
+async fn requested_notifications(kandev: &Kandev) -> usize {
+    kandev
+        .notifications()
+        .await
+        .iter()
+        .filter(|n| n["event"] == "session.clarification_requested")
+        .count()
 }
 
 #[tokio::test]
