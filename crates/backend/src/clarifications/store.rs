@@ -255,6 +255,24 @@ pub async fn count_pending(db: &Db, session_id: &str) -> Result<usize, sqlx::Err
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
+/// How many records of each session of a task are pending (sessions with none are absent).
+pub async fn count_pending_by_session(
+    db: &Db,
+    task_id: &str,
+) -> Result<std::collections::HashMap<String, usize>, sqlx::Error> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT session_id, COUNT(*) FROM clarifications WHERE task_id = $1 AND status = $2 GROUP BY session_id",
+    )
+    .bind(task_id)
+    .bind(ClarificationStatus::Pending.as_str())
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(session, n)| (session, usize::try_from(n).unwrap_or(0)))
+        .collect())
+}
+
 /// Moves a record out of `pending` (or corrects a provisional backend settlement when
 /// agentctl reports the real outcome). Returns the record when this call changed it,
 /// `None` when it was already settled (the other writer won; nothing to do).
@@ -345,6 +363,9 @@ mod tests {
             [a, b]
         );
         assert_eq!(count_pending(&db, &session).await.expect("count"), 2);
+        let by_session = count_pending_by_session(&db, &task).await.expect("counts");
+        assert_eq!(by_session.get(&session), Some(&2));
+        assert_eq!(by_session.len(), 1);
         let view = Clarification::from(all[0].clone());
         assert_eq!(view.source, "elicitation");
         assert_eq!(view.questions[0]["id"], "question_0");

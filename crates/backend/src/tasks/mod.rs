@@ -80,11 +80,16 @@ pub struct TaskView {
 
 /// The task with its sessions.
 pub async fn view(db: &Db, task: Task) -> Result<TaskView, sqlx::Error> {
-    let mut sessions = Vec::new();
-    for row in crate::sessions::store::list_for_task(db, &task.id).await? {
-        let pending = crate::clarifications::store::count_pending(db, &row.id).await?;
-        sessions.push(Session::from_row(row, pending));
-    }
+    // One query for every session's pending count, however many sessions the task has.
+    let counts = crate::clarifications::store::count_pending_by_session(db, &task.id).await?;
+    let sessions: Vec<Session> = crate::sessions::store::list_for_task(db, &task.id)
+        .await?
+        .into_iter()
+        .map(|row| {
+            let pending = counts.get(&row.id).copied().unwrap_or(0);
+            Session::from_row(row, pending)
+        })
+        .collect();
     let pending_action = sessions.iter().find_map(|s| s.pending_action);
     let state = if sessions
         .iter()
