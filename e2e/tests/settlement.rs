@@ -82,7 +82,8 @@ async fn ac_64_answer_deadline_declines_the_request_the_turn_continues_and_the_s
  {
     let kandev = kandev_on(KandevOptions::new().answer_timeout("1500ms")).await;
     let ws = kandev.ws().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
+    // The deadline is short: find the record whatever its status by now.
+    let asked = asked_any_status(&kandev, "/e2e:single").await;
     let got = kandev
         .frames()
         .wait_for_elicitation_response(1, TURN_DEADLINE)
@@ -108,19 +109,9 @@ async fn ac_64_answer_deadline_declines_the_request_the_turn_continues_and_the_s
 async fn agent_cancelling_its_own_request_settles_the_record_cancelled_and_withdraws_the_surface() {
     let kandev = kandev_on(KandevOptions::new()).await;
     let ws = kandev.ws().await;
-    let (task, session) = kandev.task_with_session("mock", "/e2e:agent-cancel").await;
-    let sid = session["id"].as_str().expect("id").to_owned();
     // The agent cancels 100 ms after asking: wait for the record whatever its status.
-    let record = poll_until("the clarification record", DEADLINE, || async {
-        kandev.clarifications(&sid, None).await.into_iter().next()
-    })
-    .await;
-    let asked = Asked {
-        task_id: task["id"].as_str().expect("id").to_owned(),
-        session_id: sid.clone(),
-        pending_id: record["pending_id"].as_str().expect("id").to_owned(),
-        record,
-    };
+    let asked = asked_any_status(&kandev, "/e2e:agent-cancel").await;
+    let sid = asked.session_id.clone();
     assert_withdrawn(&kandev, &ws, &asked, "cancelled").await;
     kandev.wait_session_state(&sid, "IDLE").await;
     let late = kandev
@@ -138,22 +129,34 @@ async fn agent_cancelling_its_own_request_settles_the_record_cancelled_and_withd
 async fn agent_exit_marks_the_record_agent_disconnected_and_a_later_answer_is_200_not_delivered() {
     let kandev = kandev_on(KandevOptions::new()).await;
     let ws = kandev.ws().await;
-    let (task, session) = kandev.task_with_session("mock", "/e2e:crash").await;
-    let sid = session["id"].as_str().expect("id").to_owned();
-    let record = poll_until("the clarification record", DEADLINE, || async {
-        kandev.clarifications(&sid, None).await.into_iter().next()
-    })
-    .await;
-    let asked = Asked {
-        task_id: task["id"].as_str().expect("id").to_owned(),
-        session_id: sid.clone(),
-        pending_id: record["pending_id"].as_str().expect("id").to_owned(),
-        record,
-    };
+    // The agent exits 200 ms after asking: wait for the record whatever its status.
+    let asked = asked_any_status(&kandev, "/e2e:crash").await;
+    let sid = asked.session_id.clone();
     assert_withdrawn(&kandev, &ws, &asked, "agent_disconnected").await;
     let session = kandev.wait_session_state(&sid, "FAILED").await;
     assert_eq!(session["pending_action"], Value::Null);
     assert_not_delivered(&kandev, &asked).await;
+}
+
+/// A session of the mock agent on `prompt` and its first clarification record, in
+/// whatever status it has by the time it is seen (for questions settled within ms).
+async fn asked_any_status(kandev: &Kandev, prompt: &str) -> Asked {
+    let (task, session) = kandev.task_with_session("mock", prompt).await;
+    let session_id = session["id"].as_str().expect("id").to_owned();
+    let record = poll_until("the clarification record", DEADLINE, || async {
+        kandev
+            .clarifications(&session_id, None)
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    Asked {
+        task_id: task["id"].as_str().expect("id").to_owned(),
+        pending_id: record["pending_id"].as_str().expect("id").to_owned(),
+        session_id,
+        record,
+    }
 }
 
 /// A submission after `agent_disconnected` is 200 `not_delivered`, recorded on the message,
@@ -405,5 +408,37 @@ async fn ac_20b_agentctl_serves_no_acp_http_route_the_answer_travels_on_the_agen
         proxy.accepted(),
         1,
         "one agent-stream connection carried it all"
+    );
+}
+
+#[tokio::test]
+async fn ac_64_an_answer_deadline_not_below_the_idle_timeout_is_refused_and_the_session_fails_saying_why()
+ {
+    let kandev = kandev_on(
+        KandevOptions::new()
+            .answer_timeout("2s")
+            .env("KANDEV_ACP_IDLE_TIMEOUT", "1s"),
+    )
+    .await;
+    let task = kandev.create_task("bad timeouts").await;
+    let tid = task["id"].as_str().expect("id");
+    let r = kandev
+        .try_start_session(tid, "mock", Some("/e2e:single"))
+        .await;
+    let failed = if r.status == 201 {
+        let sid = r.body["id"].as_str().expect("id").to_owned();
+        kandev.wait_session_state(&sid, "FAILED").await
+    } else {
+        assert!(r.status >= 400, "{r}");
+        r.body
+    };
+    let text = failed.to_string();
+    assert!(
+        text.contains("KANDEV_ELICITATION_ANSWER_TIMEOUT"),
+        "the reason names the variable: {failed}"
+    );
+    assert!(
+        kandev.frames().elicitation_requests().is_empty(),
+        "no agent ran"
     );
 }
