@@ -1,0 +1,110 @@
+//! A lean operator: the `/api/v1/ws` events forwarded through a channel (no per-event
+//! scanning, so the measurement is not the client's), and a keep-alive HTTP/1.1 JSON
+//! client as a browser would hold one.
+
+use std::net::SocketAddr;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Subscribes to the operator WebSocket and forwards the `data` of every
+/// `clarification.created` event.
+pub async fn clarifications_created(
+    addr: SocketAddr,
+) -> Result<mpsc::UnboundedReceiver<Value>, String> {
+    let url = format!("ws://{addr}/api/v1/ws");
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), None, true)
+        .await
+        .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let (_write, mut read) = socket.split();
+        while let Some(Ok(message)) = read.next().await {
+            let Message::Text(text) = message else {
+                continue;
+            };
+            // Cheap pre-filter: most events are not clarifications.
+            if !text.as_str().contains("clarification.created") {
+                continue;
+            }
+            if let Ok(event) = serde_json::from_str::<Value>(text.as_str())
+                && event["type"] == "clarification.created"
+                && tx.send(event["data"].clone()).is_err()
+            {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// One kept-alive connection to the operator API.
+pub struct KeepAlive {
+    addr: SocketAddr,
+    stream: BufReader<TcpStream>,
+}
+
+impl KeepAlive {
+    /// Connects.
+    pub async fn connect(addr: SocketAddr) -> std::io::Result<Self> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            addr,
+            stream: BufReader::new(stream),
+        })
+    }
+
+    /// `POST path` with a JSON body → `(status, body)`; reconnects once if the server
+    /// closed the idle connection.
+    pub async fn post(&mut self, path: &str, body: &Value) -> std::io::Result<(u16, Value)> {
+        match self.try_post(path, body).await {
+            Ok(r) => Ok(r),
+            Err(_) => {
+                *self = Self::connect(self.addr).await?;
+                self.try_post(path, body).await
+            }
+        }
+    }
+
+    async fn try_post(&mut self, path: &str, body: &Value) -> std::io::Result<(u16, Value)> {
+        let payload = body.to_string();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
+            self.addr,
+            payload.len()
+        );
+        self.stream.get_mut().write_all(request.as_bytes()).await?;
+        let mut status_line = String::new();
+        if self.stream.read_line(&mut status_line).await? == 0 {
+            return Err(std::io::Error::other("connection closed"));
+        }
+        let status: u16 = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("bad status line {status_line:?}")))?;
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            self.stream.read_line(&mut line).await?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut raw = vec![0u8; length];
+        self.stream.read_exact(&mut raw).await?;
+        let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+        Ok((status, body))
+    }
+}

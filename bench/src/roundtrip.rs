@@ -1,0 +1,201 @@
+//! The round-trip bench: N sequential elicitations of the two-question bridge form,
+//! timed by the agent from writing `elicitation/create` to reading its response.
+//!
+//! - full stack: agent → agentctl → kandev → operator WebSocket `clarification.created`
+//!   → the bench POSTs `/respond` (keep-alive connection) → kandev → agentctl → agent;
+//! - baseline: the same agent under a standalone agentctl, answered by the bench
+//!   straight over the agent stream (`agent.elicitations.respond` on
+//!   `elicitation_requested`), no backend.
+
+use futures::{SinkExt, StreamExt};
+use kandev_e2e::RemoteAgentctl;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::collector::Collector;
+use crate::operator::{KeepAlive, clarifications_created};
+use crate::stack::{AGENT_ID, STALL, agent_command, start_kandev};
+
+/// The answer both paths send: question_0 = Postgres, question_1 = [prod, dev].
+pub fn bridge_answers() -> Value {
+    json!([
+        {"question_id": "question_0", "selected_options": ["Postgres"], "custom_text": ""},
+        {"question_id": "question_1", "selected_options": ["prod", "dev"], "custom_text": ""}
+    ])
+}
+
+/// Reads `total` `rt` reports of `tag` and returns the round trips after the first
+/// `warmup`, in milliseconds.
+async fn collect_rtts(
+    collector: &mut Collector,
+    tag: &str,
+    total: usize,
+    warmup: usize,
+) -> Result<Vec<f64>, String> {
+    let mut samples = Vec::with_capacity(total);
+    let mut seen = 0;
+    while seen < total {
+        let report = collector.next(STALL).await.ok_or_else(|| {
+            format!("{tag}: no agent report for {STALL:?} after {seen} of {total} round trips")
+        })?;
+        if report["kind"] != "rt" || report["tag"] != tag {
+            if report["kind"] == "stray" || report["kind"] == "unknown_prompt" {
+                return Err(format!("{tag}: agent reported {report}"));
+            }
+            continue;
+        }
+        if report["action"] != "accept" {
+            return Err(format!("{tag}: the agent got {report}, not an accept"));
+        }
+        let ns: f64 = report["rtt_ns"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("{tag}: bad report {report}"))?;
+        if report["seq"].as_u64().unwrap_or(0) as usize >= warmup {
+            samples.push(ns / 1e6);
+        }
+        seen += 1;
+    }
+    Ok(samples)
+}
+
+/// The full-stack round trip: `n` measured after `warmup`.
+pub async fn full_stack(n: usize, warmup: usize) -> Result<Vec<f64>, String> {
+    let mut collector = Collector::start()
+        .await
+        .map_err(|err| format!("collector: {err}"))?;
+    let kandev = start_kandev(collector.addr()).await?;
+    let mut created = clarifications_created(kandev.addr()).await?;
+    let mut http = KeepAlive::connect(kandev.addr())
+        .await
+        .map_err(|err| format!("connect: {err}"))?;
+    let total = n + warmup;
+    let answer = json!({"answers": bridge_answers(), "rejected": false, "reject_reason": ""});
+    kandev
+        .task_with_session(AGENT_ID, &format!("rt {total} full"))
+        .await;
+    let operator = async {
+        for i in 0..total {
+            let event = tokio::time::timeout(STALL, created.recv())
+                .await
+                .ok()
+                .flatten()
+                .ok_or_else(|| {
+                    format!("full stack: no clarification.created #{i} within {STALL:?}")
+                })?;
+            let pending = event["pending_id"].as_str().unwrap_or_default();
+            let (status, body) = http
+                .post(
+                    &format!("/api/v1/clarifications/{pending}/respond"),
+                    &answer,
+                )
+                .await
+                .map_err(|err| format!("respond: {err}"))?;
+            if status != 200 || body["status"] != "answered" {
+                return Err(format!("respond #{i}: {status} {body}"));
+            }
+        }
+        Ok::<(), String>(())
+    };
+    let (answered, samples) = tokio::join!(
+        operator,
+        collect_rtts(&mut collector, "full", total, warmup)
+    );
+    answered?;
+    samples
+}
+
+/// The baseline: a standalone agentctl, answered over the agent stream.
+pub async fn baseline(n: usize, warmup: usize) -> Result<Vec<f64>, String> {
+    let mut collector = Collector::start()
+        .await
+        .map_err(|err| format!("collector: {err}"))?;
+    let agentctl = RemoteAgentctl::start(&[("RUST_LOG", "warn")]).await;
+    let url = format!("ws://{}/api/v1/agent/stream", agentctl.addr());
+    let mut request = url
+        .as_str()
+        .into_client_request()
+        .map_err(|err| format!("{url}: {err}"))?;
+    let bearer = format!("Bearer {}", agentctl.token())
+        .parse()
+        .map_err(|err| format!("token header: {err}"))?;
+    request.headers_mut().insert("Authorization", bearer);
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
+        .await
+        .map_err(|err| format!("agent stream {url}: {err}"))?;
+    let (mut write, mut read) = socket.split();
+    let total = n + warmup;
+    let start = json!({"id": "start", "type": "request", "action": "agent.session.start", "payload": {
+        "session_id": "bench-baseline",
+        "agent": {"id": AGENT_ID, "command": agent_command()?,
+                  "env": {crate::agent::REPORT_ENV: collector.addr().to_string()}},
+        "flags": {"features.acpElicitation": true}}});
+    let prompt = json!({"id": "prompt", "type": "request", "action": "agent.prompt",
+        "payload": {"text": format!("rt {total} base")}});
+    // The prompt goes only once the session is bound to this stream.
+    for frame in [start, prompt] {
+        let id = frame["id"].clone();
+        write
+            .send(Message::text(frame.to_string()))
+            .await
+            .map_err(|err| format!("agent stream send: {err}"))?;
+        loop {
+            let reply = tokio::time::timeout(STALL, read.next())
+                .await
+                .ok()
+                .flatten()
+                .and_then(Result::ok)
+                .ok_or_else(|| format!("agent stream: no reply to {id} within {STALL:?}"))?;
+            let Message::Text(text) = reply else {
+                continue;
+            };
+            let reply: Value = serde_json::from_str(text.as_str()).unwrap_or(Value::Null);
+            if reply["id"] == id {
+                if reply["type"] != "response" {
+                    return Err(format!("agent stream: {id} answered {reply}"));
+                }
+                break;
+            }
+        }
+    }
+    let answers = bridge_answers();
+    let answerer = tokio::spawn(async move {
+        let mut k = 0u64;
+        while let Some(Ok(message)) = read.next().await {
+            let Message::Text(text) = message else {
+                continue;
+            };
+            let Ok(frame) = serde_json::from_str::<Value>(text.as_str()) else {
+                continue;
+            };
+            if frame["type"] == "error" {
+                return Err(format!("agent stream error: {frame}"));
+            }
+            let payload = &frame["payload"];
+            if payload["event"] == "elicitation_requested" {
+                k += 1;
+                let respond = json!({"id": format!("r{k}"), "type": "request",
+                    "action": "agent.elicitations.respond", "payload": {
+                        "pending_id": payload["pending_id"], "answers": answers,
+                        "rejected": false, "reject_reason": ""}});
+                if write
+                    .send(Message::text(respond.to_string()))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    });
+    let samples = collect_rtts(&mut collector, "base", total, warmup).await;
+    if !answerer.is_finished() {
+        answerer.abort();
+    } else if let Ok(Err(err)) = answerer.await {
+        return Err(err);
+    }
+    drop(agentctl);
+    samples
+}

@@ -1,0 +1,80 @@
+//! What the stack benches share: the bench agent's configuration, and starting a
+//! `kandev` (the e2e harness's, quiet logs) with it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kandev_e2e::{Kandev, KandevOptions};
+use serde_json::{Value, json};
+
+use crate::agent::REPORT_ENV;
+
+/// How long the bench waits for any single expected report or event before calling the
+/// run broken (generous: two shared cores).
+pub const STALL: Duration = Duration::from_secs(30);
+
+/// The agent id the bench configures.
+pub const AGENT_ID: &str = "bench";
+
+/// This executable (`kandev-bench`), which is also the agent (`kandev-bench agent`).
+pub fn bench_exe() -> Result<PathBuf, String> {
+    std::env::current_exe().map_err(|err| format!("current_exe: {err}"))
+}
+
+/// The agent command as `agent.session.start` and `kandev.toml` carry it.
+pub fn agent_command() -> Result<Vec<String>, String> {
+    Ok(vec![bench_exe()?.display().to_string(), "agent".to_owned()])
+}
+
+/// Starts a kandev with the flag on, `warn` logs (the benches measure, not debug), and
+/// the bench agent reporting to `report`.
+pub async fn start_kandev(report: SocketAddr) -> Result<Kandev, String> {
+    let command: Vec<Value> = agent_command()?.into_iter().map(Value::from).collect();
+    let toml = format!(
+        "[agents.{AGENT_ID}]\ncommand = {}\nenv = {{ {REPORT_ENV} = {} }}\n",
+        json!(command),
+        json!(report.to_string())
+    );
+    Ok(Kandev::start(
+        KandevOptions::new()
+            .flag_env(true)
+            .env("RUST_LOG", "warn")
+            .toml(&toml),
+    )
+    .await)
+}
+
+/// VmHWM (peak resident set) of a process, bytes, from /proc/<pid>/status.
+pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
+    status_kb(pid, "VmHWM:").map(|kb| kb * 1024)
+}
+
+/// VmRSS (current resident set) of a process, bytes.
+#[cfg(test)]
+fn rss_bytes(pid: u32) -> Option<u64> {
+    status_kb(pid, "VmRSS:").map(|kb| kb * 1024)
+}
+
+fn status_kb(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kb| kb.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_its_own_memory() {
+        let me = std::process::id();
+        let peak = peak_rss_bytes(me).expect("VmHWM");
+        let now = rss_bytes(me).expect("VmRSS");
+        assert!(peak >= now && now > 0);
+        assert_eq!(peak_rss_bytes(u32::MAX), None);
+    }
+}
