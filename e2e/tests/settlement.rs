@@ -30,7 +30,12 @@ async fn assert_withdrawn(kandev: &Kandev, ws: &OperatorWs, asked: &Asked, statu
             s["pending_action"].is_null()
         })
         .await;
-    assert_ne!(session["state"], "WAITING_FOR_INPUT", "{session}");
+    // The first view without a pending action must not still say WAITING_FOR_INPUT:
+    // state and pending_action describe the same fact (AC-09, §4.4).
+    assert_ne!(
+        session["state"], "WAITING_FOR_INPUT",
+        "the session shows WAITING_FOR_INPUT with no pending clarification: {session}"
+    );
     let messages = kandev.messages(&asked.session_id).await;
     let m = messages
         .iter()
