@@ -412,3 +412,70 @@ async fn the_stdio_bridge_relays_to_the_http_server() {
         .expect("status");
     assert!(status.success(), "{status}");
 }
+
+/// agentctl + mock-agent playing `scenario`, with extra agent environment.
+async fn mock_session(
+    agent_env: &[(&str, &str)],
+) -> (support::AgentCtl, support::Stream, support::MockLog) {
+    let agentctl = support::AgentCtl::start(&[]);
+    let stream = agentctl.connect().await;
+    let log = support::MockLog::new();
+    let mut payload = support::start_payload("s-1", "plain", true, &log);
+    for (key, value) in agent_env {
+        payload["agent"]["env"][*key] = json!(value);
+    }
+    stream.ok("agent.session.start", payload).await;
+    (agentctl, stream, log)
+}
+
+async fn mock_agent_asks_and_gets_the_answer(agent_env: &[(&str, &str)]) -> Value {
+    let (_agentctl, mut stream, log) = mock_session(agent_env).await;
+    stream.ok("agent.prompt", json!({"text": "/e2e:ask"})).await;
+    let requested = stream.event("ask_user_question_requested").await;
+    assert_eq!(
+        requested["context"],
+        "Choosing the storage for the new service"
+    );
+    assert_eq!(requested["questions"][0]["id"], "q1");
+    stream
+        .ok(
+            "agent.questions.respond",
+            json!({"request_id": requested["request_id"], "result": {"answers": [
+                {"question_id": "q1", "selected_options": [], "custom_text": "CockroachDB"}]}}),
+        )
+        .await;
+    let events = stream.events_until("turn_completed").await;
+    let texts = support::message_texts(&events);
+    let reported = texts
+        .iter()
+        .find_map(|t| t.strip_prefix("ask_user_question a1 result: "))
+        .unwrap_or_else(|| panic!("no tool result reported: {texts:?}"));
+    let _ = log;
+    serde_json::from_str(reported).expect("JSON")
+}
+
+#[tokio::test]
+async fn mock_agent_calls_the_tool_over_http() {
+    let result = mock_agent_asks_and_gets_the_answer(&[]).await;
+    assert_eq!(result["status"], "answered");
+    assert_eq!(result["answers"][0]["custom_text"], "CockroachDB");
+}
+
+#[tokio::test]
+async fn an_agent_without_http_mcp_gets_the_stdio_bridge_and_the_same_answer() {
+    let (_agentctl, _stream, log) = mock_session(&[("MOCK_AGENT_NO_HTTP_MCP", "1")]).await;
+    log.wait_until("session/new", |log| {
+        !log.received_requests("session/new").is_empty()
+    })
+    .await;
+    let server = log.received_requests("session/new")[0]["params"]["mcpServers"][0].clone();
+    assert!(server.get("type").is_none(), "{server}");
+    assert_eq!(server["args"], json!(["mcp-stdio"]));
+    assert_eq!(
+        server["command"].as_str().map(std::path::PathBuf::from),
+        Some(agentctl_bin().canonicalize().expect("agentctl path"))
+    );
+    let result = mock_agent_asks_and_gets_the_answer(&[("MOCK_AGENT_NO_HTTP_MCP", "1")]).await;
+    assert_eq!(result["status"], "answered");
+    assert_eq!(result["answers"][0]["custom_text"], "CockroachDB");
+}

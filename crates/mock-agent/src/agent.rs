@@ -27,18 +27,30 @@ pub struct MockAgent {
     default_scenario: String,
     /// The running turn of each session (turn number, stop token), to stop on `session/cancel`.
     turns: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    /// `mcpServers` of each session, as `session/new` gave them.
+    mcp_servers: Mutex<HashMap<String, Arc<Vec<serde_json::Value>>>>,
+    /// Whether `initialize` advertises `mcpCapabilities.http`.
+    http_mcp: bool,
     next_session: AtomicU64,
     next_turn: AtomicU64,
 }
 
 impl MockAgent {
     /// An agent playing `default_scenario` unless a prompt names another.
-    pub fn new(wire: Arc<Wire>, catalog: Catalog, default_scenario: String) -> Arc<Self> {
+    /// `http_mcp`: advertise `mcpCapabilities.http` (else the client must offer stdio servers).
+    pub fn new(
+        wire: Arc<Wire>,
+        catalog: Catalog,
+        default_scenario: String,
+        http_mcp: bool,
+    ) -> Arc<Self> {
         Arc::new(Self {
             wire,
             catalog,
             default_scenario,
             turns: Mutex::new(HashMap::new()),
+            mcp_servers: Mutex::new(HashMap::new()),
+            http_mcp,
             next_session: AtomicU64::new(1),
             next_turn: AtomicU64::new(1),
         })
@@ -48,6 +60,7 @@ impl MockAgent {
     pub async fn serve(self: Arc<Self>) -> Result<(), agent_client_protocol::Error> {
         let transport = self.wire.transport();
         let on_new = Arc::clone(&self);
+        let on_initialize = Arc::clone(&self);
         let on_prompt = Arc::clone(&self);
         let on_cancel = Arc::clone(&self);
         Agent
@@ -56,15 +69,20 @@ impl MockAgent {
             .on_receive_request(
                 async move |_request: InitializeRequest, responder, _cx| {
                     // The capabilities themselves were captured from the wire line.
-                    responder.respond(initialize_response())
+                    responder.respond(initialize_response(on_initialize.http_mcp))
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                async move |_request: NewSessionRequest, responder, _cx| {
+                async move |request: NewSessionRequest, responder, _cx| {
                     let number = on_new.next_session.fetch_add(1, Ordering::Relaxed);
                     let session_id = format!("mock-session-{number}");
-                    tracing::info!(session_id, "session created");
+                    let servers = match serde_json::to_value(&request.mcp_servers) {
+                        Ok(serde_json::Value::Array(servers)) => servers,
+                        _ => Vec::new(),
+                    };
+                    tracing::info!(session_id, mcp_servers = servers.len(), "session created");
+                    lock(&on_new.mcp_servers).insert(session_id.clone(), Arc::new(servers));
                     responder.respond(NewSessionResponse::new(session_id))
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -106,11 +124,16 @@ impl MockAgent {
         let span = tracing::info_span!("turn", session_id = %session_id, scenario = %scenario);
         let turn_cx = cx.clone();
         let task = async move {
+            let servers = lock(&self.mcp_servers)
+                .get(&session_id)
+                .cloned()
+                .unwrap_or_default();
             let mut turn = Turn::new(
                 turn_cx,
                 Arc::clone(&self.wire),
                 session_id.clone(),
                 stopped.clone(),
+                servers,
             );
             let outcome = tokio::select! {
                 outcome = turn.play_scenario(&self.catalog, &scenario) => outcome,
@@ -164,11 +187,12 @@ impl MockAgent {
     }
 }
 
-/// What `initialize` answers: protocol v1, `mock-agent`, HTTP MCP servers accepted.
-pub fn initialize_response() -> InitializeResponse {
+/// What `initialize` answers: protocol v1, `mock-agent`, HTTP MCP servers accepted
+/// unless `http_mcp` is false.
+pub fn initialize_response(http_mcp: bool) -> InitializeResponse {
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
-            AgentCapabilities::new().mcp_capabilities(McpCapabilities::new().http(true)),
+            AgentCapabilities::new().mcp_capabilities(McpCapabilities::new().http(http_mcp)),
         )
         .agent_info(Implementation::new("mock-agent", env!("CARGO_PKG_VERSION")))
 }
@@ -214,9 +238,11 @@ mod tests {
 
     #[test]
     fn initialize_answers_v1_as_mock_agent_with_http_mcp() {
-        let value = serde_json::to_value(initialize_response()).expect("serializes");
+        let value = serde_json::to_value(initialize_response(true)).expect("serializes");
         assert_eq!(value["protocolVersion"], 1);
         assert_eq!(value["agentInfo"]["name"], "mock-agent");
         assert_eq!(value["agentCapabilities"]["mcpCapabilities"]["http"], true);
+        let value = serde_json::to_value(initialize_response(false)).expect("serializes");
+        assert_ne!(value["agentCapabilities"]["mcpCapabilities"]["http"], true);
     }
 }

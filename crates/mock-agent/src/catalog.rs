@@ -34,6 +34,12 @@ pub const EMBEDDED: &[(&str, &str)] = &[
     ("crash", include_str!("../scenarios/crash.json")),
     ("extended", include_str!("../scenarios/extended.json")),
     ("permission", include_str!("../scenarios/permission.json")),
+    ("ask", include_str!("../scenarios/ask.json")),
+    (
+        "ask-and-elicit",
+        include_str!("../scenarios/ask-and-elicit.json"),
+    ),
+    ("ask-twice", include_str!("../scenarios/ask-twice.json")),
 ];
 
 /// Why a scenario could not be loaded.

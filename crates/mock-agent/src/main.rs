@@ -7,6 +7,7 @@ mod bridge_form;
 mod capability;
 mod catalog;
 mod frame_log;
+mod mcp_client;
 mod scenario;
 mod turn;
 mod wire;
@@ -55,6 +56,14 @@ an object with one key (errors name the step, e.g. `steps[2]: unknown step`):
       (an error answer is reported as {\"error\": {...}})
   {\"say_choice\": {\"id\", \"question\": \"question_0\"}}
       wait, then say \"You picked Red.\" / \"You skipped the question.\"
+  {\"ask_user_question\": {\"id\": \"a1\", \"arguments\": {\"questions\": [{\"id\", \"title\",
+      \"prompt\", \"options\": [{\"label\", \"description\"}]}], \"context\"}}}
+      call the client's ask_user_question_kandev MCP tool (the server named
+      `kandev` in session/new's mcpServers, http or stdio); does not wait
+  {\"await_tool\": {\"id\": \"a1\"}}
+      wait for that call, then say `ask_user_question ID result: <compact JSON>`
+      (the tool's JSON text; `\"is_error\": true` added for a tool error;
+      {\"error\": \"...\"} when the server could not be reached)
   {\"request_permission\": {\"toolCallId\", \"options\": [...]}}
       session/request_permission; say `permission ID result: <JSON>`
   {\"sleep_ms\": 100}
@@ -68,6 +77,7 @@ an object with one key (errors name the step, e.g. `steps[2]: unknown step`):
 session id. Embedded scenarios: --list-scenarios.
 
 Environment:
+  MOCK_AGENT_NO_HTTP_MCP=1  same as --no-http-mcp
   MOCK_AGENT_LOG=PATH   append every JSON-RPC frame received and sent, one
                         {\"dir\": \"recv\"|\"send\", \"frame\": {...}} per line,
                         flushed per line
@@ -105,6 +115,15 @@ struct Cli {
     /// Print the available scenarios and exit.
     #[arg(long)]
     list_scenarios: bool,
+    /// Do not advertise `mcpCapabilities.http`, so the client offers its MCP servers
+    /// over stdio (agentctl then lists its `agentctl mcp-stdio` bridge).
+    #[arg(
+        long,
+        env = "MOCK_AGENT_NO_HTTP_MCP",
+        action = clap::ArgAction::SetTrue,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    no_http_mcp: bool,
 }
 
 fn main() -> ExitCode {
@@ -153,7 +172,7 @@ fn main() -> ExitCode {
         }
     };
     tracing::info!(scenario = %cli.scenario, "mock-agent ready on stdio");
-    let agent = MockAgent::new(Wire::new(log), catalog, cli.scenario);
+    let agent = MockAgent::new(Wire::new(log), catalog, cli.scenario, !cli.no_http_mcp);
     let result = runtime.block_on(agent.serve());
     // stdin is at EOF or broken; do not wait on leftover tasks such as delayed cancels.
     runtime.shutdown_timeout(Duration::from_millis(200));

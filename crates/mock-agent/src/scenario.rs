@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 
 /// Every step kind the parser accepts, for error messages.
 const STEP_KINDS: &str = "text, tool_call, tool_call_update, elicit, elicit_questions, elicit_raw, \
-     cancel_elicitation, await, say_choice, request_permission, sleep_ms, if_capability, end_turn, exit";
+     cancel_elicitation, await, say_choice, ask_user_question, await_tool, request_permission, sleep_ms, \
+     if_capability, end_turn, exit";
 
 /// A scenario: what the agent does with one prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +78,19 @@ pub enum Step {
         id: String,
         /// The schema property key of the question (`question_0`).
         question: String,
+    },
+    /// Call the client's `ask_user_question_kandev` MCP tool (from `session/new`'s
+    /// `mcpServers`) with these arguments (`$SESSION_ID` substituted). Does not wait.
+    AskUserQuestion {
+        /// Scenario-local name of the call, for `await_tool`.
+        id: String,
+        /// The tool arguments `{questions, context}`.
+        arguments: Map<String, Value>,
+    },
+    /// Wait for an `ask_user_question` call to return and report it as text.
+    AwaitTool {
+        /// Scenario-local name of the call.
+        id: String,
     },
     /// `session/request_permission` and wait; report the outcome as text.
     RequestPermission {
@@ -166,6 +180,16 @@ pub enum ScenarioError {
         kind: &'static str,
         /// What is wrong with it.
         reason: String,
+    },
+    /// `await_tool` naming an id no `ask_user_question` step declares.
+    #[error(
+        "{at}: `await_tool` names tool call `{id}`, which no ask_user_question step of the scenario declares"
+    )]
+    UndeclaredToolCall {
+        /// Where the step is.
+        at: String,
+        /// The undeclared id.
+        id: String,
     },
     /// `await`, `cancel_elicitation` or `say_choice` naming an id no elicit step declares.
     #[error(
@@ -347,6 +371,18 @@ fn parse_step(step: Value, at: &str) -> Result<Step, ScenarioError> {
                 question: body.question,
             })
         }
+        "ask_user_question" => {
+            let body: AskUserQuestionBody =
+                typed(body).map_err(|reason| invalid("ask_user_question", reason))?;
+            Ok(Step::AskUserQuestion {
+                id: body.id,
+                arguments: body.arguments,
+            })
+        }
+        "await_tool" => {
+            let body: AwaitBody = typed(body).map_err(|reason| invalid("await_tool", reason))?;
+            Ok(Step::AwaitTool { id: body.id })
+        }
         "request_permission" => {
             let mut fields =
                 object_body(body).map_err(|reason| invalid("request_permission", reason))?;
@@ -464,6 +500,13 @@ struct ElicitQuestionsBody {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct AskUserQuestionBody {
+    id: String,
+    arguments: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct CancelBody {
     id: String,
     #[serde(default)]
@@ -513,6 +556,10 @@ fn collect_declared(steps: &[Step], declared: &mut BTreeSet<String>) {
             | Step::ElicitRaw { id, .. } => {
                 declared.insert(id.clone());
             }
+            // Tool calls live in their own namespace (`tool:` prefix).
+            Step::AskUserQuestion { id, .. } => {
+                declared.insert(format!("tool:{id}"));
+            }
             Step::IfCapability {
                 then, otherwise, ..
             } => {
@@ -535,6 +582,15 @@ fn check_references(
             Step::Await { id } => Some(("await", id)),
             Step::CancelElicitation { id, .. } => Some(("cancel_elicitation", id)),
             Step::SayChoice { id, .. } => Some(("say_choice", id)),
+            Step::AwaitTool { id } => {
+                if !declared.contains(&format!("tool:{id}")) {
+                    return Err(ScenarioError::UndeclaredToolCall {
+                        at: here,
+                        id: id.clone(),
+                    });
+                }
+                None
+            }
             Step::IfCapability {
                 then, otherwise, ..
             } => {
@@ -763,6 +819,46 @@ mod tests {
         .expect_err("undeclared");
         assert!(
             error.to_string().contains("`await` names elicitation `e2`"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn ask_user_question_and_await_tool_parse_and_are_checked() {
+        let scenario = Scenario::from_value(json!({
+            "name": "t",
+            "steps": [
+                {"ask_user_question": {"id": "a1", "arguments": {"questions": [], "context": "$SESSION_ID"}}},
+                {"await_tool": {"id": "a1"}}
+            ]
+        }))
+        .expect("parses");
+        assert_eq!(
+            scenario.steps[1],
+            Step::AwaitTool {
+                id: "a1".to_owned()
+            }
+        );
+        assert!(
+            matches!(&scenario.steps[0], Step::AskUserQuestion { id, arguments } if id == "a1" && arguments["context"] == "$SESSION_ID")
+        );
+        let error = Scenario::from_value(json!({
+            "name": "t",
+            "steps": [{"elicit": {"id": "a1", "params": {}}}, {"await_tool": {"id": "a1"}}]
+        }))
+        .expect_err("an elicitation is not a tool call");
+        assert!(
+            error
+                .to_string()
+                .contains("`await_tool` names tool call `a1`"),
+            "{error}"
+        );
+        let error = one_step(json!({"ask_user_question": {"id": "a1", "arguments": []}}))
+            .expect_err("arguments must be an object");
+        assert!(
+            error
+                .to_string()
+                .contains("invalid `ask_user_question` step"),
             "{error}"
         );
     }

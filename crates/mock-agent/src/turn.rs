@@ -59,6 +59,10 @@ pub struct Turn {
     /// Cancelled when the client cancels the turn; pending delayed cancels stop with it.
     stopped: CancellationToken,
     elicitations: HashMap<String, SentElicitation>,
+    /// `mcpServers` from `session/new`, for `ask_user_question`.
+    mcp_servers: Arc<Vec<Value>>,
+    /// `ask_user_question` calls of this turn, by scenario id.
+    tool_calls: HashMap<String, Outcome>,
 }
 
 impl Turn {
@@ -68,6 +72,7 @@ impl Turn {
         wire: Arc<Wire>,
         session_id: String,
         stopped: CancellationToken,
+        mcp_servers: Arc<Vec<Value>>,
     ) -> Self {
         Self {
             cx,
@@ -75,6 +80,8 @@ impl Turn {
             session_id,
             stopped,
             elicitations: HashMap::new(),
+            mcp_servers,
+            tool_calls: HashMap::new(),
         }
     }
 
@@ -147,6 +154,23 @@ impl Turn {
                 let text = match self.outcome(id).await {
                     Ok(outcome) => describe_choice(&outcome, question),
                     Err(problem) => problem,
+                };
+                self.say(&text)?;
+            }
+            Step::AskUserQuestion { id, arguments } => {
+                let arguments = match self.substituted(&Value::Object(arguments.clone())) {
+                    Value::Object(arguments) => arguments,
+                    _ => Map::new(),
+                };
+                self.ask_user_question(id, arguments);
+            }
+            Step::AwaitTool { id } => {
+                let text = match self.tool_calls.get(id) {
+                    Some(outcome) => match wait(outcome.clone()).await {
+                        Some(result) => format!("ask_user_question {id} result: {result}"),
+                        None => format!("ask_user_question {id} got no result"),
+                    },
+                    None => format!("ask_user_question {id} was not called in this turn"),
                 };
                 self.say(&text)?;
             }
@@ -252,6 +276,22 @@ impl Turn {
         self.elicitations
             .insert(id.to_owned(), SentElicitation { outcome, cancel });
         Ok(())
+    }
+
+    /// Calls `ask_user_question_kandev` in a task of its own (the step does not wait);
+    /// the result lands in the call's watch channel for `await_tool`.
+    fn ask_user_question(&mut self, id: &str, arguments: Map<String, Value>) {
+        let (answer, outcome) = watch::channel(None);
+        let servers = Arc::clone(&self.mcp_servers);
+        tracing::info!(call = id, "ask_user_question_kandev called");
+        tokio::spawn(
+            async move {
+                let result = crate::mcp_client::ask_user_question(&servers, arguments).await;
+                let _ = answer.send(Some(result));
+            }
+            .in_current_span(),
+        );
+        self.tool_calls.insert(id.to_owned(), outcome);
     }
 
     fn cancel_later(&self, id: &str, after: Duration) -> Result<(), TurnError> {
