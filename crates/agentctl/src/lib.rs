@@ -37,6 +37,28 @@
 //! An invalid answer is refused with `INVALID_ANSWER` and the pending stays answerable;
 //! a second answer finds nothing and gets `NOT_FOUND`.
 //!
+//! ## One `ask_user_question_kandev` call
+//!
+//! Each session serves an MCP server on `127.0.0.1:<free port>/mcp` (streamable HTTP,
+//! its own bearer token) and lists it in `session/new`'s `mcpServers`: `type: http` with
+//! an `Authorization` header when the agent's `initialize` result has
+//! `agentCapabilities.mcpCapabilities.http: true`, else a stdio server running
+//! `agentctl mcp-stdio` with `KANDEV_MCP_URL` / `KANDEV_MCP_TOKEN` in its env. A call
+//! with valid input (1–4 questions, 2–6 distinct options each, non-empty prompts; ids
+//! `q1…` filled in) gets a fresh `request_id`, is emitted as `ask_user_question_requested`
+//! and waits; invalid input is a tool error naming the rule. The call returns:
+//!
+//! | who | tool result | `ask_user_question_settled.outcome` |
+//! |---|---|---|
+//! | `agent.questions.respond` | `{"status": "answered", "answers": [...]}` / `{"status": "rejected"}` | `answered` / `declined` |
+//! | `KANDEV_ASK_USER_QUESTION_TIMEOUT` (default 2h) | error `{"status": "timed_out"}` | `timed_out` |
+//! | the MCP client cancelling or hanging up | (nobody reads it) | `agent_cancelled` |
+//! | `agent.cancel` | error `{"status": "turn_cancelled"}` | `turn_cancelled` |
+//! | `agent.shutdown`, SIGTERM, SIGINT / the agent exiting | error | `shutdown` / `agent_exited` |
+//!
+//! A waiting call counts as agent activity for the idle timeout. The backend owns the
+//! record (its own id, dedup, the answer rules); agentctl only returns its verdict.
+//!
 //! ## Sessions outlive streams
 //!
 //! A stream is bound to a session by `agent.session.start` or `agent.session.attach`.

@@ -491,6 +491,24 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Whatever the counts, the input is accepted exactly when there are 1–4
+        /// questions of 2–6 options each.
+        #[test]
+        fn counts_are_accepted_exactly_within_the_limits(
+            counts in proptest::collection::vec(0usize..9, 0..7),
+        ) {
+            let questions: Vec<Value> = counts
+                .iter()
+                .map(|n| json!({"prompt": "p", "options": options(*n)}))
+                .collect();
+            let expected = (1..=MAX_QUESTIONS).contains(&counts.len())
+                && counts.iter().all(|n| (MIN_OPTIONS..=MAX_OPTIONS).contains(n));
+            let parsed = parse_input(Some(&args(json!({"questions": questions}))));
+            proptest::prop_assert_eq!(parsed.is_ok(), expected, "{:?}", parsed);
+        }
+    }
+
     #[test]
     fn a_call_is_taken_once() {
         let set = QuestionSet::default();
