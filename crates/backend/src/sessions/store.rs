@@ -69,10 +69,14 @@ pub struct Session {
 impl Session {
     /// Builds the view from a row and its count of pending clarifications.
     pub fn from_row(row: SessionRow, pending: usize) -> Self {
-        // A record inserted a moment before the runtime wrote the new state still
-        // means "waiting": the view never shows a pending action on a running session.
+        // The view derives "waiting" from the pending count in both directions, so state and
+        // pending_action never contradict each other while the runtime catches up: a record
+        // inserted a moment before the runtime wrote WAITING_FOR_INPUT already means waiting,
+        // and a stored WAITING_FOR_INPUT whose last clarification just settled means the turn
+        // goes on (clarifications only exist inside a turn), i.e. RUNNING.
         let state = match row.state() {
             live if !live.is_terminal() && pending > 0 => SessionState::WaitingForInput,
+            SessionState::WaitingForInput => SessionState::Running,
             other => other,
         };
         let json = |text: Option<String>| {
@@ -245,6 +249,39 @@ mod tests {
         assert_eq!(
             (failed.state, failed.pending_action),
             (SessionState::Failed, None)
+        );
+    }
+
+    /// The view never says WAITING_FOR_INPUT without a pending action, nor the reverse, for
+    /// every stored state and pending count — also while the runtime has not yet written the
+    /// state that follows a settlement.
+    #[tokio::test]
+    async fn state_and_pending_action_agree_for_every_stored_state() {
+        let db = crate::db::memory().await;
+        let task = crate::tasks::create(&db, "T", "").await.expect("task");
+        let row = insert(&db, &task.id, "mock").await.expect("insert");
+        for stored in SessionState::ALL {
+            set_state(&db, &row.id, stored, None).await.expect("state");
+            for pending in 0..3 {
+                let v =
+                    Session::from_row(get(&db, &row.id).await.expect("get").expect("row"), pending);
+                assert_eq!(
+                    v.state == SessionState::WaitingForInput,
+                    v.pending_action.is_some(),
+                    "stored {stored} with {pending} pending gave {:?}/{:?}",
+                    v.state,
+                    v.pending_action
+                );
+            }
+        }
+        set_state(&db, &row.id, SessionState::WaitingForInput, None)
+            .await
+            .expect("state");
+        let settled = Session::from_row(get(&db, &row.id).await.expect("get").expect("row"), 0);
+        assert_eq!(
+            settled.state,
+            SessionState::Running,
+            "the turn goes on after a settlement"
         );
     }
 }
