@@ -442,10 +442,9 @@ impl Session {
             }
         };
         // The content is the operator's answer and may hold a secret (an MCP server asking
-        // for an API key), so only the action is logged at info.
+        // for an API key), so only the action is logged; the backend gets it on the stream.
         let action = sent.get("action").and_then(Value::as_str).unwrap_or("none");
         tracing::info!(?outcome, action, "elicitation settled");
-        tracing::debug!(response = %sent, "elicitation response");
         let delivered = !sent.is_null();
         self.emit(AgentEvent::ElicitationSettled {
             pending_id: requested.pending_id,
