@@ -50,3 +50,13 @@ e2e:
     node crates/elicitation/tests/bridge/bridge.mjs ensure 0.65.0
     node crates/elicitation/tests/bridge/bridge.mjs ensure 0.101.0
     cargo test -p kandev-e2e -- --test-threads 4
+
+# Performance report (ARCHITECTURE §8): mapping criterion benches, full-stack round trip and load, each beside its baseline and target → target/bench/report.{json,md}. `just bench --quick` is the reduced CI run.
+bench *ARGS:
+    if [[ " {{ARGS}} " == *" --quick "* ]]; then cargo bench -p kandev-elicitation --bench mapping -- --warm-up-time 0.3 --measurement-time 1; else cargo bench -p kandev-elicitation --bench mapping; fi
+    cargo build --workspace --bins
+    target/debug/kandev-bench run {{ARGS}}
+
+# Property-based fuzzing of map_request and build_response (arbitrary and mutated-fixture JSON, zero panics); CASES sets the count.
+fuzz CASES="20000":
+    PROPTEST_CASES={{CASES}} cargo test -p kandev-elicitation --test fuzz -- --ignored --nocapture
