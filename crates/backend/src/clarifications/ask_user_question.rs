@@ -679,6 +679,152 @@ mod tests {
         assert_ne!(normalised_key(&a), normalised_key(&c));
     }
 
+    /// A started session on a fake link (no agentctl): its runtime, id and link.
+    async fn live_session() -> (
+        crate::state::AppState,
+        String,
+        std::sync::Arc<crate::testing::FakeLink>,
+    ) {
+        let (state, connector) = crate::testing::app().await;
+        let task = crate::tasks::create(&state.db, "t", "")
+            .await
+            .expect("task");
+        let session = state
+            .runtime
+            .start_session(&task, "mock", None)
+            .await
+            .expect("session");
+        let link = connector.link(&session.id);
+        (state, session.id, link)
+    }
+
+    fn requested(request_id: &str) -> crate::agent_link::LinkEvent {
+        crate::agent_link::LinkEvent::Agent(
+            kandev_agent_stream::AgentEvent::AskUserQuestionRequested(AskUserQuestionRequested {
+                request_id: request_id.to_owned(),
+                acp_session_id: "acp-1".to_owned(),
+                questions: vec![question("q1", "Ship it?", &["Yes", "No"])],
+                context: None,
+            }),
+        )
+    }
+
+    fn returned(request_id: &str, outcome: SettleOutcome) -> crate::agent_link::LinkEvent {
+        crate::agent_link::LinkEvent::Agent(
+            kandev_agent_stream::AgentEvent::AskUserQuestionSettled {
+                request_id: request_id.to_owned(),
+                outcome,
+            },
+        )
+    }
+
+    async fn one_pending(state: &crate::state::AppState, session: &str) -> ClarificationRow {
+        crate::testing::eventually("one pending record", || async {
+            let list = store::list(&state.db, Some(session), Some(ClarificationStatus::Pending))
+                .await
+                .expect("list");
+            (list.len() == 1).then(|| list[0].clone())
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_shared_record_is_withdrawn_only_when_its_last_call_returns_unanswered() {
+        let (state, session, link) = live_session().await;
+        link.push(requested("r1"));
+        link.push(requested("r2"));
+        let rec = one_pending(&state, &session).await;
+        crate::testing::eventually("both calls on the record", || async {
+            (waiting_calls(&state.db, &rec.pending_id)
+                .await
+                .expect("calls")
+                .len()
+                == 2)
+                .then_some(())
+        })
+        .await;
+        link.push(returned("r1", SettleOutcome::AgentCancelled));
+        crate::testing::eventually("r1 returned", || async {
+            (waiting_calls(&state.db, &rec.pending_id)
+                .await
+                .expect("calls")
+                == ["r2"])
+            .then_some(())
+        })
+        .await;
+        assert_eq!(
+            store::get(&state.db, &rec.pending_id)
+                .await
+                .expect("get")
+                .expect("row")
+                .status(),
+            ClarificationStatus::Pending,
+            "r2 still waits on it"
+        );
+        link.push(returned("r2", SettleOutcome::TimedOut));
+        crate::testing::eventually("the record expired", || async {
+            let row = store::get(&state.db, &rec.pending_id).await.expect("get")?;
+            (row.status() == ClarificationStatus::Expired).then_some(())
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_respond_while_the_stream_is_down_is_503_and_the_record_stays_open() {
+        let (state, session, link) = live_session().await;
+        link.push(requested("r1"));
+        let rec = one_pending(&state, &session).await;
+        link.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        let answer = body(vec![answer("q1", &["Yes"], "")], false);
+        let err = crate::clarifications::respond(&state.runtime, &rec.pending_id, answer.clone())
+            .await
+            .expect_err("not connected");
+        assert_eq!(err.code(), "AGENT_STREAM_NOT_CONNECTED");
+        assert_eq!(
+            one_pending(&state, &session).await.pending_id,
+            rec.pending_id
+        );
+        link.down.store(false, std::sync::atomic::Ordering::SeqCst);
+        let status = crate::clarifications::respond(&state.runtime, &rec.pending_id, answer)
+            .await
+            .expect("delivered now");
+        assert_eq!(status, RespondStatus::Answered);
+        let sent = link.calls_of(action::QUESTIONS_RESPOND);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0]["request_id"], "r1");
+        assert_eq!(
+            sent[0]["result"]["answers"][0]["selected_options"],
+            json!(["Yes"])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_respond_whose_call_already_returned_is_404_and_withdraws_the_record() {
+        let (state, session, link) = live_session().await;
+        link.push(requested("r1"));
+        let rec = one_pending(&state, &session).await;
+        link.reply(
+            action::QUESTIONS_RESPOND,
+            Err(LinkError::Remote(ErrorPayload::new(
+                ErrorCode::NotFound,
+                "gone",
+            ))),
+        );
+        let err = crate::clarifications::respond(
+            &state.runtime,
+            &rec.pending_id,
+            body(vec![answer("q1", &["No"], "")], false),
+        )
+        .await
+        .expect_err("the call is gone");
+        assert_eq!(err.code(), "NOT_FOUND");
+        let row = store::get(&state.db, &rec.pending_id)
+            .await
+            .expect("get")
+            .expect("row");
+        assert_eq!(row.status(), ClarificationStatus::Cancelled);
+    }
+
     proptest! {
         /// Whatever the answer, it is accepted exactly when every question has one
         /// declared option xor non-blank text of at most 2,000 characters.
