@@ -578,3 +578,42 @@ pub fn config_path(kandev: &Kandev) -> PathBuf {
 
 /// A generous deadline for waits that involve a whole agent turn.
 pub const TURN_DEADLINE: Duration = Duration::from_secs(45);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answer_body_is_the_respond_payload() {
+        let body = answer_body(&[("question_0", &["dev", "prod"], " x ")]);
+        assert_eq!(
+            body,
+            json!({"answers": [{"question_id": "question_0", "selected_options": ["dev", "prod"], "custom_text": " x "}],
+                   "rejected": false, "reject_reason": ""})
+        );
+    }
+
+    #[test]
+    fn toml_strings_escape_quotes_and_backslashes() {
+        let text = toml_str("a \"b\" \\c");
+        let parsed: Value =
+            serde_json::from_str(&text).expect("a JSON string is a TOML basic string");
+        assert_eq!(parsed, "a \"b\" \\c");
+    }
+
+    #[test]
+    fn options_collect_env_and_executor() {
+        let o = KandevOptions::new()
+            .flag_env(true)
+            .answer_timeout("2s")
+            .remote("ws://127.0.0.1:1", "t");
+        assert_eq!(
+            o.env,
+            vec![
+                (FLAG_ENV.to_owned(), "true".to_owned()),
+                (ANSWER_TIMEOUT_ENV.to_owned(), "2s".to_owned())
+            ]
+        );
+        assert!(matches!(o.executor, Executor::Remote { ref token, .. } if token == "t"));
+    }
+}

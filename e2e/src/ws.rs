@@ -49,7 +49,7 @@ impl OperatorWs {
                 tx.send_replace(len);
             }
             // Closed: wake waiters so they can report it.
-            tx.send_modify(|n| *n += 0);
+            tx.send_modify(|_| {});
         });
         Self {
             events,
@@ -97,14 +97,14 @@ impl OperatorWs {
                     self.summary()
                 );
             }
-            if tokio::time::timeout_at(until, changed.changed())
-                .await
-                .is_err()
-            {
-                panic!(
+            match tokio::time::timeout_at(until, changed.changed()).await {
+                Ok(Ok(())) => {}
+                // The sender is gone: the reader is finishing; let it, then re-check.
+                Ok(Err(_)) => tokio::task::yield_now().await,
+                Err(_) => panic!(
                     "timed out after {deadline:?} waiting for {what} on the operator WebSocket; got {:?}",
                     self.summary()
-                );
+                ),
             }
         }
     }
@@ -134,5 +134,61 @@ impl OperatorWs {
 impl Drop for OperatorWs {
     fn drop(&mut self) {
         self.reader.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::SinkExt;
+    use tokio::net::TcpListener;
+
+    /// A WebSocket server on `/api/v1/ws` that sends `events` and then closes.
+    async fn server(events: Vec<&'static str>) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.expect("accept");
+            let mut ws = tokio_tungstenite::accept_async(tcp)
+                .await
+                .expect("handshake");
+            for event in events {
+                ws.send(Message::text(event)).await.expect("send");
+            }
+            let _ = ws.close(None).await;
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn keeps_every_event_and_finds_one_that_already_arrived() {
+        let addr = server(vec![
+            r#"{"type":"session.updated","data":{"id":"s1","state":"RUNNING"}}"#,
+            r#"{"type":"clarification.created","data":{"pending_id":"p1"}}"#,
+        ])
+        .await;
+        let ws = OperatorWs::connect(addr).await;
+        let found = ws
+            .wait_for_type("clarification.created", Duration::from_secs(10), |d| {
+                d["pending_id"] == "p1"
+            })
+            .await;
+        assert_eq!(found["data"]["pending_id"], "p1");
+        // Already received: found again from the start of the stream.
+        ws.wait_for_type("session.updated", Duration::from_secs(10), |d| {
+            d["id"] == "s1"
+        })
+        .await;
+        assert_eq!(ws.summary(), ["session.updated", "clarification.created"]);
+        assert_eq!(ws.of_type("session.updated").len(), 1);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "closed while waiting for never")]
+    async fn a_closed_stream_fails_the_wait_at_once() {
+        let addr = server(vec![r#"{"type":"a","data":{}}"#]).await;
+        let ws = OperatorWs::connect(addr).await;
+        ws.wait_for("never", Duration::from_secs(20), |_| false)
+            .await;
     }
 }
