@@ -756,3 +756,35 @@ async fn elicit_raw_sends_any_json_as_params_exactly() {
         .collect();
     assert_eq!(logged, raws.to_vec());
 }
+
+#[tokio::test]
+async fn ask_without_an_mcp_server_reports_the_problem_and_the_turn_ends() {
+    let mut agent = MockAgent::spawn(&[]);
+    let session = agent.start_session(form_caps()).await;
+    let prompt = agent.prompt(&session, "/e2e:ask").await;
+    assert_eq!(agent.text().await, "I need a decision before I go on.");
+    assert_eq!(
+        agent.text().await,
+        r#"ask_user_question a1 result: {"error":"no MCP server was given in session/new"}"#
+    );
+    assert_eq!(agent.text().await, "Done.");
+    assert_eq!(
+        agent.response(prompt).await,
+        json!({"stopReason": "end_turn"})
+    );
+    assert!(agent.finish().await.success());
+}
+
+#[tokio::test]
+async fn no_http_mcp_is_not_advertised_when_asked() {
+    let mut agent = MockAgent::spawn(&["--no-http-mcp"]);
+    let id = agent
+        .request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await;
+    let init = agent.response(id).await;
+    assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["http"], false);
+    assert!(agent.finish().await.success());
+}
