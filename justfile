@@ -49,6 +49,7 @@ e2e:
     cd e2e/foreign-agent && npm ci --ignore-scripts --no-audit --no-fund
     node crates/elicitation/tests/bridge/bridge.mjs ensure 0.65.0
     node crates/elicitation/tests/bridge/bridge.mjs ensure 0.101.0
+    node --test e2e/foreign-agent/
     cargo test -p kandev-e2e -- --test-threads 4
 
 # Performance report (ARCHITECTURE §8): mapping criterion benches, full-stack round trip and load, each beside its baseline and target → target/bench/report.{json,md}. `just bench --quick` is the reduced CI run.

@@ -34,6 +34,7 @@ import path from "node:path";
 import { Readable, Writable } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import * as acp from "@agentclientprotocol/sdk";
+import { parsePrompt } from "./prompt.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO_ROOT = path.resolve(HERE, "../..");
@@ -75,13 +76,6 @@ async function loadBridge(version) {
     builders.set(version, await import(pathToFileURL(file).href));
   }
   return builders.get(version);
-}
-
-/** `ask <set> [bridge=<version>]` → {set, version}, or null. */
-export function parsePrompt(text, defaultVersion) {
-  const m = /^\s*ask\s+([\w-]+)(?:\s+bridge=(\S+))?\s*$/.exec(text);
-  if (!m) return null;
-  return { set: m[1], version: m[2] ?? defaultVersion };
 }
 
 class ForeignAgent {
