@@ -106,10 +106,22 @@ pub async fn run(shape: Shape) -> Result<LoadResult, String> {
             }
         }));
     }
+    let mut failed = Vec::new();
     for s in 0..shape.sessions {
-        kandev
+        let (_, session) = kandev
             .task_with_session(AGENT_ID, &format!("load {} s{s}", shape.per_session))
             .await;
+        if session["state"] == "FAILED" {
+            failed.push(session.to_string());
+        }
+    }
+    if !failed.is_empty() {
+        return Err(format!(
+            "load: {} of {} sessions failed to start, first: {}",
+            failed.len(),
+            shape.sessions,
+            failed[0]
+        ));
     }
 
     let mut sent_at: HashMap<String, u128> = HashMap::new();

@@ -23,7 +23,8 @@ use std::process::ExitCode;
 use load::Shape;
 use report::{Report, RoundTrip};
 
-const USAGE: &str = "usage: kandev-bench run [--quick] | kandev-bench agent";
+const USAGE: &str =
+    "usage: kandev-bench run [--quick] [--only mapping|round-trip|load] | kandev-bench agent";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -39,16 +40,29 @@ fn main() -> ExitCode {
     };
     match args.first().map(String::as_str) {
         Some("agent") => runtime.block_on(agent::run()),
-        None | Some("run") | Some("--quick") => {
-            let quick = args.iter().any(|a| a == "--quick");
-            if let Some(bad) = args
-                .iter()
-                .find(|a| !matches!(a.as_str(), "run" | "--quick"))
-            {
-                eprintln!("kandev-bench: unknown argument {bad}\n{USAGE}");
-                return ExitCode::from(2);
+        None | Some("run") | Some("--quick") | Some("--only") => {
+            let mut quick = false;
+            let mut only = None;
+            let mut rest = args.iter().skip_while(|a| *a == "run");
+            while let Some(arg) = rest.next() {
+                match arg.as_str() {
+                    "--quick" => quick = true,
+                    "--only" => match rest.next().map(String::as_str) {
+                        Some(part @ ("mapping" | "round-trip" | "load")) => only = Some(part),
+                        _ => {
+                            eprintln!(
+                                "kandev-bench: --only takes mapping, round-trip or load\n{USAGE}"
+                            );
+                            return ExitCode::from(2);
+                        }
+                    },
+                    bad => {
+                        eprintln!("kandev-bench: unknown argument {bad}\n{USAGE}");
+                        return ExitCode::from(2);
+                    }
+                }
             }
-            runtime.block_on(run(quick))
+            runtime.block_on(run(quick, only))
         }
         Some("-h" | "--help") => {
             println!("{USAGE}");
@@ -61,7 +75,13 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(quick: bool) -> ExitCode {
+/// The result of a part `--only` left out (not a failure).
+fn skipped<T>(part: &str) -> Result<T, String> {
+    Err(format!("{part}: skipped (--only)"))
+}
+
+async fn run(quick: bool, only: Option<&str>) -> ExitCode {
+    let wanted = |part: &str| only.is_none_or(|o| o == part);
     let (n, warmup, shape) = if quick {
         (
             200,
@@ -86,25 +106,37 @@ async fn run(quick: bool) -> ExitCode {
     let target = kandev_e2e::bins::target_dir();
     let out = target.join("bench");
     eprintln!("kandev-bench: mapping figures from target/criterion");
-    let mapping = mapping::read(&target.join("criterion"));
-    eprintln!("kandev-bench: round trip, baseline ({n} + {warmup} warm-up)");
-    let baseline = roundtrip::baseline(n, warmup).await;
-    eprintln!("kandev-bench: round trip, full stack ({n} + {warmup} warm-up)");
-    let full = roundtrip::full_stack(n, warmup).await;
-    let round_trip = match (full, baseline) {
-        (Ok(full), Ok(baseline)) => Ok(RoundTrip {
-            n,
-            warmup,
-            full,
-            baseline,
-        }),
-        (Err(err), _) | (_, Err(err)) => Err(err),
+    let mapping = if wanted("mapping") {
+        mapping::read(&target.join("criterion"))
+    } else {
+        skipped("mapping")
     };
-    eprintln!(
-        "kandev-bench: load, {} sessions × {} elicitations, {} operators",
-        shape.sessions, shape.per_session, shape.operators
-    );
-    let load = load::run(shape).await;
+    let round_trip = if wanted("round-trip") {
+        eprintln!("kandev-bench: round trip, baseline ({n} + {warmup} warm-up)");
+        let baseline = roundtrip::baseline(n, warmup).await;
+        eprintln!("kandev-bench: round trip, full stack ({n} + {warmup} warm-up)");
+        let full = roundtrip::full_stack(n, warmup).await;
+        match (full, baseline) {
+            (Ok(full), Ok(baseline)) => Ok(RoundTrip {
+                n,
+                warmup,
+                full,
+                baseline,
+            }),
+            (Err(err), _) | (_, Err(err)) => Err(err),
+        }
+    } else {
+        skipped("round trip")
+    };
+    let load = if wanted("load") {
+        eprintln!(
+            "kandev-bench: load, {} sessions × {} elicitations, {} operators",
+            shape.sessions, shape.per_session, shape.operators
+        );
+        load::run(shape).await
+    } else {
+        skipped("load")
+    };
     let report = Report {
         mode: if quick { "quick" } else { "full" },
         mapping,

@@ -54,6 +54,14 @@ fn mb(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
+fn broken_or_skipped(err: &str) -> &'static str {
+    if err.ends_with("skipped (--only)") {
+        "Skipped"
+    } else {
+        "Broken"
+    }
+}
+
 fn yes(ok: bool) -> &'static str {
     if ok { "yes" } else { "**no**" }
 }
@@ -69,6 +77,7 @@ impl Report {
         ]
         .into_iter()
         .flatten()
+        .filter(|err| !err.ends_with("skipped (--only)"))
         {
             failures.push(err.clone());
         }
@@ -175,7 +184,7 @@ impl Report {
                 }
             }
             Err(err) => {
-                let _ = writeln!(md, "| error | {err} | | | | | |");
+                let _ = writeln!(md, "| {} | {err} | | | | | |", broken_or_skipped(err));
             }
         }
 
@@ -215,7 +224,7 @@ impl Report {
                 md.push_str("\n![Round-trip latency histogram](round-trip.svg)\n");
             }
             Err(err) => {
-                let _ = writeln!(md, "Broken: {err}");
+                let _ = writeln!(md, "{}: {err}", broken_or_skipped(err));
             }
         }
 
@@ -280,7 +289,7 @@ impl Report {
                 md.push_str("\n![Load answer-to-agent latency histogram](load.svg)\n");
             }
             Err(err) => {
-                let _ = writeln!(md, "Broken: {err}");
+                let _ = writeln!(md, "{}: {err}", broken_or_skipped(err));
             }
         }
         Ok(md)
