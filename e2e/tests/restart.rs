@@ -3,7 +3,8 @@
 //! a clarification pending when the backend dies is `agent_disconnected` afterwards and
 //! a late answer is `not_delivered`; a graceful stop answers the agent `cancel`.
 
-use kandev_e2e::{Kandev, KandevOptions, TURN_DEADLINE};
+use kandev_e2e::process::{descendants, kill};
+use kandev_e2e::{DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, poll_until};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -93,4 +94,33 @@ async fn backend_graceful_stop_answers_the_pending_elicitation_cancel_and_withdr
     let session = kandev.session(&asked.session_id).await;
     assert_eq!(session["state"], "CANCELLED", "{session}");
     assert_eq!(session["pending_action"], Value::Null, "{session}");
+}
+
+/// kandev SIGKILLed on its own (not its process group, so nothing else is signalled):
+/// the local agentctl sees the stdin pipe kandev held close, answers the pending
+/// elicitation `cancel` and exits with its agent — a dead backend leaves no orphans.
+#[tokio::test]
+async fn backend_sigkilled_alone_takes_its_local_agentctl_and_agent_with_it() {
+    let kandev = Kandev::start(KandevOptions::new().flag_env(true)).await;
+    let _asked = kandev.ask("mock", "/e2e:single").await;
+    let children = descendants(kandev.pid());
+    assert_eq!(kandev.agentctls().len(), 1, "{children:?}");
+    assert!(
+        children.iter().any(|(_, cmd)| cmd.contains("mock-agent")),
+        "{children:?}"
+    );
+
+    kill(&kandev.pid().to_string(), "KILL");
+    for (pid, cmd) in children {
+        poll_until(&format!("{cmd} ({pid}) to exit"), DEADLINE, || async move {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            (stat.is_empty() || stat.contains(") Z")).then_some(())
+        })
+        .await;
+    }
+    assert_eq!(
+        kandev.frames().elicitation_responses(),
+        vec![json!({"action": "cancel"})],
+        "the agent got exactly one answer: cancel"
+    );
 }

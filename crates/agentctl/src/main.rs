@@ -51,6 +51,11 @@ enum Command {
         /// Accept streams without a token (local development only).
         #[arg(long)]
         insecure_no_token: bool,
+        /// Shut down (cancelling every pending elicitation) when stdin reaches end of file.
+        /// The backend's local executor holds that pipe, so agentctl goes away with the
+        /// backend even when the backend is killed outright.
+        #[arg(long)]
+        exit_on_stdin_eof: bool,
     },
     /// Serve the session's ask_user_question_kandev MCP server on stdin/stdout, relaying
     /// to its HTTP endpoint (for agents without HTTP MCP support; agentctl lists this
@@ -87,7 +92,8 @@ fn main() -> ExitCode {
         Command::Serve {
             listen,
             insecure_no_token,
-        } => serve(listen, insecure_no_token),
+            exit_on_stdin_eof,
+        } => serve(listen, insecure_no_token, exit_on_stdin_eof),
         Command::McpStdio { url, token } => mcp_stdio(url, token),
         Command::Elicitation(ElicitationCommand::Map) => {
             let Some(stdin) = read_stdin() else {
@@ -134,6 +140,24 @@ fn print_outcome(outcome: debug_cli::Outcome) -> ExitCode {
     }
 }
 
+/// stderr for logs, never failing. When the process reading our stderr is gone (the
+/// backend died), tracing-subscriber reports the failed write with `eprintln!`, which panics
+/// on a broken pipe and takes a runtime worker down mid-shutdown; a lost log line is fine,
+/// a lost answer to the agent is not.
+struct LossyStderr;
+
+impl Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
+
 /// One clear line on stderr and exit code 2.
 fn config_error(message: &str) -> ExitCode {
     eprintln!("agentctl: {message}");
@@ -143,7 +167,7 @@ fn config_error(message: &str) -> ExitCode {
 fn mcp_stdio(url: String, token: String) -> ExitCode {
     // stdout is the MCP channel: logs go to stderr only.
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| LossyStderr)
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -163,7 +187,7 @@ fn mcp_stdio(url: String, token: String) -> ExitCode {
     }
 }
 
-fn serve(listen: SocketAddr, insecure_no_token: bool) -> ExitCode {
+fn serve(listen: SocketAddr, insecure_no_token: bool, exit_on_stdin_eof: bool) -> ExitCode {
     let timeouts = match Timeouts::from_env() {
         Ok(timeouts) => timeouts,
         Err(err) => return config_error(&err.to_string()),
@@ -184,7 +208,7 @@ fn serve(listen: SocketAddr, insecure_no_token: bool) -> ExitCode {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| LossyStderr)
         .with_ansi(ansi)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -195,10 +219,15 @@ fn serve(listen: SocketAddr, insecure_no_token: bool) -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),
     };
-    runtime.block_on(run_server(listen, token, timeouts))
+    runtime.block_on(run_server(listen, token, timeouts, exit_on_stdin_eof))
 }
 
-async fn run_server(listen: SocketAddr, token: Option<String>, timeouts: Timeouts) -> ExitCode {
+async fn run_server(
+    listen: SocketAddr,
+    token: Option<String>,
+    timeouts: Timeouts,
+    exit_on_stdin_eof: bool,
+) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(err) => return config_error(&format!("cannot listen on {listen}: {err}")),
@@ -232,10 +261,41 @@ async fn run_server(listen: SocketAddr, token: Option<String>, timeouts: Timeout
                 ExitCode::FAILURE
             }
         },
-        signal = shutdown_signal() => {
+        signal = shutdown_trigger(exit_on_stdin_eof) => {
             tracing::info!(signal, "shutting down: cancelling pending elicitations and stopping agents");
             app.shutdown_all().await;
             ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Resolves with the reason agentctl should shut down: a signal, or (when asked to watch it)
+/// its stdin closing because the process that started it is gone.
+async fn shutdown_trigger(exit_on_stdin_eof: bool) -> &'static str {
+    if !exit_on_stdin_eof {
+        return shutdown_signal().await;
+    }
+    tokio::select! {
+        signal = shutdown_signal() => signal,
+        () = stdin_closed() => "stdin closed",
+    }
+}
+
+/// Reads and discards stdin until end of file. A read interrupted by a signal (agentctl
+/// spawns agents, so SIGCHLD arrives) is retried; any other error counts as closed.
+async fn stdin_closed() {
+    use tokio::io::AsyncReadExt;
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 256];
+    loop {
+        match stdin.read(&mut buf).await {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read stdin; treating it as closed");
+                return;
+            }
         }
     }
 }

@@ -166,6 +166,40 @@ async fn f7_sigterm_answers_cancel_emits_shutdown_and_exits() {
     assert_eq!(h.agentctl.wait_exit().await, Some(0));
 }
 
+/// The backend's local executor holds agentctl's stdin: when the backend dies (even by
+/// SIGKILL) the pipe closes and agentctl shuts down as on SIGTERM, instead of living on as
+/// an orphan with its agent and an unanswerable pending.
+#[tokio::test]
+async fn stdin_eof_with_exit_on_stdin_eof_answers_cancel_emits_shutdown_and_exits() {
+    let agentctl = AgentCtl::start_with(&[], &["--exit-on-stdin-eof"]);
+    let stream = agentctl.connect().await;
+    let log = MockLog::new();
+    let started = stream
+        .ok(
+            "agent.session.start",
+            start_payload("s-1", "single", true, &log),
+        )
+        .await;
+    let mut h = Harness {
+        agentctl,
+        stream,
+        log,
+        started,
+    };
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    h.agentctl.close_stdin();
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        settled,
+        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "shutdown", "response": {"action": "cancel"}})
+    );
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "cancel"})
+    );
+    assert_eq!(h.agentctl.wait_exit().await, Some(0));
+}
+
 #[tokio::test]
 async fn idle_agent_past_the_idle_timeout_is_given_up() {
     let mut h = Harness::start_env("sleepy", false, SHORT_DEADLINES).await;

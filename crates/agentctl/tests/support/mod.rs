@@ -74,7 +74,8 @@ impl AgentCtl {
             .env("AGENTCTL_TOKEN", TOKEN)
             .env("RUST_LOG", "kandev_agentctl=debug,info")
             .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
+            // Held open by `child` until `close_stdin` (see `--exit-on-stdin-eof`).
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr);
         for (key, value) in env {
@@ -107,6 +108,11 @@ impl AgentCtl {
             stderr_path,
             _dir: dir,
         }
+    }
+
+    /// Closes agentctl's stdin, as the death of the backend that started it would.
+    pub fn close_stdin(&mut self) {
+        drop(self.child.stdin.take());
     }
 
     /// The stream URL.

@@ -135,9 +135,11 @@ pub(crate) fn fresh_token() -> String {
 pub(crate) async fn start(binary: &Path, listen_timeout: Duration) -> Result<Started, LinkError> {
     let token = fresh_token();
     let mut child = Command::new(binary)
-        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"])
         .env(AGENTCTL_TOKEN_VAR, &token)
-        .stdin(Stdio::null())
+        // The watcher holds the pipe: when this backend dies, even by SIGKILL, the OS
+        // closes it and agentctl shuts down instead of living on as an orphan.
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -239,6 +241,9 @@ async fn watch_process(
     stop: oneshot::Receiver<Stop>,
     exit: watch::Sender<Option<String>>,
 ) {
+    // `Child::wait` closes stdin before waiting; agentctl runs with --exit-on-stdin-eof,
+    // so the pipe is taken out and held here for as long as the watcher lives.
+    let _stdin = child.stdin.take();
     let status = tokio::select! {
         status = child.wait() => status,
         // Asked to stop, or the handle was dropped (the sender with it): a dropped
