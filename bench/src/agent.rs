@@ -245,3 +245,83 @@ pub async fn run() -> std::process::ExitCode {
     }
     std::process::ExitCode::SUCCESS
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent() -> (
+        Agent,
+        mpsc::UnboundedReceiver<String>,
+        mpsc::UnboundedReceiver<Value>,
+    ) {
+        let (out, out_rx) = mpsc::unbounded_channel();
+        let (report, report_rx) = mpsc::unbounded_channel();
+        let agent = Agent {
+            out,
+            report,
+            waiters: Arc::default(),
+            answered: Arc::default(),
+            load_tags: Arc::default(),
+            session_id: "s".into(),
+        };
+        (agent, out_rx, report_rx)
+    }
+
+    #[tokio::test]
+    async fn a_response_reaches_its_waiter_once_then_counts_as_a_double_and_unknown_ids_as_strays()
+    {
+        let (agent, mut out, mut reports) = agent();
+        agent
+            .load_tags
+            .lock()
+            .expect("lock")
+            .insert("load-x/0".into(), "x/0".into());
+        let rx = agent.elicit("load-x/0", json!({"mode": "form"}));
+        let sent: Value = serde_json::from_str(&out.recv().await.expect("a frame")).expect("json");
+        assert_eq!(sent["method"], "elicitation/create");
+        assert_eq!(sent["id"], "load-x/0");
+
+        let response = json!({"jsonrpc": "2.0", "id": "load-x/0",
+            "result": {"action": "accept", "content": {"answer": "x/0"}}});
+        agent.on_response(response.clone());
+        assert_eq!(rx.await.expect("delivered"), response);
+        agent.on_response(response);
+        let double = reports.recv().await.expect("report");
+        assert_eq!(
+            (&double["kind"], &double["tag"], &double["double"]),
+            (&json!("recv"), &json!("x/0"), &json!(true))
+        );
+        agent.on_response(json!({"jsonrpc": "2.0", "id": 7, "result": {}}));
+        assert_eq!(
+            reports.recv().await.expect("report"),
+            json!({"kind": "stray", "id": "7"})
+        );
+    }
+
+    #[tokio::test]
+    async fn round_trips_use_the_bridge_form_and_report_each_rtt() {
+        let (agent, mut out, mut reports) = agent();
+        let runner = agent.clone();
+        let run = tokio::spawn(async move { runner.run_prompt("rt 2 t").await });
+        for seq in 0..2 {
+            let sent: Value =
+                serde_json::from_str(&out.recv().await.expect("frame")).expect("json");
+            assert_eq!(sent["params"]["message"], format!("t/{seq}"));
+            assert_eq!(sent["params"]["sessionId"], "s");
+            assert!(sent["params"]["requestedSchema"]["properties"]["question_1"].is_object());
+            agent.on_response(
+                json!({"jsonrpc": "2.0", "id": sent["id"], "result": {"action": "accept"}}),
+            );
+            let rt = reports.recv().await.expect("report");
+            assert_eq!((&rt["kind"], &rt["seq"]), (&json!("rt"), &json!(seq)));
+            assert!(
+                rt["rtt_ns"]
+                    .as_str()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .is_some()
+            );
+        }
+        run.await.expect("join");
+    }
+}

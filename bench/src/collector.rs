@@ -50,3 +50,27 @@ impl Collector {
             .flatten()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn lines_from_every_connection_arrive_and_silence_times_out() {
+        let mut collector = Collector::start().await.expect("start");
+        let mut a = tokio::net::TcpStream::connect(collector.addr())
+            .await
+            .expect("a");
+        a.write_all(b"{\"n\": 1}\nnot json\n").await.expect("write");
+        let first = collector.next(Duration::from_secs(10)).await;
+        assert_eq!(first, Some(serde_json::json!({"n": 1})));
+        let mut b = tokio::net::TcpStream::connect(collector.addr())
+            .await
+            .expect("b");
+        b.write_all(b"{\"n\": 2}\n").await.expect("write");
+        let second = collector.next(Duration::from_secs(10)).await;
+        assert_eq!(second, Some(serde_json::json!({"n": 2})));
+        assert_eq!(collector.next(Duration::from_millis(50)).await, None);
+    }
+}

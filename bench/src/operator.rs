@@ -108,3 +108,57 @@ impl KeepAlive {
         Ok((status, body))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Serves `responses` in order on one connection, then closes it.
+    async fn server(responses: Vec<&'static str>) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.expect("accept");
+            let mut socket = BufReader::new(socket);
+            for response in responses {
+                // Read one request: head, then its Content-Length body.
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    socket.read_line(&mut line).await.expect("read");
+                    if let Some(v) = line.strip_prefix("Content-Length:") {
+                        length = v.trim().parse().expect("length");
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                socket.read_exact(&mut body).await.expect("body");
+                socket
+                    .get_mut()
+                    .write_all(response.as_bytes())
+                    .await
+                    .expect("write");
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn two_posts_share_one_connection() {
+        let addr = server(vec![
+            "HTTP/1.1 200 OK\r\ncontent-length: 21\r\n\r\n{\"status\":\"answered\"}",
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}",
+        ])
+        .await;
+        let mut client = KeepAlive::connect(addr).await.expect("connect");
+        let first = client.post("/a", &json!({"x": 1})).await.expect("first");
+        assert_eq!(first, (200, json!({"status": "answered"})));
+        let second = client.post("/b", &json!({})).await.expect("second");
+        assert_eq!(second, (404, json!({})));
+    }
+}

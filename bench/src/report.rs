@@ -295,3 +295,69 @@ impl Report {
         Ok(md)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(load: LoadResult) -> Report {
+        Report {
+            mode: "quick",
+            mapping: Ok(vec![MappingFigure {
+                group: "map_two_question".into(),
+                operation: "map_request".into(),
+                ns: 3000.0,
+                baseline_ns: 1000.0,
+            }]),
+            round_trip: Ok(RoundTrip {
+                n: 3,
+                warmup: 1,
+                full: vec![10.0, 11.0, 40.0],
+                baseline: vec![4.0, 5.0, 6.0],
+            }),
+            shape: Shape {
+                sessions: 1,
+                per_session: 2,
+                operators: 1,
+            },
+            load: Ok(load),
+        }
+    }
+
+    #[test]
+    fn figures_sit_beside_their_baseline_and_target_and_only_lost_or_doubled_break_the_run() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ok = report(LoadResult {
+            sent: 2,
+            answered: 2,
+            samples: vec![1.0, 2.0],
+            ..LoadResult::default()
+        });
+        assert!(ok.failures().is_empty(), "{:?}", ok.failures());
+        let json = ok.to_json();
+        assert_eq!(json["mapping"][0]["ratio"], 3.0);
+        assert_eq!(json["mapping"][0]["meets_target"], false);
+        assert_eq!(json["round_trip"]["overhead"]["p50_ms"], 6.0);
+        assert_eq!(json["round_trip"]["overhead"]["p99_ms"], 34.0);
+        assert_eq!(json["round_trip"]["meets_target"], false);
+        let md = ok.to_markdown(dir.path()).expect("markdown");
+        assert!(
+            md.contains("| p50 | 11.000 ms | 5.000 ms | 6.000 ms | ≤ 5 ms | **no** |"),
+            "{md}"
+        );
+        assert!(dir.path().join("round-trip.svg").is_file());
+        assert!(dir.path().join("load.svg").is_file());
+
+        let lossy = report(LoadResult {
+            sent: 2,
+            answered: 1,
+            lost: 1,
+            doubled: 1,
+            ..LoadResult::default()
+        });
+        assert_eq!(lossy.failures().len(), 1, "{:?}", lossy.failures());
+        let mut skipped = report(LoadResult::default());
+        skipped.load = Err("load: skipped (--only)".into());
+        assert!(skipped.failures().is_empty());
+    }
+}
