@@ -158,7 +158,7 @@ test("Settings: the flag toggle applies to the next session, which asks a struct
     await page.getByTestId("create-task-submit").click();
     const row = page.locator("[data-testid=task-row]").filter({ hasText: "Choose a colour" });
     await row.waitFor();
-    await row.getByTestId("start-agent").fill("mock");
+    await row.getByTestId("start-agent").selectOption("mock");
     await row.getByTestId("start-prompt").fill("Ask me to pick a colour");
     await row.getByTestId("start-session").click();
     await page.getByTestId("session-view").waitFor();
