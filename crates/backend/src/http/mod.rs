@@ -53,7 +53,40 @@ pub fn router(state: AppState) -> Router {
         .fallback(fallback)
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::from_fn(limit_body))
         .with_state(state)
+}
+
+/// Answers 413 for a body past [`BODY_LIMIT`] before any handler runs. `DefaultBodyLimit`
+/// only applies where a handler extracts the body, and routes such as `/cancel` and `/stop`
+/// take none: without this an oversized request would still act.
+async fn limit_body(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let too_large = AppError::PayloadTooLarge { limit: BODY_LIMIT };
+    match declared {
+        Some(len) if len > BODY_LIMIT as u64 => return too_large.into_response(),
+        Some(_) => return next.run(request).await,
+        None => {}
+    }
+    if matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) {
+        return next.run(request).await;
+    }
+    // No declared length (a chunked body): read it within the limit before going on.
+    let (parts, body) = request.into_parts();
+    match axum::body::to_bytes(body, BODY_LIMIT).await {
+        Ok(bytes) => {
+            let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+            next.run(request).await
+        }
+        Err(_) => too_large.into_response(),
+    }
 }
 
 /// Unknown API routes get a JSON 404; any other `GET`/`HEAD` is a file of the embedded web UI.

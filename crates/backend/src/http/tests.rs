@@ -1140,3 +1140,39 @@ async fn a_settled_event_racing_the_respond_success_ends_in_one_consistent_state
         json!(["Blue"])
     );
 }
+
+/// A route that reads no body (`/cancel`) still refuses one past the limit, whether its
+/// length is declared or not (a chunked body carries no `Content-Length`), and acts on
+/// nothing: the session keeps its state.
+#[tokio::test]
+async fn oversized_bodies_are_413_before_any_handler_runs() {
+    let (_state, router, _connector, _task, id) = started().await;
+    let before = get(&router, &format!("/api/v1/sessions/{id}")).await;
+    let big = "x".repeat(super::BODY_LIMIT + 1);
+    for declared in [true, false] {
+        let mut req = Request::builder()
+            .method("POST")
+            .uri(format!("/api/v1/sessions/{id}/cancel"));
+        if declared {
+            req = req.header("content-length", big.len().to_string());
+        }
+        let req = req.body(Body::from(big.clone())).expect("request");
+        let resp = router.clone().oneshot(req).await.expect("response");
+        assert_eq!(
+            resp.status(),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "declared: {declared}"
+        );
+    }
+    let after = get(&router, &format!("/api/v1/sessions/{id}")).await;
+    assert_eq!(before["state"], after["state"]);
+    // A small body without a declared length still reaches the handler.
+    let req = Request::builder()
+        .method("POST")
+        .uri("/api/v1/tasks")
+        .header("content-type", "application/json")
+        .body(Body::from(r#"{"title": "chunked"}"#))
+        .expect("request");
+    let resp = router.clone().oneshot(req).await.expect("response");
+    assert_eq!(resp.status(), StatusCode::CREATED);
+}
