@@ -252,6 +252,13 @@ async fn run_server(
     println!("AGENTCTL_LISTENING {bound}");
     let _ = std::io::stdout().flush();
 
+    // Frames are small and latency-bound: without TCP_NODELAY every answer waits on
+    // Nagle's algorithm meeting the peer's delayed ACK (~40 ms a round trip).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, router);
     tokio::select! {
         result = server => match result {

@@ -100,11 +100,19 @@ pub async fn serve(config: Config, profiles: Profiles) -> Result<(), StartError>
     let runtime = Arc::clone(&state.runtime);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
-        axum::serve(listener, crate::http::router(state).into_make_service())
-            .with_graceful_shutdown(async {
-                let _ = stop_rx.await;
-            })
-            .into_future(),
+        axum::serve(
+            // Small latency-bound frames (operator WS, respond): no Nagle delay.
+            axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(err) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %err, "cannot set TCP_NODELAY");
+                }
+            }),
+            crate::http::router(state).into_make_service(),
+        )
+        .with_graceful_shutdown(async {
+            let _ = stop_rx.await;
+        })
+        .into_future(),
     );
     shutdown_signal().await;
     tracing::info!("shutting down: stopping live sessions");

@@ -83,7 +83,8 @@ pub(crate) async fn open(endpoint: &Endpoint) -> Result<WsStream, DialError> {
         DialError::Rejected("the agentctl token has characters not allowed in a header".into())
     })?;
     request.headers_mut().insert(header::AUTHORIZATION, bearer);
-    match tokio_tungstenite::connect_async(request).await {
+    // TCP_NODELAY: agent-stream frames are small and every answer is latency-bound.
+    match tokio_tungstenite::connect_async_with_config(request, None, true).await {
         Ok((ws, _response)) => Ok(ws),
         Err(err) => Err(classify(url, err)),
     }
