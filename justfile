@@ -14,15 +14,17 @@ run:
     cargo build --workspace --bins
     KANDEV_PROFILE=dev KANDEV_LISTEN=127.0.0.1:8080 target/debug/kandev serve
 
-# Everything CI runs: lints, unit and integration tests, the full-stack e2e suite and the
-# browser tests. Needs Node.js + npm (for the bridge conformance, foreign agent and browser
-# tests); chromium is installed by `web-deps` when missing.
+# Everything CI runs: lints, unit and integration tests, the full-stack e2e suite, the
+# browser tests and the quick bench (fails only on a lost or doubled response). Needs
+# Node.js + npm (bridge conformance, foreign agent, browser tests); chromium is installed
+# by `web-deps` when missing.
 test: lint
     cargo build --workspace --bins
     cargo test --workspace --all-targets --exclude kandev-e2e
     cargo test --workspace --doc
     just e2e
     just e2e-browser
+    just bench --quick
 
 # Format check and clippy with warnings as errors.
 lint:
