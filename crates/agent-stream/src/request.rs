@@ -57,6 +57,12 @@ pub struct SessionStart {
 pub struct SessionAttach {
     /// The backend's session id.
     pub session_id: String,
+    /// The last event sequence number (a notification envelope's `id`) the backend has
+    /// taken in. With it, agentctl replays every event it still keeps after that number,
+    /// including those handed to a stream that died before they arrived; without it,
+    /// only the events no stream was given are flushed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
 }
 
 /// `agent.prompt`.
@@ -106,3 +112,38 @@ pub struct QuestionsRespond {
 /// A request with no fields (`agent.cancel`, `agent.elicitations.list`, `agent.shutdown`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Empty {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn attach_without_after_seq_keeps_the_old_wire_shape() {
+        let attach = SessionAttach {
+            session_id: "s-1".into(),
+            after_seq: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&attach).expect("encode"),
+            json!({"session_id": "s-1"})
+        );
+        let old: SessionAttach =
+            serde_json::from_value(json!({"session_id": "s-1"})).expect("decode");
+        assert_eq!(old, attach);
+    }
+
+    #[test]
+    fn attach_with_after_seq_round_trips() {
+        let attach = SessionAttach {
+            session_id: "s-1".into(),
+            after_seq: Some(41),
+        };
+        let wire = serde_json::to_value(&attach).expect("encode");
+        assert_eq!(wire, json!({"session_id": "s-1", "after_seq": 41}));
+        assert_eq!(
+            serde_json::from_value::<SessionAttach>(wire).expect("decode"),
+            attach
+        );
+    }
+}

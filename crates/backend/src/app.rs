@@ -73,15 +73,21 @@ pub async fn serve(config: Config, profiles: Profiles) -> Result<(), StartError>
     );
     let listen = config.listen;
     let state = AppState::new(db, config, flags, Arc::new(StreamConnector));
-    let stale = state
+    let reconciled = state
         .runtime
         .reconcile_after_restart()
         .await
         .map_err(|e| StartError::Other(format!("cannot reconcile sessions: {e}")))?;
-    if stale > 0 {
+    if reconciled.failed > 0 {
         tracing::warn!(
-            sessions = stale,
+            sessions = reconciled.failed,
             "sessions left live by a previous run marked FAILED"
+        );
+    }
+    if reconciled.resumed > 0 {
+        tracing::info!(
+            sessions = reconciled.resumed,
+            "sessions left live by a previous run re-attached to their agentctl"
         );
     }
     let listener = TcpListener::bind(listen)

@@ -10,12 +10,23 @@
 //! stream before any other request may use it, delivers the events agentctl kept while
 //! detached, and reports [`LinkEvent::Reattached`] with agentctl's still-open
 //! elicitations. While the stream is down every request fails at once with
-//! [`LinkError::NotConnected`] and nothing is sent (AC-20a).
+//! [`LinkError::NotConnected`] and nothing is sent (AC-20a); a request whose stream
+//! dropped before the answer fails with [`LinkError::Interrupted`].
 //!
-//! Submodules: `dial` opens one authenticated WebSocket, `local` starts a sibling
-//! `agentctl serve`, `shared` is the correlation table and connection state, and
-//! `supervisor` is the single task that reads the stream and reconnects.
+//! Every agent event carries its per-session sequence number (the notification
+//! envelope's `id`). The link remembers the last one it delivered and re-attaches with
+//! `agent.session.attach {session_id, after_seq}`, so events agentctl handed to a stream
+//! that died on the way are replayed; a replayed event already delivered is dropped
+//! (`cursor`), so the runtime sees each event once, in order.
+//! [`AgentLink::resume_with`] attaches a new link to a session another backend process
+//! started (a restart under a remote agentctl).
+//!
+//! Submodules: `cursor` remembers the events delivered, `dial` opens one authenticated
+//! WebSocket, `local` starts a sibling `agentctl serve`, `shared` is the correlation
+//! table and connection state, and `supervisor` is the single task that reads the
+//! stream and reconnects.
 
+mod cursor;
 mod dial;
 mod local;
 mod shared;
@@ -116,6 +127,11 @@ pub enum LinkError {
     /// The stream is down right now (`AGENT_STREAM_NOT_CONNECTED`); nothing was sent.
     #[error("agent stream is not connected")]
     NotConnected,
+    /// The stream dropped after the request was sent and before its answer arrived:
+    /// agentctl may have carried it out. Its effects, if any, reach the session as the
+    /// events agentctl replays once the link has re-attached.
+    #[error("agent stream dropped before agentctl answered")]
+    Interrupted,
     /// agentctl answered with an error frame.
     #[error("agentctl refused: {0}")]
     Remote(ErrorPayload),
@@ -215,47 +231,50 @@ impl AgentLink {
         options: LinkOptions,
     ) -> Result<(AgentLink, mpsc::UnboundedReceiver<LinkEvent>), LinkError> {
         let span = tracing::info_span!("agent_link", session_id = %session_id);
-        let (endpoint, process) = match executor {
-            ExecutorConfig::Local { agentctl } => {
-                let binary = match agentctl {
-                    Some(path) => path.clone(),
-                    None => local::default_binary()?,
-                };
-                let started = local::start(&binary, options.listen_timeout)
-                    .instrument(span.clone())
-                    .await?;
-                let endpoint = Endpoint::new(&format!("ws://{}", started.addr), &started.token);
-                (endpoint, Some(started.process))
-            }
-            ExecutorConfig::Remote { url, token } => (Endpoint::new(url, token), None),
-        };
-        // On failure `process` is dropped here, which kills the agentctl just started.
-        let ws = match tokio::time::timeout(options.connect_timeout, dial::open(&endpoint)).await {
-            Ok(Ok(ws)) => ws,
-            Ok(Err(err)) => return Err(LinkError::Unreachable(err.to_string())),
-            Err(_) => {
-                return Err(LinkError::Unreachable(format!(
-                    "connecting to {} took longer than {:?}",
-                    endpoint.url(),
-                    options.connect_timeout
-                )));
-            }
-        };
-        span.in_scope(|| tracing::info!(url = %endpoint.url(), "agent stream connected"));
-
+        let (endpoint, process, ws) = open(executor, &options).instrument(span.clone()).await?;
         let shared = Arc::new(Shared::new(session_id, options, process));
         let outgoing = shared.publish().ok_or(LinkError::NotConnected)?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let supervisor = supervisor::Supervisor::new(Arc::clone(&shared), endpoint, events_tx);
         let task = tokio::spawn(supervisor.run(ws, outgoing).instrument(span));
-        let link = AgentLink {
+        Ok((AgentLink::assemble(shared, task), events_rx))
+    }
+
+    /// Reaches the agentctl that already runs session `session_id` (the backend
+    /// restarted under a remote agentctl) and attaches to it with `after_seq`: the
+    /// receiver first yields the events agentctl kept, then [`LinkEvent::Reattached`]
+    /// with its still-open elicitations, then live events; afterwards the link behaves
+    /// like one from [`AgentLink::connect`] (it re-attaches after a drop, and
+    /// [`AgentLink::shutdown`] sends `agent.shutdown`). An agentctl that cannot be reached
+    /// or does not hold the session is [`LinkError::Unreachable`].
+    pub async fn resume_with(
+        executor: &ExecutorConfig,
+        session_id: &str,
+        after_seq: Option<u64>,
+        options: LinkOptions,
+    ) -> Result<(AgentLink, mpsc::UnboundedReceiver<LinkEvent>), LinkError> {
+        let span = tracing::info_span!("agent_link", session_id = %session_id);
+        let (endpoint, process, mut ws) = open(executor, &options).instrument(span.clone()).await?;
+        let shared = Arc::new(Shared::new(session_id, options, process));
+        shared.resume_after(after_seq);
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let supervisor = supervisor::Supervisor::new(Arc::clone(&shared), endpoint, events_tx);
+        let outgoing = supervisor
+            .resume(&mut ws, session_id)
+            .instrument(span.clone())
+            .await?;
+        let task = tokio::spawn(supervisor.run(ws, outgoing).instrument(span));
+        Ok((AgentLink::assemble(shared, task), events_rx))
+    }
+
+    fn assemble(shared: Arc<Shared>, task: JoinHandle<()>) -> AgentLink {
+        AgentLink {
             inner: Arc::new(LinkInner {
                 shared,
                 supervisor: Mutex::new(Some(task)),
                 shutting_down: AtomicBool::new(false),
             }),
-        };
-        Ok((link, events_rx))
+        }
     }
 
     /// Sends one request and waits for its response payload.
@@ -303,7 +322,7 @@ impl AgentLink {
                 // The waiter was dropped: the stream went down with this request in flight.
                 Ok(Err(_)) => {
                     tracing::warn!("agent stream dropped before the answer arrived");
-                    return Err(LinkError::NotConnected);
+                    return Err(LinkError::Interrupted);
                 }
                 Err(_) => {
                     shared.forget(&id);
@@ -393,6 +412,39 @@ impl AgentLink {
         }
         tracing::info!(session_id = %shared.session_id, "agent link shut down");
     }
+}
+
+/// Starts (local) or reaches (remote) an agentctl and opens one authenticated stream.
+async fn open(
+    executor: &ExecutorConfig,
+    options: &LinkOptions,
+) -> Result<(Endpoint, Option<local::LocalAgentctl>, dial::WsStream), LinkError> {
+    let (endpoint, process) = match executor {
+        ExecutorConfig::Local { agentctl } => {
+            let binary = match agentctl {
+                Some(path) => path.clone(),
+                None => local::default_binary()?,
+            };
+            let started = local::start(&binary, options.listen_timeout).await?;
+            let endpoint = Endpoint::new(&format!("ws://{}", started.addr), &started.token);
+            (endpoint, Some(started.process))
+        }
+        ExecutorConfig::Remote { url, token } => (Endpoint::new(url, token), None),
+    };
+    // On failure `process` is dropped here, which kills the agentctl just started.
+    let ws = match tokio::time::timeout(options.connect_timeout, dial::open(&endpoint)).await {
+        Ok(Ok(ws)) => ws,
+        Ok(Err(err)) => return Err(LinkError::Unreachable(err.to_string())),
+        Err(_) => {
+            return Err(LinkError::Unreachable(format!(
+                "connecting to {} took longer than {:?}",
+                endpoint.url(),
+                options.connect_timeout
+            )));
+        }
+    };
+    tracing::info!(url = %endpoint.url(), "agent stream connected");
+    Ok((endpoint, process, ws))
 }
 
 /// Actions whose successful response binds the stream to a session, so that a

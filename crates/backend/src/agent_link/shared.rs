@@ -15,6 +15,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::Message;
 
+use super::cursor::EventCursor;
 use super::local::LocalAgentctl;
 use super::{LinkError, LinkOptions};
 
@@ -31,6 +32,8 @@ struct LinkState {
     bound_session: Option<String>,
     /// `shutdown` was called or the link was dropped: never connect again.
     closed: bool,
+    /// The agent events already handed to the session runtime.
+    cursor: EventCursor,
 }
 
 /// See the module docs.
@@ -160,6 +163,22 @@ impl Shared {
     /// The session to re-attach after a drop, if any was started.
     pub fn bound_session(&self) -> Option<String> {
         self.lock().bound_session.clone()
+    }
+
+    /// Counts everything up to `after_seq` as delivered (a link resuming a session).
+    pub fn resume_after(&self, after_seq: Option<u64>) {
+        self.lock().cursor = EventCursor::starting_after(after_seq);
+    }
+
+    /// Whether the agent event with envelope id `id` is new (and now counts as
+    /// delivered), or a replay of one already delivered.
+    pub fn admit_event(&self, id: &str) -> bool {
+        self.lock().cursor.admit(id)
+    }
+
+    /// The last event sequence number delivered, for the next attach's `after_seq`.
+    pub fn after_seq(&self) -> Option<u64> {
+        self.lock().cursor.after_seq()
     }
 
     /// Resolves once `close` has been called.

@@ -224,14 +224,22 @@ impl Supervisor {
                     tracing::debug!(request_id = %id, "answer for a request nobody waits for");
                 }
             }
-            FrameType::Notification => {
-                if let Some(event) = decode_event(&envelope) {
-                    self.emit(LinkEvent::Agent(event));
-                }
-            }
+            FrameType::Notification => self.deliver(&envelope),
             FrameType::Request => {
                 tracing::warn!(action = %envelope.action, "agentctl sent a request; ignored");
             }
+        }
+    }
+
+    /// Hands one notification to the session runtime, unless it is an agent event
+    /// already delivered (agentctl replays from `after_seq`, which may be older).
+    fn deliver(&self, envelope: &Envelope) {
+        if envelope.action == action::AGENT_EVENT && !self.shared.admit_event(&envelope.id) {
+            tracing::debug!(seq = %envelope.id, "replayed agent event already delivered; skipped");
+            return;
+        }
+        if let Some(event) = decode_event(envelope) {
+            self.emit(LinkEvent::Agent(event));
         }
     }
 
@@ -290,16 +298,47 @@ impl Supervisor {
             // No session was started on the old stream: nothing to re-attach.
             None => (Vec::new(), Vec::new()),
         };
+        let outgoing = self.go_live(pending, &flushed)?;
+        Ok(Reconnect::Up(Box::new(ws), outgoing))
+    }
+
+    /// Publishes a freshly attached stream, then delivers the kept events and, after
+    /// them, the pending snapshot that is newer than all of them.
+    fn go_live(
+        &self,
+        pending: Vec<ElicitationRequested>,
+        flushed: &[Envelope],
+    ) -> Result<Outgoing, AttemptError> {
         let Some(outgoing) = self.shared.publish() else {
             return Err(AttemptError::Shutdown);
         };
-        // The kept events first, then the snapshot that is newer than all of them.
-        for event in flushed {
-            self.emit(LinkEvent::Agent(event));
+        for envelope in flushed {
+            self.deliver(envelope);
         }
         tracing::info!(pending = pending.len(), "agent stream re-attached");
         self.emit(LinkEvent::Reattached { pending });
-        Ok(Reconnect::Up(Box::new(ws), outgoing))
+        Ok(outgoing)
+    }
+
+    /// Binds a brand-new link to a session that is already running on agentctl (the
+    /// backend restarted under it): attaches on `ws`, then publishes it like a
+    /// re-attach, so the kept events and then `Reattached` are the first events.
+    pub async fn resume(
+        &self,
+        ws: &mut WsStream,
+        session_id: &str,
+    ) -> Result<Outgoing, super::LinkError> {
+        let attached = match self.attach(ws, session_id.to_owned()).await {
+            Ok(attached) => attached,
+            Err(AttemptError::Retry(reason) | AttemptError::Fatal(reason)) => {
+                return Err(super::LinkError::Unreachable(reason));
+            }
+            Err(AttemptError::Shutdown) => return Err(super::LinkError::NotConnected),
+        };
+        self.shared.mark_bound(session_id.to_owned());
+        let (pending, flushed) = attached;
+        self.go_live(pending, &flushed)
+            .map_err(|_| super::LinkError::NotConnected)
     }
 
     /// Re-attaches the session on a fresh stream. Returns agentctl's pending list and
@@ -315,10 +354,16 @@ impl Supervisor {
         &self,
         ws: &mut WsStream,
         session_id: String,
-    ) -> Result<(Vec<ElicitationRequested>, Vec<AgentEvent>), AttemptError> {
+    ) -> Result<(Vec<ElicitationRequested>, Vec<Envelope>), AttemptError> {
         let deadline = Instant::now() + self.shared.options.request_timeout;
         let mut flushed = Vec::new();
-        let attach = serde_json::to_value(SessionAttach { session_id }).unwrap_or_default();
+        // Everything after the last event delivered, again: frames handed to the dying
+        // stream never arrived. Replays of delivered ones are dropped by `deliver`.
+        let attach = SessionAttach {
+            session_id,
+            after_seq: self.shared.after_seq(),
+        };
+        let attach = serde_json::to_value(attach).unwrap_or_default();
         let attached = match self
             .exchange(ws, action::SESSION_ATTACH, attach, deadline, &mut flushed)
             .await?
@@ -356,14 +401,14 @@ impl Supervisor {
     }
 
     /// One request/answer on a stream that is not published yet; notifications that
-    /// arrive meanwhile are decoded into `flushed`, in order.
+    /// arrive meanwhile are kept in `flushed`, in order, for `go_live` to deliver.
     async fn exchange(
         &self,
         ws: &mut WsStream,
         action: &str,
         payload: serde_json::Value,
         deadline: Instant,
-        flushed: &mut Vec<AgentEvent>,
+        flushed: &mut Vec<Envelope>,
     ) -> Result<Result<serde_json::Value, ErrorPayload>, AttemptError> {
         let id = self.shared.next_id();
         let frame = Envelope::request(id.clone(), action, &payload);
@@ -391,7 +436,7 @@ impl Supervisor {
                 continue;
             };
             match envelope.frame_type {
-                FrameType::Notification => flushed.extend(decode_event(&envelope)),
+                FrameType::Notification => flushed.push(envelope),
                 FrameType::Response if envelope.id == id => return Ok(Ok(envelope.payload)),
                 FrameType::Error if envelope.id == id => {
                     let error = envelope

@@ -449,8 +449,8 @@ async fn a_drop_fails_in_flight_requests_refuses_new_ones_then_reattaches() {
         drop(conn);
     });
     assert!(
-        matches!(in_flight, Err(LinkError::NotConnected)),
-        "{in_flight:?}"
+        matches!(in_flight, Err(LinkError::Interrupted)),
+        "a request lost with its stream may have been carried out: {in_flight:?}"
     );
     assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
 
@@ -475,7 +475,7 @@ async fn a_drop_fails_in_flight_requests_refuses_new_ones_then_reattaches() {
             pending: vec![pending("p-1")]
         }
     );
-    conn.event(3, &update(3)).await;
+    conn.event(300, &update(3)).await;
     assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(3)));
 
     assert!(link.is_connected());
@@ -758,4 +758,186 @@ async fn shutdown_while_reconnecting_stops_for_good() {
     // No Lost, no Reattached: the receiver just ends.
     expect_end(&mut events).await;
     assert!(!link.is_connected());
+}
+
+/// Drops `conn` and plays agentctl's side of the re-attach that follows: checks the
+/// attach names `after_seq`, answers it, replays `replay` (sequence, event) behind the
+/// answer and answers the pending list with `pending_ids`.
+async fn reattach_with_replay(
+    server: &mut TestServer,
+    events: &mut mpsc::UnboundedReceiver<LinkEvent>,
+    conn: Conn,
+    after_seq: Option<u64>,
+    replay: &[(u64, AgentEvent)],
+    pending_ids: &[&str],
+) -> Conn {
+    drop(conn);
+    assert_eq!(next_event(events).await, LinkEvent::Disconnected);
+    let mut conn = server.next_conn().await;
+    answer_attach_after(&mut conn, after_seq, replay, pending_ids).await;
+    conn
+}
+
+/// Answers an `agent.session.attach` that must carry `after_seq`, replays `replay`
+/// behind its answer, then answers the pending list that must follow.
+async fn answer_attach_after(
+    conn: &mut Conn,
+    after_seq: Option<u64>,
+    replay: &[(u64, AgentEvent)],
+    pending_ids: &[&str],
+) {
+    let attach = conn.recv().await;
+    assert_eq!(attach.action, action::SESSION_ATTACH);
+    let mut expected = json!({"session_id": SESSION});
+    if let Some(after) = after_seq {
+        expected["after_seq"] = json!(after);
+    }
+    assert_eq!(
+        attach.payload, expected,
+        "the attach names the last delivered event"
+    );
+    let answer = SessionAttached {
+        acp_session_id: "acp-1".into(),
+        pending: Vec::new(),
+    };
+    conn.send(&Envelope::response_to(&attach, &answer)).await;
+    for (seq, event) in replay {
+        conn.event(*seq, event).await;
+    }
+    let list = conn.recv().await;
+    assert_eq!(list.action, action::ELICITATIONS_LIST);
+    let pending: Vec<ElicitationRequested> = pending_ids.iter().map(|id| pending(id)).collect();
+    conn.send(&Envelope::response_to(
+        &list,
+        &json!({ "pending": pending }),
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn a_reattach_asks_for_what_followed_the_last_delivered_event_and_drops_replays() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    start_session(&link, &mut conn).await;
+    for n in 1..=3 {
+        conn.event(n, &update(n)).await;
+        assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(n)));
+    }
+    // agentctl replays from further back than asked: 2 and 3 are not delivered again.
+    let replay: Vec<(u64, AgentEvent)> = (2..=5).map(|n| (n, update(n))).collect();
+    let mut conn =
+        reattach_with_replay(&mut server, &mut events, conn, Some(3), &replay, &["p-1"]).await;
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(4)));
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(5)));
+    assert_eq!(
+        next_event(&mut events).await,
+        LinkEvent::Reattached {
+            pending: vec![pending("p-1")]
+        }
+    );
+    // A live duplicate is dropped as well; the next new event comes through.
+    conn.event(5, &update(5)).await;
+    conn.event(6, &update(6)).await;
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(6)));
+    // The next drop asks from the newest event delivered.
+    let _conn = reattach_with_replay(&mut server, &mut events, conn, Some(6), &[], &[]).await;
+    assert_eq!(
+        next_event(&mut events).await,
+        LinkEvent::Reattached {
+            pending: Vec::new()
+        }
+    );
+}
+
+#[tokio::test]
+async fn an_event_swallowed_by_a_dying_stream_arrives_once_after_the_reattach() {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    start_session(&link, &mut conn).await;
+    conn.event(1, &update(1)).await;
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(1)));
+    // agentctl handed the settlement (seq 2) to this stream, which died before it
+    // arrived; it is replayed after the answer to an attach with after_seq 1.
+    let settled = AgentEvent::ElicitationSettled {
+        pending_id: "p-1".into(),
+        outcome: kandev_agent_stream::SettleOutcome::Answered,
+        response: json!({"action": "accept"}),
+    };
+    let done = AgentEvent::TurnCompleted {
+        stop_reason: "end_turn".into(),
+        error: None,
+    };
+    let _conn = reattach_with_replay(
+        &mut server,
+        &mut events,
+        conn,
+        Some(1),
+        &[(2, settled.clone()), (3, done.clone())],
+        &[],
+    )
+    .await;
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(settled));
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(done));
+    assert_eq!(
+        next_event(&mut events).await,
+        LinkEvent::Reattached {
+            pending: Vec::new()
+        }
+    );
+}
+
+#[tokio::test]
+async fn resume_attaches_a_running_session_after_the_given_sequence() {
+    let mut server = TestServer::start().await;
+    let executor = server.executor(TOKEN);
+    // The server side is returned, so the stream stays open for the rest of the test.
+    let (resumed, _conn) = tokio::join!(
+        AgentLink::resume_with(&executor, SESSION, Some(7), quick()),
+        async {
+            let mut conn = server.next_conn().await;
+            answer_attach_after(
+                &mut conn,
+                Some(7),
+                &[(7, update(7)), (8, update(8))],
+                &["p-1"],
+            )
+            .await;
+            conn
+        }
+    );
+    let (link, mut events) = resumed.expect("resumed");
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(8)));
+    assert_eq!(
+        next_event(&mut events).await,
+        LinkEvent::Reattached {
+            pending: vec![pending("p-1")]
+        }
+    );
+    assert!(link.is_connected());
+}
+
+#[tokio::test]
+async fn a_resume_agentctl_refuses_is_unreachable() {
+    let mut server = TestServer::start().await;
+    let executor = server.executor(TOKEN);
+    let (resumed, ()) = tokio::join!(
+        AgentLink::resume_with(&executor, SESSION, None, quick()),
+        async {
+            let mut conn = server.next_conn().await;
+            let attach = conn.recv().await;
+            assert_eq!(attach.payload, json!({"session_id": SESSION}));
+            conn.send(&Envelope::error_to(
+                &attach,
+                ErrorCode::NotFound,
+                "no session `s-1`",
+            ))
+            .await;
+        }
+    );
+    match resumed {
+        Err(LinkError::Unreachable(reason)) => {
+            assert!(reason.contains("no session"), "{reason}");
+        }
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
 }

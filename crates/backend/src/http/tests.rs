@@ -1080,7 +1080,10 @@ async fn restart_reconciliation_fails_stale_sessions() {
             .reconcile_after_restart()
             .await
             .expect("reconcile"),
-        1
+        crate::sessions::runtime::Reconciled {
+            resumed: 0,
+            failed: 1
+        }
     );
     let router = super::router(next);
     assert_eq!(

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::agent_link::{AgentLink, ExecutorConfig, LinkError, LinkEvent};
+use crate::agent_link::{AgentLink, ExecutorConfig, LinkError, LinkEvent, LinkOptions};
 
 /// One session's connection to its agentctl.
 pub trait SessionLink: Send + Sync + 'static {
@@ -39,6 +39,24 @@ pub trait AgentConnector: Send + Sync + 'static {
         executor: &'a ExecutorConfig,
         session_id: &'a str,
     ) -> BoxFuture<'a, Result<(DynLink, UnboundedReceiver<LinkEvent>), LinkError>>;
+
+    /// Reaches the agentctl that still runs `session_id` (started by a previous backend
+    /// process) and attaches to it with `after_seq`; the receiver yields the events
+    /// agentctl kept, then [`LinkEvent::Reattached`], then live events. By default a
+    /// connector cannot do this and answers `Unreachable`.
+    fn resume<'a>(
+        &'a self,
+        executor: &'a ExecutorConfig,
+        session_id: &'a str,
+        after_seq: Option<u64>,
+    ) -> BoxFuture<'a, Result<(DynLink, UnboundedReceiver<LinkEvent>), LinkError>> {
+        let _ = (executor, session_id, after_seq);
+        Box::pin(async {
+            Err(LinkError::Unreachable(
+                "this connector cannot re-attach a running session".into(),
+            ))
+        })
+    }
 }
 
 /// Sends a typed request over a link.
@@ -84,6 +102,20 @@ impl AgentConnector for StreamConnector {
     ) -> BoxFuture<'a, Result<(DynLink, UnboundedReceiver<LinkEvent>), LinkError>> {
         Box::pin(async move {
             let (link, events) = AgentLink::connect(executor, session_id).await?;
+            Ok((Arc::new(link) as DynLink, events))
+        })
+    }
+
+    fn resume<'a>(
+        &'a self,
+        executor: &'a ExecutorConfig,
+        session_id: &'a str,
+        after_seq: Option<u64>,
+    ) -> BoxFuture<'a, Result<(DynLink, UnboundedReceiver<LinkEvent>), LinkError>> {
+        Box::pin(async move {
+            let (link, events) =
+                AgentLink::resume_with(executor, session_id, after_seq, LinkOptions::default())
+                    .await?;
             Ok((Arc::new(link) as DynLink, events))
         })
     }

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::Instrument;
 
-use crate::agent_link::{LinkError, LinkEvent};
+use crate::agent_link::{ExecutorConfig, LinkError, LinkEvent};
 use crate::clarifications::ask_user_question;
 use crate::clarifications::store::{
     self as clarification_store, Clarification, ClarificationRow, ClarificationStatus,
@@ -79,6 +79,11 @@ pub fn link_error(err: LinkError) -> AppError {
         LinkError::NotConnected => AppError::AgentStreamNotConnected(
             "the agent stream is not connected; nothing was sent to the agent".into(),
         ),
+        LinkError::Interrupted => AppError::AgentStreamNotConnected(
+            "the agent stream dropped before agentctl answered; the request may have reached \
+             the agent, and its outcome arrives once the stream is back"
+                .into(),
+        ),
         LinkError::Unreachable(msg) => {
             AppError::AgentStreamNotConnected(format!("agentctl cannot be reached: {msg}"))
         }
@@ -98,6 +103,18 @@ pub fn link_error(err: LinkError) -> AppError {
         }
         LinkError::Protocol(msg) => AppError::Agentctl(msg),
     }
+}
+
+/// Why a session left live by a previous process is failed at start-up.
+const RESTARTED: &str = "the backend restarted while the session was live";
+
+/// What start-up did with the sessions a previous process left live.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Re-attached to the remote agentctl that still runs them: live again.
+    pub resumed: usize,
+    /// Marked `FAILED`, their pending clarifications `agent_disconnected`.
+    pub failed: usize,
 }
 
 /// Every live session, and what they share.
@@ -150,39 +167,118 @@ impl SessionRuntime {
         self.live_map().get(id).cloned()
     }
 
-    /// Marks sessions a previous process left live as `FAILED` and their pending
-    /// clarifications as `agent_disconnected`: their agentctl is gone with that process.
-    pub async fn reconcile_after_restart(&self) -> Result<usize, sqlx::Error> {
+    /// Deals with the sessions a previous process left live (a crash: a graceful stop
+    /// ends them).
+    ///
+    /// With a remote executor the agentctl outlives the backend and may still run such
+    /// a session: the runtime re-attaches to it (`agent.session.attach`), and the session
+    /// is live again. Its pending clarifications are then reconciled against agentctl's
+    /// list by the `Reattached` event, after the events agentctl kept: a pending it still
+    /// holds stays answerable, one settled meanwhile takes the status its replayed
+    /// `elicitation_settled` gives, and one nothing accounts for is `agent_disconnected`.
+    /// Every other session (local executor: its agentctl exited with the previous
+    /// process; never started; agentctl unreachable or no longer holding it) is marked
+    /// `FAILED` with its pending clarifications `agent_disconnected`.
+    pub async fn reconcile_after_restart(self: &Arc<Self>) -> Result<Reconciled, sqlx::Error> {
         let stale = store::list_live(&self.db).await?;
-        for row in &stale {
-            for rec in clarification_store::list(
+        let remote = matches!(self.config.executor, ExecutorConfig::Remote { .. });
+        let attempts = stale.into_iter().map(|row| async move {
+            let resumable = row.acp_session_id.is_some()
+                && matches!(
+                    row.state(),
+                    SessionState::Running | SessionState::Idle | SessionState::WaitingForInput
+                );
+            if !remote || !resumable {
+                return (row, Err(RESTARTED.to_owned()));
+            }
+            let span = tracing::info_span!("session", session_id = %row.id);
+            // The database does not know which events the previous process took in:
+            // agentctl flushes the ones no stream was given.
+            let resumed = self
+                .connector
+                .resume(&self.config.executor, &row.id, None)
+                .instrument(span)
+                .await
+                .map_err(|err| format!("{RESTARTED}, and re-attaching to agentctl failed: {err}"));
+            (row, resumed)
+        });
+        let mut reconciled = Reconciled::default();
+        for (row, attempt) in futures::future::join_all(attempts).await {
+            let reason = match attempt {
+                Ok((link, events)) => match crate::tasks::get(&self.db, &row.task_id).await? {
+                    Some(task) => {
+                        self.resume_live(&row, &task, link, events);
+                        reconciled.resumed += 1;
+                        continue;
+                    }
+                    None => {
+                        link.shutdown().await;
+                        format!("{RESTARTED}, and its task is gone")
+                    }
+                },
+                Err(reason) => reason,
+            };
+            tracing::warn!(session_id = %row.id, %reason, "session left live by a previous run failed");
+            self.fail_stale(&row.id, &reason).await?;
+            reconciled.failed += 1;
+        }
+        Ok(reconciled)
+    }
+
+    /// Makes a re-attached session live again and consumes its link's events, which
+    /// begin with the kept events and the `Reattached` that reconciles its records.
+    fn resume_live(
+        self: &Arc<Self>,
+        row: &store::SessionRow,
+        task: &Task,
+        link: DynLink,
+        events: UnboundedReceiver<LinkEvent>,
+    ) {
+        let state = row.state();
+        // A clarification is asked inside a turn: a waiting session's turn is still on.
+        let turn_active = matches!(state, SessionState::Running | SessionState::WaitingForInput);
+        let live = Arc::new(LiveSession {
+            id: row.id.clone(),
+            task_id: task.id.clone(),
+            task_title: task.title.clone(),
+            link,
+            inner: tokio::sync::Mutex::new(LiveInner {
+                state,
+                turn_active,
+                ended: false,
+                transcript: Transcript::default(),
+            }),
+            clarifications: tokio::sync::Mutex::new(()),
+        });
+        self.live_map().insert(row.id.clone(), Arc::clone(&live));
+        let span = tracing::info_span!("session", session_id = %row.id);
+        span.in_scope(|| tracing::info!(state = %state, "session re-attached after a restart"));
+        tokio::spawn(Arc::clone(self).consume(live, events).instrument(span));
+    }
+
+    /// Ends a session a previous process left live: `FAILED`, its pending
+    /// clarifications `agent_disconnected`.
+    async fn fail_stale(&self, session_id: &str, reason: &str) -> Result<(), sqlx::Error> {
+        for rec in clarification_store::list(
+            &self.db,
+            Some(session_id),
+            Some(ClarificationStatus::Pending),
+        )
+        .await?
+        {
+            if let Some(rec) = clarification_store::settle(
                 &self.db,
-                Some(&row.id),
-                Some(ClarificationStatus::Pending),
+                &rec.pending_id,
+                ClarificationStatus::AgentDisconnected,
+                SettledBy::Backend,
+                None,
             )
             .await?
             {
-                if let Some(rec) = clarification_store::settle(
-                    &self.db,
-                    &rec.pending_id,
-                    ClarificationStatus::AgentDisconnected,
-                    SettledBy::Backend,
-                    None,
-                )
-                .await?
-                {
-                    self.mark_message_settled(&rec).await?;
-                }
+                self.mark_message_settled(&rec).await?;
             }
-            store::set_state(
-                &self.db,
-                &row.id,
-                SessionState::Failed,
-                Some("the backend restarted while the session was live"),
-            )
-            .await?;
         }
-        Ok(stale.len())
+        store::set_state(&self.db, session_id, SessionState::Failed, Some(reason)).await
     }
 
     /// Starts a session of `agent_id` on `task`, sending `prompt` first when given.
