@@ -506,7 +506,7 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
             "{tag}: exactly one response, its own answer (after {cuts} cuts)"
         );
     }
-    // Not asserted here: whether the turn's end survives a cut is the known gap of
+    // Whether the turn's end survives a cut is pinned by
     // `an_event_handed_to_a_dying_stream_is_replayed_after_the_reattach`.
     let records = kandev.clarifications(&sid, None).await;
     assert_eq!(records.len(), N, "one record per elicitation: {records:?}");
@@ -527,15 +527,13 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
     );
 }
 
-/// KNOWN GAP (issue 8): after a restart kandev marks every session its previous process
-/// left live as FAILED and its pendings `agent_disconnected`
-/// (`SessionRuntime::reconcile_after_restart`); it never re-attaches to a remote agentctl,
-/// although that agentctl still holds the session and its parked requests
-/// (`agent.session.attach` exists for exactly this). The test asserts the promised
-/// behaviour and fails today; run it with `cargo test -p kandev-e2e --test faults --
-/// --ignored`.
+/// Issue 8: kandev SIGKILLed under a remote agentctl that holds the session and two
+/// parked elicitations. The next kandev finds the session live in its database, re-attaches
+/// to agentctl (`agent.session.attach`, `SessionRuntime::reconcile_after_restart`) instead
+/// of failing it, reconciles the records against agentctl's pending list (both still
+/// pending), and the operator's answer reaches the agent exactly once. (A local agentctl
+/// exits with its kandev, so there the session is FAILED as before.)
 #[tokio::test]
-#[ignore = "FAILING, known gap: kandev does not re-attach to a remote agentctl after a restart (see the doc comment)"]
 async fn kandev_restarted_under_a_remote_agentctl_holding_pendings_can_answer_them_after() {
     let scenarios = Scenarios::new();
     scenarios.add(
@@ -887,18 +885,15 @@ impl Drop for BlackHoleProxy {
     }
 }
 
-/// KNOWN GAP (issue 8): agentctl keeps a replay window for exactly this
-/// (`agent.session.attach {after_seq}`), but kandev re-attaches without `after_seq`, so
-/// the events agentctl handed to a stream that then died never reach kandev. Here the
-/// agent did get the operator's answer (exactly once), yet kandev answered the operator
-/// 503 "nothing was sent to the agent", settled the record `agent_disconnected` (absent
-/// from agentctl's pending list on re-attach) and never saw `turn_completed`, so the
-/// session stays `RUNNING`. Seen first as a flaky end of the repeated-cut test. Fix in the
-/// backend: remember the last event `id` (its sequence number) per session and send it as
-/// `after_seq` on re-attach; a respond whose reply was lost is then settled by the
-/// replayed `elicitation_settled` (and its 503 should not claim nothing was sent).
+/// Issue 8: agentctl writes the settlement, the agent's last message and the turn's end
+/// into a stream that is frozen and then cut, so none of it reaches kandev on that stream.
+/// kandev's link remembers the last event sequence number it delivered and re-attaches
+/// with `agent.session.attach {after_seq}`; agentctl replays what followed (the link drops
+/// any replayed event it already delivered). The operator's answer, cut off mid-flight,
+/// gets a 503 that no longer claims nothing was sent, the record settles `answered` from
+/// the replayed `elicitation_settled`, and the replayed `turn_completed` ends the turn.
+/// Seen first as a flaky end of the repeated-cut test.
 #[tokio::test]
-#[ignore = "FAILING, known gap: kandev re-attaches without after_seq, events in flight at a drop are lost (see the doc comment)"]
 async fn an_event_handed_to_a_dying_stream_is_replayed_after_the_reattach() {
     let scenarios = Scenarios::new();
     scenarios.add(
