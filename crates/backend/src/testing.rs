@@ -119,8 +119,10 @@ impl SessionLink for FakeLink {
 pub struct FakeConnector {
     /// Links by session id.
     pub links: Mutex<BTreeMap<String, Arc<FakeLink>>>,
-    /// When set, `connect` fails with `Unreachable`.
+    /// When set, `connect` and `resume` fail with `Unreachable`.
     pub unreachable: AtomicBool,
+    /// Every `resume`: `(session_id, after_seq)`.
+    pub resumed: Mutex<Vec<(String, Option<u64>)>>,
 }
 
 impl FakeConnector {
@@ -136,6 +138,19 @@ impl FakeConnector {
     }
 }
 
+impl FakeConnector {
+    fn fresh_link(&self, session_id: &str) -> (DynLink, UnboundedReceiver<LinkEvent>) {
+        let (tx, rx) = unbounded_channel();
+        let link = Arc::new(FakeLink::default());
+        *link.events.lock().expect("lock") = Some(tx);
+        self.links
+            .lock()
+            .expect("lock")
+            .insert(session_id.to_owned(), Arc::clone(&link));
+        (link as DynLink, rx)
+    }
+}
+
 impl AgentConnector for FakeConnector {
     fn connect<'a>(
         &'a self,
@@ -146,14 +161,27 @@ impl AgentConnector for FakeConnector {
             if self.unreachable.load(Ordering::SeqCst) {
                 return Err(LinkError::Unreachable("connection refused".into()));
             }
-            let (tx, rx) = unbounded_channel();
-            let link = Arc::new(FakeLink::default());
-            *link.events.lock().expect("lock") = Some(tx);
-            self.links
+            Ok(self.fresh_link(session_id))
+        })
+    }
+
+    /// A fresh fake link for the session (replacing any earlier one in `links`); the
+    /// test pushes the `Reattached` a real link would report first.
+    fn resume<'a>(
+        &'a self,
+        _executor: &'a ExecutorConfig,
+        session_id: &'a str,
+        after_seq: Option<u64>,
+    ) -> BoxFuture<'a, Result<(DynLink, UnboundedReceiver<LinkEvent>), LinkError>> {
+        Box::pin(async move {
+            self.resumed
                 .lock()
                 .expect("lock")
-                .insert(session_id.to_owned(), Arc::clone(&link));
-            Ok((link as DynLink, rx))
+                .push((session_id.to_owned(), after_seq));
+            if self.unreachable.load(Ordering::SeqCst) {
+                return Err(LinkError::Unreachable("connection refused".into()));
+            }
+            Ok(self.fresh_link(session_id))
         })
     }
 }

@@ -1058,15 +1058,15 @@ async fn turn_finished_notification_when_enabled() {
     assert_eq!(n["notifications"][0]["event"], "session.turn_finished");
 }
 
-#[tokio::test]
-async fn restart_reconciliation_fails_stale_sessions() {
-    let (state, router, connector, _, id) = started().await;
-    connector.link(&id).push(elicitation("p-1", "q"));
-    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
-    // A fresh runtime on the same database plays the role of the next process.
-    let next = AppState::new(
+/// A fresh runtime on the same database plays the role of the next process.
+fn next_process(
+    state: &AppState,
+    connector: &std::sync::Arc<FakeConnector>,
+    config: Config,
+) -> AppState {
+    AppState::new(
         state.db.clone(),
-        Config::default(),
+        config,
         kandev_flags::FlagService::new(
             kandev_flags::Profile::Dev,
             kandev_flags::Profiles::empty(),
@@ -1074,7 +1074,129 @@ async fn restart_reconciliation_fails_stale_sessions() {
             crate::flags::SqliteOverrideStore::new(state.db.clone()),
         ),
         connector.clone(),
+    )
+}
+
+fn remote_config() -> Config {
+    Config {
+        executor: crate::agent_link::ExecutorConfig::Remote {
+            url: "ws://127.0.0.1:7740".into(),
+            token: "t".into(),
+        },
+        ..Config::default()
+    }
+}
+
+#[tokio::test]
+async fn restart_under_a_remote_executor_reattaches_and_keeps_what_agentctl_holds() {
+    let (state, router, connector, _, id) = started().await;
+    let link = connector.link(&id);
+    link.push(elicitation("p-1", "q"));
+    link.push(elicitation("p-2", "q"));
+    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
+    eventually("two pending", || async {
+        let v = get(&router, "/api/v1/clarifications?status=pending").await;
+        (v["clarifications"].as_array().map(Vec::len) == Some(2)).then_some(())
+    })
+    .await;
+
+    let next = next_process(&state, &connector, remote_config());
+    assert_eq!(
+        next.runtime
+            .reconcile_after_restart()
+            .await
+            .expect("reconcile"),
+        crate::sessions::runtime::Reconciled {
+            resumed: 1,
+            failed: 0
+        }
     );
+    assert_eq!(
+        *connector.resumed.lock().expect("lock"),
+        vec![(id.clone(), None)]
+    );
+    // The resumed link reports agentctl's list first: p-2 is still held, p-1 is not.
+    let link = connector.link(&id);
+    let keep = match elicitation("p-2", "q") {
+        LinkEvent::Agent(AgentEvent::ElicitationRequested(r)) => r,
+        _ => unreachable!(),
+    };
+    link.push(LinkEvent::Reattached {
+        pending: vec![keep],
+    });
+    let router = super::router(next);
+    eventually("p-1 disconnected", || async {
+        (get(&router, "/api/v1/clarifications/p-1").await["status"] == "agent_disconnected")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        get(&router, "/api/v1/clarifications/p-2").await["status"],
+        "pending"
+    );
+    assert_eq!(
+        get(&router, &format!("/api/v1/sessions/{id}")).await["state"],
+        "WAITING_FOR_INPUT"
+    );
+    // The record agentctl still holds is answered through the resumed link.
+    let (s, v) = call(
+        &router,
+        "POST",
+        "/api/v1/clarifications/p-2/respond",
+        Some(r#"{"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]}"#),
+    )
+    .await;
+    assert_eq!((s, v), (StatusCode::OK, json!({"status": "answered"})));
+    let sent = link.calls_of("agent.elicitations.respond");
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0]["pending_id"], "p-2");
+    // The turn is still on: answering its last question does not make the session idle.
+    assert_eq!(
+        wait_state(&router, &id, "RUNNING").await["pending_action"],
+        Value::Null
+    );
+}
+
+#[tokio::test]
+async fn restart_under_a_remote_executor_fails_a_session_agentctl_cannot_resume() {
+    let (state, router, connector, _, id) = started().await;
+    connector.link(&id).push(elicitation("p-1", "q"));
+    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
+    connector
+        .unreachable
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let next = next_process(&state, &connector, remote_config());
+    assert_eq!(
+        next.runtime
+            .reconcile_after_restart()
+            .await
+            .expect("reconcile"),
+        crate::sessions::runtime::Reconciled {
+            resumed: 0,
+            failed: 1
+        }
+    );
+    let router = super::router(next);
+    let s = get(&router, &format!("/api/v1/sessions/{id}")).await;
+    assert_eq!(s["state"], "FAILED");
+    assert!(
+        s["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("re-attaching to agentctl failed")),
+        "{s}"
+    );
+    assert_eq!(
+        get(&router, "/api/v1/clarifications/p-1").await["status"],
+        "agent_disconnected"
+    );
+}
+
+#[tokio::test]
+async fn restart_reconciliation_fails_stale_sessions() {
+    let (state, router, connector, _, id) = started().await;
+    connector.link(&id).push(elicitation("p-1", "q"));
+    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
+    let next = next_process(&state, &connector, Config::default());
     assert_eq!(
         next.runtime
             .reconcile_after_restart()
