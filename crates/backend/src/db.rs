@@ -23,6 +23,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "ask_user_question",
         include_str!("../../../migrations/0002_ask_user_question.sql"),
     ),
+    (
+        3,
+        "session_event_seq",
+        include_str!("../../../migrations/0003_session_event_seq.sql"),
+    ),
 ];
 
 /// Why the database could not be opened.

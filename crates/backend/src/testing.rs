@@ -29,6 +29,8 @@ pub struct FakeLink {
     pub events: Mutex<Option<UnboundedSender<LinkEvent>>>,
     /// Set by `shutdown`.
     pub shut: AtomicBool,
+    /// What `delivered_seq` reports.
+    pub delivered: Mutex<Option<u64>>,
     /// When set, a successful `agent.elicitations.respond` first emits the matching
     /// `elicitation_settled`, as agentctl does, racing the response.
     pub settle_on_respond: AtomicBool,
@@ -105,6 +107,10 @@ impl SessionLink for FakeLink {
 
     fn is_connected(&self) -> bool {
         !self.down.load(Ordering::SeqCst)
+    }
+
+    fn delivered_seq(&self) -> Option<u64> {
+        *self.delivered.lock().expect("lock")
     }
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {

@@ -356,6 +356,12 @@ impl AgentLink {
         .await
     }
 
+    /// The sequence number of the last agent event handed to the receiver (the
+    /// `after_seq` of the next re-attach); `None` before the first numbered event.
+    pub fn delivered_seq(&self) -> Option<u64> {
+        self.inner.shared.after_seq()
+    }
+
     /// Whether the stream is up right now.
     pub fn is_connected(&self) -> bool {
         self.inner.shared.is_connected()

@@ -170,10 +170,19 @@ impl Shared {
         self.lock().cursor = EventCursor::starting_after(after_seq);
     }
 
-    /// Whether the agent event with envelope id `id` is new (and now counts as
-    /// delivered), or a replay of one already delivered.
-    pub fn admit_event(&self, id: &str) -> bool {
-        self.lock().cursor.admit(id)
+    /// Runs `deliver` if the agent event with envelope id `id` is new (it then counts
+    /// as delivered); returns false for a replay of one already delivered.
+    ///
+    /// Admitting and delivering happen under one lock, so whoever reads
+    /// [`Shared::after_seq`] knows every event up to that number is already in the
+    /// runtime's queue.
+    pub fn deliver_if_new(&self, id: &str, deliver: impl FnOnce()) -> bool {
+        let mut state = self.lock();
+        if !state.cursor.admit(id) {
+            return false;
+        }
+        deliver();
+        true
     }
 
     /// The last event sequence number delivered, for the next attach's `after_seq`.

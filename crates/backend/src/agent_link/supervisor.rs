@@ -234,12 +234,17 @@ impl Supervisor {
     /// Hands one notification to the session runtime, unless it is an agent event
     /// already delivered (agentctl replays from `after_seq`, which may be older).
     fn deliver(&self, envelope: &Envelope) {
-        if envelope.action == action::AGENT_EVENT && !self.shared.admit_event(&envelope.id) {
-            tracing::debug!(seq = %envelope.id, "replayed agent event already delivered; skipped");
+        let event = decode_event(envelope);
+        if envelope.action != action::AGENT_EVENT {
             return;
         }
-        if let Some(event) = decode_event(envelope) {
-            self.emit(LinkEvent::Agent(event));
+        let fresh = self.shared.deliver_if_new(&envelope.id, || {
+            if let Some(event) = event {
+                self.emit(LinkEvent::Agent(event));
+            }
+        });
+        if !fresh {
+            tracing::debug!(seq = %envelope.id, "replayed agent event already delivered; skipped");
         }
     }
 

@@ -1091,12 +1091,23 @@ fn remote_config() -> Config {
 async fn restart_under_a_remote_executor_reattaches_and_keeps_what_agentctl_holds() {
     let (state, router, connector, _, id) = started().await;
     let link = connector.link(&id);
+    // The link has handed over events up to sequence number 2.
+    *link.delivered.lock().expect("lock") = Some(2);
     link.push(elicitation("p-1", "q"));
     link.push(elicitation("p-2", "q"));
     wait_state(&router, &id, "WAITING_FOR_INPUT").await;
     eventually("two pending", || async {
         let v = get(&router, "/api/v1/clarifications?status=pending").await;
         (v["clarifications"].as_array().map(Vec::len) == Some(2)).then_some(())
+    })
+    .await;
+    // Once applied, how far is stored, for the next process to re-attach after it.
+    eventually("the last applied event stored", || async {
+        let row = crate::sessions::store::get(&state.db, &id)
+            .await
+            .expect("row")
+            .expect("session");
+        (row.last_event_seq == Some(2)).then_some(())
     })
     .await;
 
@@ -1113,7 +1124,8 @@ async fn restart_under_a_remote_executor_reattaches_and_keeps_what_agentctl_hold
     );
     assert_eq!(
         *connector.resumed.lock().expect("lock"),
-        vec![(id.clone(), None)]
+        vec![(id.clone(), Some(2))],
+        "re-attached after the last event the previous process applied"
     );
     // The resumed link reports agentctl's list first: p-2 is still held, p-1 is not.
     let link = connector.link(&id);

@@ -24,6 +24,12 @@ pub trait SessionLink: Send + Sync + 'static {
     /// Whether the stream is up right now.
     fn is_connected(&self) -> bool;
 
+    /// The sequence number of the last agent event put on the receiver; every event up
+    /// to it is queued or consumed. `None` when unknown.
+    fn delivered_seq(&self) -> Option<u64> {
+        None
+    }
+
     /// Stops the agent and, for a local executor, agentctl.
     fn shutdown(&self) -> BoxFuture<'_, ()>;
 }
@@ -83,6 +89,10 @@ impl SessionLink for AgentLink {
 
     fn is_connected(&self) -> bool {
         AgentLink::is_connected(self)
+    }
+
+    fn delivered_seq(&self) -> Option<u64> {
+        AgentLink::delivered_seq(self)
     }
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {

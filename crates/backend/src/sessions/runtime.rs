@@ -192,11 +192,10 @@ impl SessionRuntime {
                 return (row, Err(RESTARTED.to_owned()));
             }
             let span = tracing::info_span!("session", session_id = %row.id);
-            // The database does not know which events the previous process took in:
-            // agentctl flushes the ones no stream was given.
+            // Everything after the last event the previous process applied is replayed.
             let resumed = self
                 .connector
-                .resume(&self.config.executor, &row.id, None)
+                .resume(&self.config.executor, &row.id, row.after_seq())
                 .instrument(span)
                 .await
                 .map_err(|err| format!("{RESTARTED}, and re-attaching to agentctl failed: {err}"));
@@ -253,7 +252,11 @@ impl SessionRuntime {
         self.live_map().insert(row.id.clone(), Arc::clone(&live));
         let span = tracing::info_span!("session", session_id = %row.id);
         span.in_scope(|| tracing::info!(state = %state, "session re-attached after a restart"));
-        tokio::spawn(Arc::clone(self).consume(live, events).instrument(span));
+        tokio::spawn(
+            Arc::clone(self)
+                .consume_from(live, events, row.after_seq())
+                .instrument(span),
+        );
     }
 
     /// Ends a session a previous process left live: `FAILED`, its pending
@@ -602,7 +605,17 @@ impl SessionRuntime {
     async fn consume(
         self: Arc<Self>,
         live: Arc<LiveSession>,
+        events: UnboundedReceiver<LinkEvent>,
+    ) {
+        self.consume_from(live, events, None).await;
+    }
+
+    /// [`SessionRuntime::consume`], `stored` being the `last_event_seq` already stored.
+    async fn consume_from(
+        self: Arc<Self>,
+        live: Arc<LiveSession>,
         mut events: UnboundedReceiver<LinkEvent>,
+        mut stored: Option<u64>,
     ) {
         while let Some(event) = events.recv().await {
             let last = matches!(event, LinkEvent::Lost { .. });
@@ -612,9 +625,32 @@ impl SessionRuntime {
             if last {
                 return;
             }
+            self.store_progress(&live, &events, &mut stored).await;
         }
         if let Err(err) = self.on_gone(&live, "the agent stream closed").await {
             tracing::error!(error = %err, "cannot record the lost link");
+        }
+    }
+
+    /// Stores how far the session's events are applied, once the queue is drained: the
+    /// link hands an event over together with counting it, so with the queue empty every
+    /// event up to `delivered_seq` read before has been applied. (Written when idle, not
+    /// per event, to spare a burst of updates a write each.)
+    async fn store_progress(
+        &self,
+        live: &LiveSession,
+        events: &UnboundedReceiver<LinkEvent>,
+        stored: &mut Option<u64>,
+    ) {
+        let Some(seq) = live.link.delivered_seq() else {
+            return;
+        };
+        if *stored == Some(seq) || !events.is_empty() {
+            return;
+        }
+        match store::set_last_event_seq(&self.db, &live.id, seq).await {
+            Ok(()) => *stored = Some(seq),
+            Err(err) => tracing::warn!(error = %err, "cannot store the last applied event"),
         }
     }
 

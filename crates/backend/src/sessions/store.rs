@@ -30,9 +30,17 @@ pub struct SessionRow {
     pub created_at: String,
     /// RFC 3339.
     pub updated_at: String,
+    /// The last agent event (agentctl's sequence number) applied; see
+    /// [`set_last_event_seq`].
+    pub last_event_seq: Option<i64>,
 }
 
 impl SessionRow {
+    /// [`SessionRow::last_event_seq`] as the `after_seq` of an attach.
+    pub fn after_seq(&self) -> Option<u64> {
+        self.last_event_seq.and_then(|seq| u64::try_from(seq).ok())
+    }
+
     /// The parsed state; an unknown stored name reads as `FAILED`.
     pub fn state(&self) -> SessionState {
         self.state.parse().unwrap_or(SessionState::Failed)
@@ -99,7 +107,7 @@ impl Session {
     }
 }
 
-const COLUMNS: &str = "id, task_id, agent, state, acp_session_id, client_capabilities, flags, error, created_at, updated_at";
+const COLUMNS: &str = "id, task_id, agent, state, acp_session_id, client_capabilities, flags, error, created_at, updated_at, last_event_seq";
 
 /// Stores a new session in `CREATED`.
 pub async fn insert(db: &Db, task_id: &str, agent: &str) -> Result<SessionRow, sqlx::Error> {
@@ -160,6 +168,18 @@ pub async fn set_state(
         .bind(state.as_str())
         .bind(error)
         .bind(now())
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Records that every agent event up to `seq` has been applied to session `id` (a
+/// restart re-attaches after it). Not a change the operator sees: `updated_at` stays.
+pub async fn set_last_event_seq(db: &Db, id: &str, seq: u64) -> Result<(), sqlx::Error> {
+    let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+    sqlx::query("UPDATE sessions SET last_event_seq = $2 WHERE id = $1")
+        .bind(id)
+        .bind(seq)
         .execute(db)
         .await?;
     Ok(())
@@ -250,6 +270,18 @@ mod tests {
             (failed.state, failed.pending_action),
             (SessionState::Failed, None)
         );
+    }
+
+    #[tokio::test]
+    async fn the_last_applied_event_is_stored_without_touching_updated_at() {
+        let db = crate::db::memory().await;
+        let task = crate::tasks::create(&db, "T", "").await.expect("task");
+        let row = insert(&db, &task.id, "mock").await.expect("insert");
+        assert_eq!((row.last_event_seq, row.after_seq()), (None, None));
+        set_last_event_seq(&db, &row.id, 41).await.expect("seq");
+        let after = get(&db, &row.id).await.expect("get").expect("row");
+        assert_eq!(after.after_seq(), Some(41));
+        assert_eq!(after.updated_at, row.updated_at);
     }
 
     /// The view never says WAITING_FOR_INPUT without a pending action, nor the reverse, for
