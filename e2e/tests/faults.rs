@@ -506,8 +506,6 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
             "{tag}: exactly one response, its own answer (after {cuts} cuts)"
         );
     }
-    // Whether the turn's end survives a cut is pinned by
-    // `an_event_handed_to_a_dying_stream_is_replayed_after_the_reattach`.
     let records = kandev.clarifications(&sid, None).await;
     assert_eq!(records.len(), N, "one record per elicitation: {records:?}");
     for record in &records {
@@ -515,6 +513,9 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
             .wait_clarification_status(record["pending_id"].as_str().expect("id"), "answered")
             .await;
     }
+    // The turn's end survives the cuts too: an event written into a stream that died is
+    // replayed after the re-attach (`after_seq`).
+    kandev.wait_session_state(&sid, "IDLE").await;
     let state = kandev.session(&sid).await["state"].clone();
     assert!(cuts >= 3, "the stream was cut only {cuts} times");
     assert!(
