@@ -377,17 +377,19 @@ pub(crate) async fn on_settled(
             return Ok(());
         };
         tracing::Span::current().record("pending_id", pending_id.as_str());
-        if matches!(outcome, SettleOutcome::Answered | SettleOutcome::Declined)
-            || !waiting_calls(db, &pending_id).await?.is_empty()
-        {
+        if !waiting_calls(db, &pending_id).await?.is_empty() {
             return Ok(());
         }
+        // An answer or skip is normally settled by `respond` itself (holding the lock this
+        // waits for, so the record is no longer pending here). It is still pending when the
+        // stream dropped before agentctl's reply: the answer did reach the agent, and
+        // this settlement, replayed after the re-attach, is the proof.
         let status = ClarificationStatus::from_outcome(outcome);
         if let Some(rec) = store::settle(db, &pending_id, status, SettledBy::Agentctl, None).await?
         {
             tracing::info!(
                 status = status.as_str(),
-                "clarification withdrawn: its tool call returned"
+                "clarification settled: its last tool call returned"
             );
             runtime.announce_settled(&rec).await?;
             drop(_settling);
@@ -796,6 +798,34 @@ mod tests {
             sent[0]["result"]["answers"][0]["selected_options"],
             json!(["Yes"])
         );
+    }
+
+    #[tokio::test]
+    async fn an_answer_whose_reply_was_cut_off_is_settled_by_the_replayed_return() {
+        let (state, session, link) = live_session().await;
+        link.push(requested("r1"));
+        let rec = one_pending(&state, &session).await;
+        link.reply(action::QUESTIONS_RESPOND, Err(LinkError::Interrupted));
+        let err = crate::clarifications::respond(
+            &state.runtime,
+            &rec.pending_id,
+            body(vec![answer("q1", &["Yes"], "")], false),
+        )
+        .await
+        .expect_err("the reply was lost with the stream");
+        assert_eq!(err.code(), "AGENT_STREAM_NOT_CONNECTED");
+        assert_eq!(
+            one_pending(&state, &session).await.pending_id,
+            rec.pending_id,
+            "nothing says yet whether the answer arrived"
+        );
+        // agentctl's settlement of the call, replayed after the re-attach, says it did.
+        link.push(returned("r1", SettleOutcome::Answered));
+        crate::testing::eventually("the record answered", || async {
+            let row = store::get(&state.db, &rec.pending_id).await.expect("get")?;
+            (row.status() == ClarificationStatus::Answered).then_some(())
+        })
+        .await;
     }
 
     #[tokio::test]
