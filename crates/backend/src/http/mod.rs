@@ -17,6 +17,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRequest};
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 
 use crate::error::AppError;
 use crate::state::AppState;
@@ -68,7 +69,10 @@ async fn limit_body(request: axum::extract::Request, next: axum::middleware::Nex
         .and_then(|v| v.parse::<u64>().ok());
     let too_large = AppError::PayloadTooLarge { limit: BODY_LIMIT };
     match declared {
-        Some(len) if len > BODY_LIMIT as u64 => return too_large.into_response(),
+        Some(len) if len > BODY_LIMIT as u64 => {
+            drain(request.into_body()).await;
+            return too_large.into_response();
+        }
         Some(_) => return next.run(request).await,
         None => {}
     }
@@ -80,12 +84,39 @@ async fn limit_body(request: axum::extract::Request, next: axum::middleware::Nex
     }
     // No declared length (a chunked body): read it within the limit before going on.
     let (parts, body) = request.into_parts();
-    match axum::body::to_bytes(body, BODY_LIMIT).await {
-        Ok(bytes) => {
-            let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
-            next.run(request).await
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else {
+            return too_large.into_response();
+        };
+        if bytes.len() + chunk.len() > BODY_LIMIT {
+            drain(axum::body::Body::from_stream(stream)).await;
+            return too_large.into_response();
         }
-        Err(_) => too_large.into_response(),
+        bytes.extend_from_slice(&chunk);
+    }
+    let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    next.run(request).await
+}
+
+/// How much of a refused body is read and dropped before the 413, at most.
+const DRAIN_LIMIT: usize = 8 * BODY_LIMIT;
+/// How long reading a refused body may take, at most.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads and drops what the client is still sending, within bounds, before the 413 goes
+/// out: a connection closed on unread data is reset, and a client still writing its body
+/// then sees a broken pipe instead of the answer.
+async fn drain(body: axum::body::Body) {
+    let deadline = tokio::time::Instant::now() + DRAIN_TIME;
+    let mut stream = body.into_data_stream();
+    let mut read = 0usize;
+    while read <= DRAIN_LIMIT {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(chunk))) => read += chunk.len(),
+            _ => return,
+        }
     }
 }
 
