@@ -162,6 +162,8 @@ async fn ac03_elicitation_create_reaches_the_handler_not_method_not_found() {
         "pending_id is a UUID v4: {requested}"
     );
     // Parked, not answered: no response (and no MethodNotFound error) has reached the agent.
+    // The event can overtake the agent's own log line, so wait for the line first.
+    wait_for_create(&h.log).await;
     let create = h.log.sent_requests("elicitation/create");
     assert_eq!(create.len(), 1);
     assert!(h.log.responses_to(&create[0]["id"]).is_empty());
@@ -379,6 +381,14 @@ async fn ac13_answer_continues_the_original_prompt_which_returns_the_stop_reason
         "end_turn"
     );
 
+    // turn_completed can overtake the agent's log line of its prompt response.
+    h.log
+        .wait_until("the prompt's response", |log| {
+            log.entries()
+                .iter()
+                .any(|e| e["dir"] == "send" && e["frame"]["result"].get("stopReason").is_some())
+        })
+        .await;
     let prompts = h.log.received_requests("session/prompt");
     assert_eq!(
         prompts.len(),
@@ -508,6 +518,7 @@ async fn f10_each_invalid_answer_is_refused_and_the_pending_stays_answerable() {
                 .is_some_and(|m| !m.is_empty())
         );
     }
+    wait_for_create(&h.log).await;
     let create = &h.log.sent_requests("elicitation/create")[0];
     assert!(
         h.log.responses_to(&create["id"]).is_empty(),
@@ -670,4 +681,13 @@ async fn f5_agentctl_reads_the_flag_from_session_start_never_from_its_environmen
         serde_json::to_string(&received).expect("json"),
         fixture("default.json")
     );
+}
+
+/// Waits until the agent's log shows its `elicitation/create` (the agentctl event announcing
+/// it can arrive before the agent has written the line).
+async fn wait_for_create(log: &MockLog) {
+    log.wait_until("the elicitation/create", |log| {
+        !log.sent_requests("elicitation/create").is_empty()
+    })
+    .await;
 }
