@@ -89,6 +89,15 @@ fn elicitation(pending_id: &str, text: &str) -> LinkEvent {
     ))
 }
 
+/// Waits until `n` clarifications are pending.
+async fn wait_pending_count(router: &Router, n: usize) {
+    eventually(&format!("{n} pending clarifications"), || async {
+        let v = get(router, "/api/v1/clarifications?status=pending").await;
+        (v["clarifications"].as_array().map(Vec::len) == Some(n)).then_some(())
+    })
+    .await;
+}
+
 async fn get(router: &Router, uri: &str) -> Value {
     let (s, v) = call(router, "GET", uri, None).await;
     assert_eq!(s, StatusCode::OK, "{uri}: {v}");
@@ -698,11 +707,7 @@ async fn respond_forwards_first_and_settles_from_agentctls_verdict() {
     let link = connector.link(&id);
     link.push(elicitation("p-1", "Pick a colour"));
     link.push(elicitation("p-2", "Pick a colour"));
-    eventually("two records", || async {
-        let v = get(&router, "/api/v1/clarifications?status=pending").await;
-        (v["clarifications"].as_array().map(Vec::len) == Some(2)).then_some(())
-    })
-    .await;
+    wait_pending_count(&router, 2).await;
     let respond = |pid: &str| format!("/api/v1/clarifications/{pid}/respond");
     let answer = r#"{"answers": [{"question_id": "question_0", "selected_options": ["Red"]}], "rejected": false, "reject_reason": ""}"#;
 
@@ -922,11 +927,7 @@ async fn reattach_disconnects_records_agentctl_no_longer_holds() {
     let link = connector.link(&id);
     link.push(elicitation("p-1", "q"));
     link.push(elicitation("p-2", "q"));
-    eventually("two pending", || async {
-        let v = get(&router, "/api/v1/clarifications?status=pending").await;
-        (v["clarifications"].as_array().map(Vec::len) == Some(2)).then_some(())
-    })
-    .await;
+    wait_pending_count(&router, 2).await;
     link.push(LinkEvent::Disconnected);
     let keep = match elicitation("p-2", "q") {
         LinkEvent::Agent(AgentEvent::ElicitationRequested(r)) => r,
@@ -1096,11 +1097,7 @@ async fn restart_under_a_remote_executor_reattaches_and_keeps_what_agentctl_hold
     link.push(elicitation("p-1", "q"));
     link.push(elicitation("p-2", "q"));
     wait_state(&router, &id, "WAITING_FOR_INPUT").await;
-    eventually("two pending", || async {
-        let v = get(&router, "/api/v1/clarifications?status=pending").await;
-        (v["clarifications"].as_array().map(Vec::len) == Some(2)).then_some(())
-    })
-    .await;
+    wait_pending_count(&router, 2).await;
     // Once applied, how far is stored, for the next process to re-attach after it.
     eventually("the last applied event stored", || async {
         let row = crate::sessions::store::get(&state.db, &id)
