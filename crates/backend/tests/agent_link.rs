@@ -563,7 +563,12 @@ async fn a_dropped_stream_reattaches_with_the_pending_elicitation() {
 
     proxy.admit();
     match next_event(&mut events).await {
-        LinkEvent::Reattached { pending } => {
+        LinkEvent::Reattached { pending, questions } => {
+            assert_eq!(
+                questions,
+                Some(Vec::new()),
+                "agentctl answers the question list"
+            );
             assert_eq!(pending.len(), 1);
             assert_eq!(pending[0].pending_id, requested.pending_id);
         }
@@ -650,7 +655,10 @@ async fn events_emitted_while_detached_arrive_after_reattach_in_order() {
     let texts: Vec<String> = rest.iter().filter_map(agent_text).collect();
     assert_eq!(texts, ["two", "three"], "nothing lost, nothing reordered");
     assert!(
-        rest.contains(&LinkEvent::Reattached { pending: vec![] }),
+        rest.contains(&LinkEvent::Reattached {
+            pending: vec![],
+            questions: Some(vec![])
+        }),
         "{rest:?}"
     );
     link.shutdown().await;
@@ -742,7 +750,13 @@ async fn a_pending_settled_while_detached_is_reported_before_the_snapshot() {
         settled < reattached,
         "kept events come before the snapshot: {rest:?}"
     );
-    assert_eq!(rest[reattached], LinkEvent::Reattached { pending: vec![] });
+    assert_eq!(
+        rest[reattached],
+        LinkEvent::Reattached {
+            pending: vec![],
+            questions: Some(vec![])
+        }
+    );
     link.shutdown().await;
 }
 

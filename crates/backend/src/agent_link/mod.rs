@@ -6,10 +6,11 @@
 //! sends `agent.session.start` itself through [`AgentLink::request`]. The link watches
 //! for the first successful `agent.session.start` (or `agent.session.attach`) and from
 //! then on knows which session to re-attach after a drop: it reconnects with backoff,
-//! sends `agent.session.attach {session_id}` (then `agent.elicitations.list`) on the new
+//! sends `agent.session.attach {session_id}` (then `agent.elicitations.list` and
+//! `agent.questions.list`) on the new
 //! stream before any other request may use it, delivers the events agentctl kept while
 //! detached, and reports [`LinkEvent::Reattached`] with agentctl's still-open
-//! elicitations. While the stream is down every request fails at once with
+//! elicitations and waiting `ask_user_question_kandev` calls. While the stream is down every request fails at once with
 //! [`LinkError::NotConnected`] and nothing is sent (AC-20a); a request whose stream
 //! dropped before the answer fails with [`LinkError::Interrupted`].
 //!
@@ -39,7 +40,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kandev_agent_stream::{AgentEvent, ElicitationRequested, ErrorPayload, FrameType, action};
+use kandev_agent_stream::{
+    AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorPayload, FrameType, action,
+};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -111,6 +114,12 @@ pub enum LinkEvent {
     Reattached {
         /// Elicitations still waiting for an answer.
         pending: Vec<ElicitationRequested>,
+        /// `ask_user_question_kandev` calls agentctl still holds (`agent.questions.list`,
+        /// asked right after the elicitation list, same ordering rule): a call waiting
+        /// locally but absent here has returned and its settlement was lost. Events that
+        /// arrived between the two list answers are delivered right after this event.
+        /// `None` when agentctl did not answer the list usably: nothing is reconciled.
+        questions: Option<Vec<AskUserQuestionRequested>>,
     },
     /// agentctl is gone for good (died, re-attaching failed or was refused, or another
     /// stream took the session over): nothing pending can be delivered through this link.

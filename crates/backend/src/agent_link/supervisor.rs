@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use kandev_agent_stream::request::SessionAttach;
-use kandev_agent_stream::response::{PendingList, SessionAttached};
+use kandev_agent_stream::response::{PendingList, QuestionList, SessionAttached};
 use kandev_agent_stream::{
-    AgentEvent, ElicitationRequested, Envelope, ErrorCode, ErrorPayload, FrameType, action,
+    AgentEvent, AskUserQuestionRequested, ElicitationRequested, Envelope, ErrorCode, ErrorPayload,
+    FrameType, action,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -34,6 +35,20 @@ enum PumpEnd {
     /// agentctl closed this stream because another one attached to the session.
     /// Re-attaching would take the session back and start a tug of war.
     Replaced,
+}
+
+/// What a re-attach learned: agentctl's snapshots and the events it flushed meanwhile.
+#[derive(Default)]
+struct Attached {
+    /// `agent.elicitations.list` (or the attach's own list when that was refused).
+    pending: Vec<ElicitationRequested>,
+    /// `agent.questions.list`; `None` when agentctl did not answer it usably.
+    questions: Option<Vec<AskUserQuestionRequested>>,
+    /// Notifications that arrived during the exchanges, in order.
+    flushed: Vec<Envelope>,
+    /// How many of `flushed` arrived before the elicitation snapshot: those go before
+    /// `Reattached`, the rest (newer than that snapshot) after it.
+    snapshot_at: usize,
 }
 
 /// The close reason agentctl gives a stream that a newer one replaced.
@@ -298,30 +313,42 @@ impl Supervisor {
                 )));
             }
         };
-        let (pending, flushed) = match self.shared.bound_session() {
+        let attached = match self.shared.bound_session() {
             Some(session_id) => self.attach(&mut ws, session_id).await?,
             // No session was started on the old stream: nothing to re-attach.
-            None => (Vec::new(), Vec::new()),
+            None => Attached::default(),
         };
-        let outgoing = self.go_live(pending, &flushed)?;
+        let outgoing = self.go_live(attached)?;
         Ok(Reconnect::Up(Box::new(ws), outgoing))
     }
 
     /// Publishes a freshly attached stream, then delivers the kept events and, after
-    /// them, the pending snapshot that is newer than all of them.
-    fn go_live(
-        &self,
-        pending: Vec<ElicitationRequested>,
-        flushed: &[Envelope],
-    ) -> Result<Outgoing, AttemptError> {
+    /// them, the pending snapshots that are newer than all of them; the events that
+    /// arrived between the two list answers follow `Reattached` (they are newer than the
+    /// elicitation snapshot, so they must not be reconciled against it).
+    fn go_live(&self, attached: Attached) -> Result<Outgoing, AttemptError> {
         let Some(outgoing) = self.shared.publish() else {
             return Err(AttemptError::Shutdown);
         };
-        for envelope in flushed {
+        let Attached {
+            pending,
+            questions,
+            flushed,
+            snapshot_at,
+        } = attached;
+        let (before, after) = flushed.split_at(snapshot_at.min(flushed.len()));
+        for envelope in before {
             self.deliver(envelope);
         }
-        tracing::info!(pending = pending.len(), "agent stream re-attached");
-        self.emit(LinkEvent::Reattached { pending });
+        tracing::info!(
+            pending = pending.len(),
+            questions = questions.as_ref().map(Vec::len),
+            "agent stream re-attached"
+        );
+        self.emit(LinkEvent::Reattached { pending, questions });
+        for envelope in after {
+            self.deliver(envelope);
+        }
         Ok(outgoing)
     }
 
@@ -341,8 +368,7 @@ impl Supervisor {
             Err(AttemptError::Shutdown) => return Err(super::LinkError::NotConnected),
         };
         self.shared.mark_bound(session_id.to_owned());
-        let (pending, flushed) = attached;
-        self.go_live(pending, &flushed)
+        self.go_live(attached)
             .map_err(|_| super::LinkError::NotConnected)
     }
 
@@ -354,12 +380,14 @@ impl Supervisor {
     /// therefore asks `agent.elicitations.list` next: its answer queues behind every
     /// flushed event, and the snapshot reported in `Reattached` is newer than every event
     /// delivered before it (a pending that settled while detached is neither listed nor
-    /// mistaken for lost).
+    /// mistaken for lost). `agent.questions.list` is asked right after it, under the
+    /// same rule; events arriving between the two answers are delivered after
+    /// `Reattached` (see [`Attached::snapshot_at`]).
     async fn attach(
         &self,
         ws: &mut WsStream,
         session_id: String,
-    ) -> Result<(Vec<ElicitationRequested>, Vec<Envelope>), AttemptError> {
+    ) -> Result<Attached, AttemptError> {
         let deadline = Instant::now() + self.shared.options.request_timeout;
         let mut flushed = Vec::new();
         // Everything after the last event delivered, again: frames handed to the dying
@@ -402,7 +430,32 @@ impl Supervisor {
                 attached.pending
             }
         };
-        Ok((pending, flushed))
+        let snapshot_at = flushed.len();
+        let list = serde_json::Value::Object(Default::default());
+        // No list (refused, undecodable) means "unknown": the runtime then leaves every
+        // ask_user_question record as it is rather than withdraw ones agentctl may hold.
+        let questions = match self
+            .exchange(ws, action::QUESTIONS_LIST, list, deadline, &mut flushed)
+            .await?
+        {
+            Ok(payload) => match serde_json::from_value::<QuestionList>(payload) {
+                Ok(list) => Some(list.pending),
+                Err(err) => {
+                    tracing::warn!(category = ?err.classify(), "question list undecodable; not reconciling calls");
+                    None
+                }
+            },
+            Err(error) => {
+                tracing::warn!(code = ?error.code, "question list refused; not reconciling calls");
+                None
+            }
+        };
+        Ok(Attached {
+            pending,
+            questions,
+            flushed,
+            snapshot_at,
+        })
     }
 
     /// One request/answer on a stream that is not published yet; notifications that

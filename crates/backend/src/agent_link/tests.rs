@@ -278,6 +278,7 @@ async fn answer_attach(
         &json!({ "pending": pending }),
     ))
     .await;
+    answer_questions_list(conn, &[], &[]).await;
 }
 
 #[tokio::test]
@@ -472,7 +473,8 @@ async fn a_drop_fails_in_flight_requests_refuses_new_ones_then_reattaches() {
     assert_eq!(
         next_event(&mut events).await,
         LinkEvent::Reattached {
-            pending: vec![pending("p-1")]
+            pending: vec![pending("p-1")],
+            questions: Some(Vec::new()),
         }
     );
     conn.event(300, &update(3)).await;
@@ -509,7 +511,10 @@ async fn a_stream_with_no_session_reconnects_without_attaching() {
     let mut conn = server.next_conn().await;
     assert_eq!(
         next_event(&mut events).await,
-        LinkEvent::Reattached { pending: vec![] }
+        LinkEvent::Reattached {
+            pending: vec![],
+            questions: None,
+        }
     );
     let (answer, ()) = tokio::join!(link.request::<_, Value>(action::CANCEL, &Empty {}), async {
         let request = conn.recv().await;
@@ -734,10 +739,20 @@ async fn a_refused_pending_list_falls_back_to_the_attach_answer() {
         "unknown action",
     ))
     .await;
+    let questions = conn.recv().await;
+    assert_eq!(questions.action, action::QUESTIONS_LIST);
+    conn.send(&Envelope::error_to(
+        &questions,
+        ErrorCode::UnknownAction,
+        "unknown action",
+    ))
+    .await;
+    // No question list is "unknown", never "none held": nothing may be withdrawn on it.
     assert_eq!(
         next_event(&mut events).await,
         LinkEvent::Reattached {
-            pending: vec![pending("p-9")]
+            pending: vec![pending("p-9")],
+            questions: None,
         }
     );
     assert!(link.is_connected());
@@ -812,6 +827,7 @@ async fn answer_attach_after(
         &json!({ "pending": pending }),
     ))
     .await;
+    answer_questions_list(conn, &[], &[]).await;
 }
 
 #[tokio::test]
@@ -832,7 +848,8 @@ async fn a_reattach_asks_for_what_followed_the_last_delivered_event_and_drops_re
     assert_eq!(
         next_event(&mut events).await,
         LinkEvent::Reattached {
-            pending: vec![pending("p-1")]
+            pending: vec![pending("p-1")],
+            questions: Some(Vec::new()),
         }
     );
     // A live duplicate is dropped as well; the next new event comes through.
@@ -844,7 +861,8 @@ async fn a_reattach_asks_for_what_followed_the_last_delivered_event_and_drops_re
     assert_eq!(
         next_event(&mut events).await,
         LinkEvent::Reattached {
-            pending: Vec::new()
+            pending: Vec::new(),
+            questions: Some(Vec::new()),
         }
     );
 }
@@ -881,7 +899,8 @@ async fn an_event_swallowed_by_a_dying_stream_arrives_once_after_the_reattach() 
     assert_eq!(
         next_event(&mut events).await,
         LinkEvent::Reattached {
-            pending: Vec::new()
+            pending: Vec::new(),
+            questions: Some(Vec::new()),
         }
     );
 }
@@ -910,7 +929,8 @@ async fn resume_attaches_a_running_session_after_the_given_sequence() {
     assert_eq!(
         next_event(&mut events).await,
         LinkEvent::Reattached {
-            pending: vec![pending("p-1")]
+            pending: vec![pending("p-1")],
+            questions: Some(Vec::new()),
         }
     );
     assert!(link.is_connected());
@@ -940,4 +960,68 @@ async fn a_resume_agentctl_refuses_is_unreachable() {
         }
         other => panic!("expected Unreachable, got {other:?}"),
     }
+}
+
+fn question(request_id: &str) -> AskUserQuestionRequested {
+    AskUserQuestionRequested {
+        request_id: request_id.into(),
+        acp_session_id: "acp-1".into(),
+        questions: Vec::new(),
+        context: None,
+    }
+}
+
+/// Answers the `agent.questions.list` that must follow the elicitation list; `between`
+/// events are sent ahead of the answer (after the elicitation snapshot).
+async fn answer_questions_list(conn: &mut Conn, between: &[(u64, AgentEvent)], held: &[&str]) {
+    let list = conn.recv().await;
+    assert_eq!(
+        list.action,
+        action::QUESTIONS_LIST,
+        "the waiting tool calls are asked right after the elicitations"
+    );
+    for (seq, event) in between {
+        conn.event(*seq, event).await;
+    }
+    let pending: Vec<AskUserQuestionRequested> = held.iter().map(|id| question(id)).collect();
+    conn.send(&Envelope::response_to(
+        &list,
+        &json!({ "pending": pending }),
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn reattached_carries_the_held_calls_and_events_newer_than_the_elicitation_snapshot_follow_it()
+ {
+    let mut server = TestServer::start().await;
+    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    start_session(&link, &mut conn).await;
+    drop(conn);
+    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
+    let mut conn = server.next_conn().await;
+    let attach = conn.recv().await;
+    assert_eq!(attach.action, action::SESSION_ATTACH);
+    let answer = SessionAttached {
+        acp_session_id: "acp-1".into(),
+        pending: Vec::new(),
+    };
+    conn.send(&Envelope::response_to(&attach, &answer)).await;
+    conn.event(1, &update(1)).await;
+    let list = conn.recv().await;
+    assert_eq!(list.action, action::ELICITATIONS_LIST);
+    conn.send(&Envelope::response_to(&list, &json!({ "pending": [] })))
+        .await;
+    answer_questions_list(&mut conn, &[(2, update(2))], &["call-1"]).await;
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(1)));
+    assert_eq!(
+        next_event(&mut events).await,
+        LinkEvent::Reattached {
+            pending: Vec::new(),
+            questions: Some(vec![question("call-1")]),
+        }
+    );
+    // Newer than the elicitation snapshot: it must not be reconciled against it.
+    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(2)));
+    assert!(link.is_connected());
 }

@@ -225,12 +225,8 @@ async fn waiting_calls(db: &Db, clarification_id: &str) -> Result<Vec<String>, s
 async fn mark_returned(
     db: &Db,
     request_id: &str,
-    outcome: SettleOutcome,
+    outcome: &str,
 ) -> Result<Option<String>, sqlx::Error> {
-    let outcome = serde_json::to_value(outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
     let row: Option<(String,)> = sqlx::query_as(
         "UPDATE ask_user_question_calls SET status = $2, outcome = $3 \
          WHERE request_id = $1 AND status = $4 RETURNING clarification_id",
@@ -364,6 +360,82 @@ pub(crate) async fn on_settled(
     request_id: &str,
     outcome: SettleOutcome,
 ) -> Result<(), sqlx::Error> {
+    let returned = CallReturn {
+        outcome: serde_json::to_value(outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        status: ClarificationStatus::from_outcome(outcome),
+        settled_by: SettledBy::Agentctl,
+    };
+    settle_call(runtime, live, request_id, &returned).await
+}
+
+/// After a re-attach (or a resume after restart): `held` is agentctl's
+/// `agent.questions.list`. A listed call the backend does not know yet (its
+/// `ask_user_question_requested` was lost) is opened; a call of this session still
+/// waiting here but no longer held by agentctl has returned and its
+/// `ask_user_question_settled` was lost, so it returns here through the same path as
+/// that event, with [`RETURNED_UNSEEN`] and the record `cancelled` (the real outcome is
+/// unknown; the tool call can take no answer any more).
+pub(crate) async fn reconcile(
+    runtime: &SessionRuntime,
+    live: &LiveSession,
+    held: &[AskUserQuestionRequested],
+) -> Result<(), sqlx::Error> {
+    for request in held {
+        on_requested(runtime, live, request).await?;
+    }
+    let held: HashSet<&str> = held.iter().map(|r| r.request_id.as_str()).collect();
+    let waiting = {
+        let _settling = live.clarifications.lock().await;
+        waiting_calls_of_session(runtime.db(), &live.id).await?
+    };
+    let returned = CallReturn {
+        outcome: RETURNED_UNSEEN.to_owned(),
+        status: ClarificationStatus::Cancelled,
+        settled_by: SettledBy::Backend,
+    };
+    for request_id in waiting.iter().filter(|id| !held.contains(id.as_str())) {
+        tracing::info!(session_id = %live.id, request_id = %request_id, "tool call no longer held by agentctl; its settlement was lost");
+        settle_call(runtime, live, request_id, &returned).await?;
+    }
+    Ok(())
+}
+
+/// The `outcome` stored on a call that agentctl no longer held after a re-attach
+/// (its own `ask_user_question_settled` never arrived).
+pub const RETURNED_UNSEEN: &str = "returned_unseen";
+
+/// How a call returned: its stored outcome, and what its record becomes when it was
+/// the last call waiting on it.
+struct CallReturn {
+    outcome: String,
+    status: ClarificationStatus,
+    settled_by: SettledBy,
+}
+
+/// The calls of a session still waiting for their answer, oldest first.
+async fn waiting_calls_of_session(db: &Db, session_id: &str) -> Result<Vec<String>, sqlx::Error> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT request_id FROM ask_user_question_calls WHERE session_id = $1 AND status = $2 \
+         ORDER BY created_at, request_id",
+    )
+    .bind(session_id)
+    .bind(CALL_WAITING)
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+/// The one settle path of a returned call: marks it returned and, when no other call
+/// still waits on its record, settles the record and withdraws its surface.
+async fn settle_call(
+    runtime: &SessionRuntime,
+    live: &LiveSession,
+    request_id: &str,
+    returned: &CallReturn,
+) -> Result<(), sqlx::Error> {
     let span = tracing::info_span!(
         "ask_user_question",
         session_id = %live.id,
@@ -373,7 +445,7 @@ pub(crate) async fn on_settled(
     async {
         let db = runtime.db();
         let _settling = live.clarifications.lock().await;
-        let Some(pending_id) = mark_returned(db, request_id, outcome).await? else {
+        let Some(pending_id) = mark_returned(db, request_id, &returned.outcome).await? else {
             return Ok(());
         };
         tracing::Span::current().record("pending_id", pending_id.as_str());
@@ -384,8 +456,8 @@ pub(crate) async fn on_settled(
         // waits for, so the record is no longer pending here). It is still pending when the
         // stream dropped before agentctl's reply: the answer did reach the agent, and
         // this settlement, replayed after the re-attach, is the proof.
-        let status = ClarificationStatus::from_outcome(outcome);
-        if let Some(rec) = store::settle(db, &pending_id, status, SettledBy::Agentctl, None).await?
+        let status = returned.status;
+        if let Some(rec) = store::settle(db, &pending_id, status, returned.settled_by, None).await?
         {
             tracing::info!(
                 status = status.as_str(),
@@ -454,9 +526,9 @@ pub(crate) async fn respond(
         match call::<_, Success>(&*live.link, action::QUESTIONS_RESPOND, &payload).await {
             Ok(_) => {
                 let outcome = if body.rejected {
-                    SettleOutcome::Declined
+                    "declined"
                 } else {
-                    SettleOutcome::Answered
+                    "answered"
                 };
                 mark_returned(db, request_id, outcome).await?;
                 delivered += 1;

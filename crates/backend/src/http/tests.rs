@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use kandev_agent_stream::{AgentEvent, ErrorCode, ErrorPayload, SettleOutcome};
+use kandev_agent_stream::{
+    AgentEvent, AskUserQuestionRequested, ErrorCode, ErrorPayload, SettleOutcome,
+};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -935,6 +937,7 @@ async fn reattach_disconnects_records_agentctl_no_longer_holds() {
     };
     link.push(LinkEvent::Reattached {
         pending: vec![keep],
+        questions: Some(Vec::new()),
     });
     eventually("p-1 disconnected", || async {
         (get(&router, "/api/v1/clarifications/p-1").await["status"] == "agent_disconnected")
@@ -1132,6 +1135,7 @@ async fn restart_under_a_remote_executor_reattaches_and_keeps_what_agentctl_hold
     };
     link.push(LinkEvent::Reattached {
         pending: vec![keep],
+        questions: Some(Vec::new()),
     });
     let router = super::router(next);
     eventually("p-1 disconnected", || async {
@@ -1309,4 +1313,126 @@ async fn oversized_bodies_are_413_before_any_handler_runs() {
         .expect("request");
     let resp = router.clone().oneshot(req).await.expect("response");
     assert_eq!(resp.status(), StatusCode::CREATED);
+}
+
+fn ask_user_question(request_id: &str, prompt: &str) -> AskUserQuestionRequested {
+    serde_json::from_value(json!({
+        "request_id": request_id,
+        "acp_session_id": "acp-1",
+        "questions": [{"id": "q1", "title": null, "prompt": prompt, "kind": "single_select",
+            "options": [{"id": "Yes", "label": "Yes", "description": null},
+                {"id": "No", "label": "No", "description": null}],
+            "custom_answer": null, "required": true, "default": null, "constraints": {}}],
+        "context": null
+    }))
+    .expect("ask_user_question_requested")
+}
+
+/// The record whose message is `prompt`, whatever its status.
+async fn record_asking(router: &Router, session: &str, prompt: &str) -> Value {
+    let v = get(
+        router,
+        &format!("/api/v1/clarifications?session_id={session}"),
+    )
+    .await;
+    v["clarifications"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["message"] == prompt).cloned())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn reattach_cancels_ask_user_question_calls_agentctl_no_longer_holds() {
+    let (state, router, connector, _, id) = started().await;
+    let link = connector.link(&id);
+    let gone = ask_user_question("call-gone", "Deploy now?");
+    let held = ask_user_question("call-held", "Run the migration?");
+    link.push(LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(
+        gone.clone(),
+    )));
+    link.push(LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(
+        held.clone(),
+    )));
+    wait_pending_count(&router, 2).await;
+
+    // No question list (agentctl did not answer it) is "unknown": nothing is withdrawn.
+    // The elicitation pushed behind it is the sync point: events are applied in order.
+    link.push(LinkEvent::Disconnected);
+    link.push(LinkEvent::Reattached {
+        pending: Vec::new(),
+        questions: None,
+    });
+    link.push(elicitation("p-sync", "q"));
+    wait_pending_count(&router, 3).await;
+
+    // call-gone's `ask_user_question_settled` was lost; agentctl lists only call-held,
+    // and a call whose requested event was lost as well.
+    let mut ws = state.hub.subscribe();
+    let unseen = ask_user_question("call-unseen", "Rotate the keys?");
+    link.push(LinkEvent::Disconnected);
+    link.push(LinkEvent::Reattached {
+        pending: Vec::new(),
+        questions: Some(vec![held, unseen]),
+    });
+    // The surface is withdrawn like any settlement: the WS event (published last, after
+    // the record and its message metadata are written) is the sync point.
+    let event = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        loop {
+            let e = ws.recv().await.expect("hub open");
+            if e.kind == "clarification.settled" && e.data["message"] == "Deploy now?" {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("clarification.settled within 5 s");
+    assert_eq!(event.data["status"], "cancelled");
+    let cancelled = record_asking(&router, &id, "Deploy now?").await;
+    assert_eq!(cancelled["status"], "cancelled");
+    assert_eq!(cancelled["pending_id"], event.data["pending_id"]);
+    let msgs = get(&router, &format!("/api/v1/sessions/{id}/messages")).await;
+    let message = msgs["messages"]
+        .as_array()
+        .and_then(|all| {
+            all.iter()
+                .find(|m| m["metadata"]["pending_id"] == cancelled["pending_id"])
+        })
+        .cloned()
+        .expect("the record's message");
+    assert_eq!(message["metadata"]["status"], "cancelled");
+    // p-sync is an elicitation agentctl no longer lists either; call-held and
+    // call-unseen remain, so the session still waits for input.
+    wait_pending_count(&router, 2).await;
+    assert_eq!(
+        record_asking(&router, &id, "Run the migration?").await["status"],
+        "pending",
+        "a call agentctl still holds stays pending"
+    );
+    assert_eq!(
+        record_asking(&router, &id, "Rotate the keys?").await["status"],
+        "pending",
+        "a held call the backend never saw is opened"
+    );
+    assert_eq!(
+        wait_state(&router, &id, "WAITING_FOR_INPUT").await["pending_action"],
+        "clarification"
+    );
+
+    // The held call's record is still answerable.
+    let held_id = record_asking(&router, &id, "Run the migration?").await["pending_id"]
+        .as_str()
+        .expect("pending_id")
+        .to_owned();
+    let (s, v) = call(
+        &router,
+        "POST",
+        &format!("/api/v1/clarifications/{held_id}/respond"),
+        Some(r#"{"answers": [{"question_id": "q1", "selected_options": ["Yes"]}]}"#),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        get(&router, &format!("/api/v1/clarifications/{held_id}")).await["status"],
+        "answered"
+    );
 }

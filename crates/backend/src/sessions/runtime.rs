@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use kandev_agent_stream::action;
 use kandev_agent_stream::request::{Empty, Prompt, SessionStart};
 use kandev_agent_stream::response::{PromptAccepted, SessionStarted, Success};
-use kandev_agent_stream::{AgentEvent, ElicitationRequested, ErrorCode};
+use kandev_agent_stream::{AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorCode};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::Instrument;
@@ -758,7 +758,10 @@ impl SessionRuntime {
                 tracing::warn!("agent stream dropped; re-attaching");
                 Ok(())
             }
-            LinkEvent::Reattached { pending } => self.on_reattached(live, &pending).await,
+            LinkEvent::Reattached { pending, questions } => {
+                self.on_reattached(live, &pending, questions.as_deref())
+                    .await
+            }
             LinkEvent::Lost { reason } => self.on_gone(live, &reason).await,
         }
     }
@@ -850,21 +853,27 @@ impl SessionRuntime {
     }
 
     /// After a re-attach: records agentctl no longer holds can never be answered.
+    /// `questions` is agentctl's list of waiting ask_user_question calls; `None`
+    /// (agentctl did not answer it) leaves that source's records as they are.
     async fn on_reattached(
         &self,
         live: &LiveSession,
         pending: &[ElicitationRequested],
+        questions: Option<&[AskUserQuestionRequested]>,
     ) -> Result<(), sqlx::Error> {
         tracing::info!(pending = pending.len(), "agent stream re-attached");
         for request in pending {
             self.on_elicitation_requested(live, request).await?;
+        }
+        if let Some(held) = questions {
+            ask_user_question::reconcile(self, live, held).await?;
         }
         let open: HashSet<&str> = pending.iter().map(|p| p.pending_id.as_str()).collect();
         let _settling = live.clarifications.lock().await;
         let ours =
             clarification_store::list(&self.db, Some(&live.id), Some(ClarificationStatus::Pending))
                 .await?;
-        // agentctl's list holds elicitations only; ask_user_question calls outlive the stream.
+        // This list holds elicitations only; ask_user_question calls were reconciled above.
         for rec in ours
             .iter()
             .filter(|r| r.source == SOURCE_ELICITATION && !open.contains(r.pending_id.as_str()))
