@@ -543,15 +543,8 @@ async fn an_agent_that_ignores_stdin_eof_is_killed_after_the_grace_period() {
     let log = MockLog::new();
     let mut payload = start_payload("s-1", "single", true, &log);
     // The shell becomes `sleep` once the mock agent exits on EOF, so the process lingers.
-    let mock = payload["agent"]["command"].clone();
-    let quoted: Vec<String> = mock
-        .as_array()
-        .expect("argv")
-        .iter()
-        .map(|a| format!("'{}'", a.as_str().expect("str")))
-        .collect();
-    payload["agent"]["command"] =
-        json!(["sh", "-c", format!("{}; exec sleep 60", quoted.join(" "))]);
+    let quoted = shell_quoted(&payload["agent"]["command"]);
+    payload["agent"]["command"] = json!(["sh", "-c", format!("{quoted}; exec sleep 60")]);
     stream.ok("agent.session.start", payload).await;
     stream.ok("agent.prompt", json!({"text": "go"})).await;
     stream.event("elicitation_requested").await;
@@ -667,20 +660,11 @@ async fn the_agent_never_sees_the_stream_token() {
     let mut stream = agentctl.connect().await;
     let log = MockLog::new();
     let mut payload = start_payload("s-1", "plain", false, &log);
-    let mock = payload["agent"]["command"].clone();
-    let quoted: Vec<String> = mock
-        .as_array()
-        .expect("argv")
-        .iter()
-        .map(|a| format!("'{}'", a.as_str().expect("str")))
-        .collect();
+    let quoted = shell_quoted(&payload["agent"]["command"]);
     payload["agent"]["command"] = json!([
         "sh",
         "-c",
-        format!(
-            "echo \"token=[${{AGENTCTL_TOKEN:-}}]\" >&2; exec {}",
-            quoted.join(" ")
-        )
+        format!("echo \"token=[${{AGENTCTL_TOKEN:-}}]\" >&2; exec {quoted}")
     ]);
     stream.ok("agent.session.start", payload).await;
     let line = stream
@@ -717,4 +701,14 @@ async fn a_failed_handshake_is_reported_and_the_session_id_stays_free() {
         )
         .await;
     assert!(started["acp_session_id"].is_string());
+}
+
+/// The agent's argv as one single-quoted shell command line, to wrap it in `sh -c`.
+fn shell_quoted(argv: &Value) -> String {
+    argv.as_array()
+        .expect("argv")
+        .iter()
+        .map(|a| format!("'{}'", a.as_str().expect("str")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
