@@ -49,6 +49,9 @@ pub enum SettleOutcome {
     Answered,
     /// The operator skipped (`decline`).
     Declined,
+    /// The operator cancelled it (`cancel`; `agent.elicitations.cancel` or
+    /// `agent.questions.cancel`).
+    OperatorCancelled,
     /// The answer deadline passed (`decline`).
     TimedOut,
     /// The agent withdrew the request with `$/cancel_request`.

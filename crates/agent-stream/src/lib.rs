@@ -34,12 +34,18 @@ pub mod action {
     pub const CANCEL: &str = "agent.cancel";
     /// Answer a pending elicitation: [`crate::request::ElicitationsRespond`].
     pub const ELICITATIONS_RESPOND: &str = "agent.elicitations.respond";
+    /// Abort a pending elicitation (`{"action": "cancel"}` to the agent):
+    /// [`crate::request::ElicitationsCancel`] → `{success: true}`; `NOT_FOUND` when settled.
+    pub const ELICITATIONS_CANCEL: &str = "agent.elicitations.cancel";
     /// List pending elicitations.
     pub const ELICITATIONS_LIST: &str = "agent.elicitations.list";
     /// Return the operator's answer to an `ask_user_question_kandev` call:
     /// [`crate::request::QuestionsRespond`] → `{success: true}`; `NOT_FOUND` when the call
     /// already returned.
     pub const QUESTIONS_RESPOND: &str = "agent.questions.respond";
+    /// Abort an `ask_user_question_kandev` call (it returns as cancelled):
+    /// [`crate::request::QuestionsCancel`] → `{success: true}`; `NOT_FOUND` when returned.
+    pub const QUESTIONS_CANCEL: &str = "agent.questions.cancel";
     /// List waiting `ask_user_question_kandev` calls: [`crate::response::QuestionList`].
     pub const QUESTIONS_LIST: &str = "agent.questions.list";
     /// Stop the agent; every pending elicitation is answered `cancel`.
@@ -54,8 +60,10 @@ pub mod action {
         PROMPT,
         CANCEL,
         ELICITATIONS_RESPOND,
+        ELICITATIONS_CANCEL,
         ELICITATIONS_LIST,
         QUESTIONS_RESPOND,
+        QUESTIONS_CANCEL,
         QUESTIONS_LIST,
         SHUTDOWN,
     ];

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use kandev_elicitation::Answer;
+use kandev_elicitation::OperatorAnswer;
 use serde::{Deserialize, Serialize};
 
 /// How agentctl answers the agent's `session/request_permission`.
@@ -72,31 +72,51 @@ pub struct Prompt {
     pub text: String,
 }
 
-/// `agent.elicitations.respond`: the operator's answer to one pending elicitation.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `agent.elicitations.respond`: the operator's answer to one pending elicitation, on the
+/// wire as the answer's fields beside `pending_id`:
+/// `{"pending_id", "answers", "rejected", "reject_reason"}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ElicitationsRespond {
     /// agentctl's pending id.
     pub pending_id: String,
-    /// Per-question answers.
-    #[serde(default)]
-    pub answers: Vec<Answer>,
-    /// Skip: decline the whole bundle.
-    #[serde(default)]
-    pub rejected: bool,
-    /// Why, for the record.
-    #[serde(default)]
-    pub reject_reason: String,
+    /// The answer.
+    pub answer: OperatorAnswer,
 }
 
-impl ElicitationsRespond {
-    /// The answer part, as the mapping crate takes it.
-    pub fn operator_answer(&self) -> kandev_elicitation::OperatorAnswer {
-        kandev_elicitation::OperatorAnswer {
-            answers: self.answers.clone(),
-            rejected: self.rejected,
-            reject_reason: self.reject_reason.clone(),
-        }
+impl Serialize for ElicitationsRespond {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut fields = match serde_json::to_value(&self.answer) {
+            Ok(serde_json::Value::Object(map)) => map,
+            Ok(_) => serde_json::Map::new(),
+            Err(err) => return Err(serde::ser::Error::custom(err)),
+        };
+        fields.insert("pending_id".into(), self.pending_id.clone().into());
+        fields.serialize(serializer)
     }
+}
+
+impl<'de> Deserialize<'de> for ElicitationsRespond {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut fields = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+        let pending_id = match fields.remove("pending_id") {
+            Some(serde_json::Value::String(id)) => id,
+            Some(_) => return Err(D::Error::custom("`pending_id` must be a string")),
+            None => return Err(D::Error::missing_field("pending_id")),
+        };
+        let answer = OperatorAnswer::deserialize(serde_json::Value::Object(fields))
+            .map_err(D::Error::custom)?;
+        Ok(Self { pending_id, answer })
+    }
+}
+
+/// `agent.elicitations.cancel`: the operator aborts one pending elicitation; the agent
+/// gets `{"action": "cancel"}` (ARCHITECTURE §13).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ElicitationsCancel {
+    /// agentctl's pending id.
+    pub pending_id: String,
 }
 
 /// `agent.questions.respond`: the backend's verdict for one `ask_user_question_kandev`
@@ -106,7 +126,16 @@ pub struct QuestionsRespond {
     /// agentctl's request id from `ask_user_question_requested`.
     pub request_id: String,
     /// The operator's answer, or `rejected: true`.
-    pub result: kandev_elicitation::OperatorAnswer,
+    pub result: OperatorAnswer,
+}
+
+/// `agent.questions.cancel`: the operator aborts one `ask_user_question_kandev` call; the
+/// tool call returns as cancelled.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionsCancel {
+    /// agentctl's request id from `ask_user_question_requested`.
+    pub request_id: String,
 }
 
 /// A request with no fields (`agent.cancel`, `agent.elicitations.list`, `agent.shutdown`).
@@ -117,6 +146,28 @@ pub struct Empty {}
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn elicitations_respond_is_the_answer_beside_its_pending_id() {
+        let wire = json!({"pending_id": "p-1", "answers": [{"question_id": "q", "selected_options": ["A"], "custom_text": ""}], "rejected": false, "reject_reason": ""});
+        let respond: ElicitationsRespond = serde_json::from_value(wire.clone()).expect("decode");
+        assert_eq!(respond.pending_id, "p-1");
+        assert_eq!(respond.answer.answers[0].selected_options, ["A"]);
+        assert_eq!(serde_json::to_value(&respond).expect("encode"), wire);
+        let sparse: ElicitationsRespond =
+            serde_json::from_value(json!({"pending_id": "p-2", "rejected": true})).expect("sparse");
+        assert!(sparse.answer.rejected);
+        for bad in [
+            json!({"answers": []}),
+            json!({"pending_id": 7}),
+            json!({"pending_id": "p", "answer": []}),
+        ] {
+            assert!(
+                serde_json::from_value::<ElicitationsRespond>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn attach_without_after_seq_keeps_the_old_wire_shape() {

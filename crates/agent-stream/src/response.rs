@@ -12,6 +12,10 @@ pub struct SessionStarted {
     pub acp_session_id: String,
     /// The exact `clientCapabilities` JSON sent in `initialize`.
     pub client_capabilities: Value,
+    /// The agent's `agentInfo` from its `initialize` result (`name`, `title`, `version`),
+    /// when it sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_info: Option<Value>,
 }
 
 /// Answer to `agent.session.attach`.

@@ -82,7 +82,7 @@ fn respond_payload_matches_architecture() {
         "rejected": false,
         "reject_reason": ""
     }));
-    assert_eq!(respond.operator_answer().answers.len(), 1);
+    assert_eq!(respond.answer.answers.len(), 1);
     let _: Success = round_trip(json!({"success": true}));
 }
 

@@ -190,7 +190,11 @@ fn parse_question(index: usize, value: &Value) -> Result<Question, String> {
         custom_answer: None,
         required: true,
         default: None,
-        constraints: Constraints::default(),
+        // The backend's rule for this path, carried so the answer surface checks it too.
+        constraints: Constraints {
+            max_length: Some(kandev_elicitation::ask_user_question::MAX_CUSTOM_TEXT_CHARS as u64),
+            ..Constraints::default()
+        },
     })
 }
 
@@ -248,6 +252,9 @@ pub fn tool_result(questions: &[Question], verdict: &QuestionVerdict) -> (Value,
                 SettleOutcome::Shutdown => "agentctl is shutting down",
                 SettleOutcome::AgentExited => "the agent exited",
                 SettleOutcome::AgentCancelled => "the call was cancelled",
+                SettleOutcome::OperatorCancelled => {
+                    "the operator cancelled the question; do not ask it again unless asked to"
+                }
                 SettleOutcome::Answered | SettleOutcome::Declined => "the call ended",
             };
             let status = serde_json::to_value(outcome).unwrap_or(Value::Null);

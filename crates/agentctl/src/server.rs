@@ -19,7 +19,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::{SinkExt, StreamExt};
-use kandev_agent_stream::request::{ElicitationsRespond, Prompt, QuestionsRespond, SessionStart};
+use kandev_agent_stream::request::{
+    ElicitationsCancel, ElicitationsRespond, Prompt, QuestionsCancel, QuestionsRespond,
+    SessionStart,
+};
 use kandev_agent_stream::response::{
     PendingList, PromptAccepted, QuestionList, SessionAttached, SessionStarted, Success,
 };
@@ -179,6 +182,14 @@ impl AgentCtl {
                 connection.session()?.respond(&respond)?;
                 payload(&Success::OK)
             }
+            action::ELICITATIONS_CANCEL => {
+                let cancel: ElicitationsCancel = request.decode_payload()?;
+                tracing::Span::current().record("pending_id", cancel.pending_id.as_str());
+                connection
+                    .session()?
+                    .cancel_elicitation(&cancel.pending_id)?;
+                payload(&Success::OK)
+            }
             action::ELICITATIONS_LIST => {
                 let pending = connection.session()?.pending();
                 payload(&PendingList { pending })
@@ -186,6 +197,11 @@ impl AgentCtl {
             action::QUESTIONS_RESPOND => {
                 let respond: QuestionsRespond = request.decode_payload()?;
                 connection.session()?.respond_questions(&respond)?;
+                payload(&Success::OK)
+            }
+            action::QUESTIONS_CANCEL => {
+                let cancel: QuestionsCancel = request.decode_payload()?;
+                connection.session()?.cancel_question(&cancel.request_id)?;
                 payload(&Success::OK)
             }
             action::QUESTIONS_LIST => {
@@ -252,6 +268,7 @@ impl AgentCtl {
         let response = SessionStarted {
             acp_session_id: session.acp_session_id().to_owned(),
             client_capabilities: session.client_capabilities().clone(),
+            agent_info: session.agent_info().cloned(),
         };
         let response = Envelope::response_to(request, &response);
         self.bind(connection, &session, response, None);

@@ -79,6 +79,7 @@ pub struct Session {
     mcp: OnceLock<McpEndpoint>,
     link: OnceLock<AgentLink>,
     acp_session_id: OnceLock<String>,
+    agent_info: OnceLock<Value>,
     turn_running: AtomicBool,
     closed: AtomicBool,
     last_activity: Mutex<Instant>,
@@ -173,6 +174,7 @@ impl Session {
                 mcp: OnceLock::new(),
                 link: OnceLock::new(),
                 acp_session_id: OnceLock::new(),
+                agent_info: OnceLock::new(),
                 turn_running: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
                 last_activity: Mutex::new(Instant::now()),
@@ -228,6 +230,9 @@ impl Session {
             .request("initialize", initialize)
             .await
             .map_err(|err| err.to_string())?;
+        if let Some(info) = initialized.get("agentInfo").filter(|v| v.is_object()) {
+            let _ = self.agent_info.set(info.clone());
+        }
         let http_mcp = initialized
             .pointer("/agentCapabilities/mcpCapabilities/http")
             .and_then(Value::as_bool)
@@ -280,6 +285,11 @@ impl Session {
     /// The ACP session id from `session/new`.
     pub fn acp_session_id(&self) -> &str {
         self.acp_session_id.get().map(String::as_str).unwrap_or("")
+    }
+
+    /// The agent's `agentInfo` from its `initialize` result, when it sent one.
+    pub fn agent_info(&self) -> Option<&Value> {
+        self.agent_info.get()
     }
 
     /// The exact `clientCapabilities` sent in `initialize`.
@@ -456,9 +466,8 @@ impl Session {
 
     /// `agent.elicitations.respond`: validate (F10), then answer exactly once.
     pub fn respond(&self, respond: &ElicitationsRespond) -> Result<(), ErrorPayload> {
-        let answer = respond.operator_answer();
         let taken = self.pending.take_if(&respond.pending_id, |entry| {
-            build_response(&entry.mapped, &answer)
+            build_response(&entry.mapped, &respond.answer)
         });
         let (entry, response) = match taken {
             Ok(taken) => taken,
@@ -486,6 +495,29 @@ impl Session {
             Err(ErrorPayload::new(
                 ErrorCode::Internal,
                 "the agent connection is closed; the answer was not delivered",
+            ))
+        }
+    }
+
+    /// `agent.elicitations.cancel`: the operator aborts the request; the agent gets
+    /// `{"action": "cancel"}`, exactly once.
+    pub fn cancel_elicitation(&self, pending_id: &str) -> Result<(), ErrorPayload> {
+        let Some(entry) = self.pending.take(pending_id) else {
+            return Err(ErrorPayload::new(
+                ErrorCode::NotFound,
+                format!("no pending elicitation `{pending_id}` (unknown or already settled)"),
+            ));
+        };
+        if self.settle(
+            entry,
+            SettleOutcome::OperatorCancelled,
+            Some(ElicitationResponse::Cancel),
+        ) {
+            Ok(())
+        } else {
+            Err(ErrorPayload::new(
+                ErrorCode::Internal,
+                "the agent connection is closed; the cancel was not delivered",
             ))
         }
     }
@@ -573,6 +605,28 @@ impl Session {
         tracing::info!(session_id = %self.id, request_id = %respond.request_id, ?outcome, "ask_user_question_kandev answered");
         self.emit(AgentEvent::AskUserQuestionSettled {
             request_id: respond.request_id.clone(),
+            outcome,
+        });
+        Ok(())
+    }
+
+    /// `agent.questions.cancel`: the operator aborts a waiting call; it returns as cancelled.
+    pub fn cancel_question(&self, request_id: &str) -> Result<(), ErrorPayload> {
+        let Some(call) = self.questions.take(request_id) else {
+            return Err(ErrorPayload::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no waiting ask_user_question_kandev call `{request_id}` (unknown or already returned)"
+                ),
+            ));
+        };
+        let outcome = SettleOutcome::OperatorCancelled;
+        if !call.finish(QuestionVerdict::Ended(outcome)) {
+            tracing::warn!(request_id, "the caller stopped waiting just now");
+        }
+        tracing::info!(session_id = %self.id, request_id, "ask_user_question_kandev cancelled by the operator");
+        self.emit(AgentEvent::AskUserQuestionSettled {
+            request_id: request_id.to_owned(),
             outcome,
         });
         Ok(())

@@ -290,6 +290,12 @@ async fn ac12f_identical_questions_get_two_pendings_answered_independently() {
         [pending_id(&second).as_str()],
         "the second is still awaiting"
     );
+    // The mock agent logs a frame after writing it: an event can overtake its line.
+    h.log
+        .wait_until("the second elicitation/create", |log| {
+            log.sent_requests("elicitation/create").len() >= 2
+        })
+        .await;
     let second_create = &h.log.sent_requests("elicitation/create")[1];
     assert!(
         h.log.responses_to(&second_create["id"]).is_empty(),

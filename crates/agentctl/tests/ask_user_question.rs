@@ -186,7 +186,7 @@ async fn a_call_waits_for_agent_questions_respond_and_returns_the_answer_once() 
         json!([{"id": "q1", "kind": "single_select", "title": "Datastore", "prompt": "Which database?",
             "options": [{"id": "Postgres", "label": "Postgres", "description": "relational"},
                         {"id": "SQLite", "label": "SQLite", "description": null}],
-            "custom_answer": null, "required": true, "default": null, "constraints": {}}])
+            "custom_answer": null, "required": true, "default": null, "constraints": {"max_length": 2000}}])
     );
     let listed = h.stream.ok("agent.questions.list", json!({})).await;
     assert_eq!(listed["pending"][0]["request_id"], request_id.as_str());

@@ -9,11 +9,10 @@ use std::time::Duration;
 use kandev_flags::{EnvSource, FlagService, ProcessEnv, Profiles, resolve_all};
 use tokio::net::TcpListener;
 
+use crate::agent_link::StreamConnector;
 use crate::config::{Config, ConfigError};
-use crate::db::{self, DbError};
-use crate::flags::SqliteOverrideStore;
-use crate::sessions::link::StreamConnector;
 use crate::state::AppState;
+use crate::store::{OpenError, StoredOverrides};
 
 /// The line `kandev` prints on stdout once it listens (with the real port when
 /// `listen` asked for port 0), for scripts and tests.
@@ -27,7 +26,7 @@ pub enum StartError {
     Config(#[from] ConfigError),
     /// The database could not be opened or migrated.
     #[error(transparent)]
-    Db(#[from] DbError),
+    Db(#[from] OpenError),
     /// The listener could not be bound, or serving failed.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -64,17 +63,17 @@ pub fn prepare(config: &Config, cwd: &Path, env: &dyn EnvSource) -> Result<Profi
 
 /// Runs `kandev serve` until SIGINT/SIGTERM.
 pub async fn serve(config: Config, profiles: Profiles) -> Result<(), StartError> {
-    let db = db::connect(&config.database_url).await?;
+    let stores = crate::store::open(&config.database_url).await?;
     let flags = FlagService::new(
         config.profile,
         profiles,
         ProcessEnv,
-        SqliteOverrideStore::new(db.clone()),
+        StoredOverrides(stores.flag_overrides.clone()),
     );
     let listen = config.listen;
-    let state = AppState::new(db, config, flags, Arc::new(StreamConnector));
+    let state = AppState::new(stores, config, flags, Arc::new(StreamConnector));
     let reconciled = state
-        .runtime
+        .sessions
         .reconcile_after_restart()
         .await
         .map_err(|e| StartError::Other(format!("cannot reconcile sessions: {e}")))?;
@@ -103,7 +102,7 @@ pub async fn serve(config: Config, profiles: Profiles) -> Result<(), StartError>
     println!("{LISTENING_PREFIX}{addr}");
     tracing::info!(%addr, profile = %state.config.profile, "kandev listening on http://{addr}");
 
-    let runtime = Arc::clone(&state.runtime);
+    let sessions = Arc::clone(&state.sessions);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
         axum::serve(
@@ -122,7 +121,7 @@ pub async fn serve(config: Config, profiles: Profiles) -> Result<(), StartError>
     );
     shutdown_signal().await;
     tracing::info!("shutting down: stopping live sessions");
-    runtime.shutdown_all().await;
+    sessions.shutdown_all().await;
     let _ = stop_tx.send(());
     // Open WebSockets would hold a graceful shutdown forever; give requests a moment.
     match tokio::time::timeout(Duration::from_secs(3), server).await {

@@ -2,10 +2,14 @@
 //! `{"error": {"code", "message"}}` with its HTTP status (ARCHITECTURE §4.4).
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use kandev_agent_stream::ErrorCode;
 use serde_json::json;
+
+use crate::agent_link::LinkError;
+use crate::store::StoreError;
 
 /// Who said "not found": the backend's own store, or agentctl (a forwarded respond).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +72,10 @@ pub enum AppError {
     /// 504 `AGENTCTL_TIMEOUT`: agentctl did not answer in time.
     #[error("{0}")]
     AgentctlTimeout(String),
-    /// 500 `INTERNAL`: the database failed.
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    /// 500 `INTERNAL` (503 `DATABASE_UNAVAILABLE` when it cannot be reached): the
+    /// database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// 500 `INTERNAL`.
     #[error("{0}")]
     Internal(String),
@@ -96,7 +101,8 @@ impl AppError {
             Self::AgentStreamNotConnected(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Agentctl(_) => StatusCode::BAD_GATEWAY,
             Self::AgentctlTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            Self::Database(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Store(StoreError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Store(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -112,7 +118,8 @@ impl AppError {
             Self::AgentStreamNotConnected(_) => "AGENT_STREAM_NOT_CONNECTED",
             Self::Agentctl(_) => "AGENTCTL_ERROR",
             Self::AgentctlTimeout(_) => "AGENTCTL_TIMEOUT",
-            Self::Database(_) | Self::Internal(_) => "INTERNAL",
+            Self::Store(StoreError::Unavailable(_)) => "DATABASE_UNAVAILABLE",
+            Self::Store(_) | Self::Internal(_) => "INTERNAL",
         }
     }
 }
@@ -122,7 +129,7 @@ impl IntoResponse for AppError {
         let status = self.status();
         let message = match &self {
             // Database details are for the log, not the client.
-            Self::Database(err) => {
+            Self::Store(err) => {
                 tracing::error!(error = %err, "database error");
                 "internal database error".to_owned()
             }
@@ -144,14 +151,37 @@ impl IntoResponse for AppError {
     }
 }
 
-impl From<JsonRejection> for AppError {
-    fn from(rejection: JsonRejection) -> Self {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            return Self::PayloadTooLarge {
-                limit: crate::http::BODY_LIMIT,
-            };
+/// A failed request over the agent stream, as the API reports it.
+impl From<LinkError> for AppError {
+    fn from(err: LinkError) -> Self {
+        match err {
+            LinkError::NotConnected => AppError::AgentStreamNotConnected(
+                "the agent stream is not connected; nothing was sent to the agent".into(),
+            ),
+            LinkError::Interrupted => AppError::AgentStreamNotConnected(
+                "the agent stream dropped before agentctl answered; the request may have reached \
+                 the agent, and its outcome arrives once the stream is back"
+                    .into(),
+            ),
+            LinkError::Unreachable(msg) => {
+                AppError::AgentStreamNotConnected(format!("agentctl cannot be reached: {msg}"))
+            }
+            LinkError::Remote(payload) => match payload.code {
+                ErrorCode::NotFound => AppError::NotFound {
+                    message: payload.message,
+                    origin: Some(Origin::Agentctl),
+                },
+                ErrorCode::InvalidAnswer => AppError::InvalidAnswer(payload.message),
+                ErrorCode::BadRequest => AppError::BadRequest(payload.message),
+                ErrorCode::UnknownAction | ErrorCode::Internal => {
+                    AppError::Agentctl(format!("agentctl: {}", payload.message))
+                }
+            },
+            LinkError::Timeout(d) => {
+                AppError::AgentctlTimeout(format!("agentctl did not answer within {d:?}"))
+            }
+            LinkError::Protocol(msg) => AppError::Agentctl(msg),
         }
-        Self::BadRequest(rejection.body_text())
     }
 }
 
@@ -221,9 +251,14 @@ mod tests {
                 "AGENTCTL_TIMEOUT",
             ),
             (
-                AppError::Database(sqlx::Error::RowNotFound),
+                AppError::Store(StoreError::Query("x".into())),
                 500,
                 "INTERNAL",
+            ),
+            (
+                AppError::Store(StoreError::Unavailable("x".into())),
+                503,
+                "DATABASE_UNAVAILABLE",
             ),
         ];
         for (err, status, code) in cases {
@@ -235,10 +270,7 @@ mod tests {
 
     #[tokio::test]
     async fn database_details_stay_out_of_the_body() {
-        let (_, v) = body(AppError::Database(sqlx::Error::Protocol(
-            "secret detail".into(),
-        )))
-        .await;
+        let (_, v) = body(AppError::Store(StoreError::Query("secret detail".into()))).await;
         assert_eq!(v["error"]["message"], "internal database error");
     }
 }

@@ -1,27 +1,35 @@
 //! # kandev-backend
 //!
-//! The `kandev` process: the operator HTTP/WS API, the SQLite store, sessions and
-//! their executors, clarifications, runtime flags and notifications.
+//! The `kandev` process: the operator HTTP/WS API over sessions, their agents and the
+//! clarifications agents raise. Its rooms, and which way data flows:
 //!
-//! Layout (after launchbadge's realworld axum example): [`config`], [`error`],
-//! [`state`], [`db`], the [`http`] routes per domain, and the domain modules
-//! [`tasks`], [`sessions`], [`messages`], [`clarifications`], [`notifications`],
-//! [`flags`] and the operator [`events`] hub. [`app`] wires them and serves.
+//! - [`http`] — routes per domain, one [`AppState`](state::AppState), one [`error`] type.
+//!   Requests go to the rooms below; reads go straight to the [`store`].
+//! - [`sessions`] — the sessions live here: start/prompt/cancel/stop ([`sessions::registry`]),
+//!   one consumer per session applying agent events in order ([`sessions::consumer`]),
+//!   restart reconciliation.
+//! - [`clarifications`] — questions from `elicitation/create` and `ask_user_question_kandev`,
+//!   settled exactly once; they reach agents through a narrow trait the sessions implement.
+//! - [`agent_link`] — the agent stream to agentctl, and the executors that start it.
+//! - [`store`] — one trait per domain, implemented on SQLite; every invariant that must hold
+//!   across processes is a transaction or a conditional update there. [`model`] holds the
+//!   records and their rules, with no I/O.
+//! - [`events`] — rooms publish committed changes; one feed turns them into operator events.
+//! - [`notifications`], [`flags`], [`config`]; [`app`] wires it all and serves.
 
 pub mod agent_link;
 pub mod app;
 pub mod clarifications;
 pub mod config;
-pub mod db;
 pub mod error;
 pub mod events;
 pub mod flags;
 pub mod http;
-pub mod messages;
+pub mod model;
 pub mod notifications;
 pub mod sessions;
 pub mod state;
-pub mod tasks;
+pub mod store;
 
 #[cfg(test)]
 pub(crate) mod testing;

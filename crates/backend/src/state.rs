@@ -2,47 +2,70 @@
 
 use std::sync::Arc;
 
+use crate::agent_link::AgentConnector;
+use crate::clarifications::Clarifications;
 use crate::config::Config;
-use crate::db::Db;
-use crate::events::EventHub;
+use crate::events::{EventHub, Publisher};
 use crate::flags::Flags;
-use crate::sessions::SessionRuntime;
-use crate::sessions::link::AgentConnector;
+use crate::notifications::Notifier;
+use crate::sessions::SessionRegistry;
+use crate::store::Stores;
 
 /// Shared by every handler. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    /// The database.
-    pub db: Db,
+    /// The stores.
+    pub stores: Stores,
     /// The configuration.
     pub config: Arc<Config>,
     /// Runtime flags.
     pub flags: Arc<Flags>,
-    /// Operator events.
+    /// Where committed changes are published.
+    pub publisher: Publisher,
+    /// Operator events, as the WebSocket sends them.
     pub hub: EventHub,
-    /// Live sessions.
-    pub runtime: Arc<SessionRuntime>,
+    /// The sessions live in this process.
+    pub sessions: Arc<SessionRegistry>,
+    /// The clarification rooms.
+    pub clarifications: Clarifications,
 }
 
 impl AppState {
-    /// Wires the state from its parts.
-    pub fn new(db: Db, config: Config, flags: Flags, connector: Arc<dyn AgentConnector>) -> Self {
+    /// Wires the state from its parts and starts the operator feed (so it must run
+    /// inside a tokio runtime).
+    pub fn new(
+        stores: Stores,
+        config: Config,
+        flags: Flags,
+        connector: Arc<dyn AgentConnector>,
+    ) -> Self {
         let config = Arc::new(config);
         let flags = Arc::new(flags);
         let hub = EventHub::new();
-        let runtime = Arc::new(SessionRuntime::new(
-            db.clone(),
+        let (publisher, changes) = Publisher::new();
+        tokio::spawn(crate::events::feed::run(
+            stores.clone(),
+            changes,
             hub.clone(),
+        ));
+        let notifier = Notifier::new(stores.clone(), publisher.clone(), config.notifications);
+        let clarifications = Clarifications::new(stores.clone(), publisher.clone(), notifier);
+        let sessions = Arc::new(SessionRegistry::new(
+            stores.clone(),
+            publisher.clone(),
+            clarifications.clone(),
             Arc::clone(&config),
             Arc::clone(&flags),
             connector,
         ));
         Self {
-            db,
+            stores,
             config,
             flags,
+            publisher,
             hub,
-            runtime,
+            sessions,
+            clarifications,
         }
     }
 }

@@ -10,11 +10,12 @@ use kandev_flags::{FlagService, Profile, Profiles};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use crate::agent_link::{ExecutorConfig, LinkError, LinkEvent};
+use crate::agent_link::{
+    AgentConnector, DynLink, ExecutorConfig, LinkError, LinkEvent, SessionLink,
+};
 use crate::config::Config;
-use crate::flags::SqliteOverrideStore;
-use crate::sessions::link::{AgentConnector, DynLink, SessionLink};
 use crate::state::AppState;
+use crate::store::{StoredOverrides, Stores};
 
 /// One fake agentctl per session.
 #[derive(Default)]
@@ -197,21 +198,30 @@ pub async fn app_with(
     env: BTreeMap<String, String>,
     config: Config,
 ) -> (AppState, Arc<FakeConnector>) {
-    let db = crate::db::memory().await;
+    let stores = memory_stores().await;
     let flags = FlagService::new(
         Profile::Dev,
         Profiles::empty(),
         env,
-        SqliteOverrideStore::new(db.clone()),
+        StoredOverrides(stores.flag_overrides.clone()),
     );
     let connector = Arc::new(FakeConnector::default());
     let state = AppState::new(
-        db,
+        stores,
         config,
         flags,
         Arc::clone(&connector) as Arc<dyn AgentConnector>,
     );
     (state, connector)
+}
+
+/// Every store on one in-memory SQLite database.
+pub async fn memory_stores() -> Stores {
+    Stores::from_engine(Arc::new(
+        crate::store::sqlite::SqliteDb::memory()
+            .await
+            .expect("in-memory database"),
+    ))
 }
 
 /// [`app_with`] with no flag env var and the default config.

@@ -88,7 +88,7 @@ async fn a_tool_call_raises_the_same_clarification_surface_and_the_answer_reache
             "options": [
                 {"id": "Postgres", "label": "Postgres", "description": "Relational, already operated by the team."},
                 {"id": "SQLite", "label": "SQLite", "description": "Embedded; no ops burden."}],
-            "custom_answer": null, "required": true, "default": null, "constraints": {}}])
+            "custom_answer": null, "required": true, "default": null, "constraints": {"max_length": 2000}}])
     );
 
     // The same surface as an elicitation: message, pending_action, notification, WS events.

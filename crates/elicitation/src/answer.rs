@@ -1,9 +1,12 @@
-//! The operator's answer as it travels from the answer surface (ARCHITECTURE §4.2).
+//! The operator's answer as it travels from the answer surface (ARCHITECTURE §4.2): the
+//! one type of the HTTP body, the agent-stream payloads and the mapping. Unknown fields
+//! are refused, so a misspelt key is an error rather than an empty answer.
 
 use serde::{Deserialize, Serialize};
 
 /// The answer to one question.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Answer {
     /// The [`crate::Question::id`] it answers.
     pub question_id: String,
@@ -17,6 +20,7 @@ pub struct Answer {
 
 /// An operator's submission for one pending elicitation.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OperatorAnswer {
     /// Per-question answers; unanswered questions may be absent.
     #[serde(default)]

@@ -81,6 +81,7 @@
 //! declaration order.
 
 pub mod answer;
+pub mod ask_user_question;
 pub mod limits;
 pub mod order;
 pub mod question;

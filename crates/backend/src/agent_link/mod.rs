@@ -27,6 +27,7 @@
 //! table and connection state, and `supervisor` is the single task that reads the
 //! stream and reconnects.
 
+mod connector;
 mod cursor;
 mod dial;
 mod local;
@@ -52,6 +53,7 @@ use tracing::Instrument;
 use self::dial::Endpoint;
 use self::shared::Shared;
 
+pub use self::connector::{AgentConnector, DynLink, SessionLink, StreamConnector, call};
 pub use self::local::AGENTCTL_TOKEN_VAR;
 
 /// Where agentctl runs. Its `Debug` output never shows the remote token.

@@ -230,6 +230,7 @@ async fn start_session(link: &AgentLink, conn: &mut Conn) {
             let answer = SessionStarted {
                 acp_session_id: "acp-1".into(),
                 client_capabilities: json!({}),
+                agent_info: None,
             };
             conn.send(&Envelope::response_to(&request, &answer)).await;
         }

@@ -1,9 +1,17 @@
-//! Clarifications: the operator-facing record of a pending elicitation, and the
-//! respond path (forward first, then settle from agentctl's verdict).
+//! Clarifications: questions agents ask the operator, from the moment agentctl reports one
+//! to the moment it is settled, for both sources.
+//!
+//! - [`service`]: [`Clarifications`], the one place that settles and announces a record
+//!   ([`Clarifications::settle_and_announce`], [`Clarifications::settle_all_pending`]) and
+//!   the operator's verbs ([`Clarifications::respond`], [`Clarifications::cancel`]); the
+//!   narrow [`SessionAgents`] trait is all it needs of the live sessions.
+//! - [`elicitation`]: ACP `elicitation/create` — requested, settled, re-attached,
+//!   answered forward-first (D5: agentctl adjudicates).
+//! - [`ask_user_question`]: the `ask_user_question_kandev` tool — requested (with D4
+//!   dedup), returned, reconciled, answered by the holder of the record's claim.
 
 pub mod ask_user_question;
-pub mod respond;
-pub mod store;
+pub mod elicitation;
+pub mod service;
 
-pub use respond::{RespondBody, RespondStatus, respond};
-pub use store::{Clarification, ClarificationStatus};
+pub use service::{CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef};

@@ -1,23 +1,28 @@
 //! `GET /api/v1/clarifications?session_id=&status=`, `GET /api/v1/clarifications/{pending_id}`,
-//! `POST /api/v1/clarifications/{pending_id}/respond`.
+//! `POST /api/v1/clarifications/{pending_id}/respond`, `POST .../cancel`.
 
 use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use kandev_elicitation::OperatorAnswer;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::clarifications::store::{self, Clarification, ClarificationStatus};
-use crate::clarifications::{RespondBody, respond};
 use crate::error::{AppError, Origin};
 use crate::http::ApiJson;
+use crate::model::{Clarification, ClarificationStatus};
 use crate::state::AppState;
+use crate::store::ClarificationFilter;
+
+/// Who answers when operator auth is off.
+const LOCAL_OPERATOR: &str = "local";
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/clarifications", get(list))
         .route("/clarifications/{pending_id}", get(get_one))
-        .route("/clarifications/{pending_id}/respond", post(respond_route))
+        .route("/clarifications/{pending_id}/respond", post(respond))
+        .route("/clarifications/{pending_id}/cancel", post(cancel))
 }
 
 #[derive(Debug, Deserialize)]
@@ -39,9 +44,11 @@ async fn list(
             ))
         })?),
     };
-    let session_id = filter.session_id.as_deref().filter(|s| !s.is_empty());
-    let rows = store::list(&state.db, session_id, status).await?;
-    let records: Vec<Clarification> = rows.into_iter().map(Clarification::from).collect();
+    let filter = ClarificationFilter {
+        session_id: filter.session_id.filter(|s| !s.is_empty()),
+        status,
+    };
+    let records = state.stores.clarifications.clarifications(&filter).await?;
     Ok(Json(json!({ "clarifications": records })))
 }
 
@@ -49,20 +56,37 @@ async fn get_one(
     State(state): State<AppState>,
     Path(pending_id): Path<String>,
 ) -> Result<Json<Clarification>, AppError> {
-    store::get(&state.db, &pending_id)
+    state
+        .stores
+        .clarifications
+        .clarification(&pending_id)
         .await?
-        .map(|row| Json(Clarification::from(row)))
+        .map(Json)
         .ok_or_else(|| AppError::NotFound {
             message: format!("no clarification `{pending_id}`"),
             origin: Some(Origin::Backend),
         })
 }
 
-async fn respond_route(
+async fn respond(
     State(state): State<AppState>,
     Path(pending_id): Path<String>,
-    ApiJson(body): ApiJson<RespondBody>,
+    ApiJson(answer): ApiJson<OperatorAnswer>,
 ) -> Result<Json<Value>, AppError> {
-    let status = respond(&state.runtime, &pending_id, body).await?;
+    let status = state
+        .clarifications
+        .respond(&*state.sessions, &pending_id, answer, LOCAL_OPERATOR)
+        .await?;
+    Ok(Json(json!({ "status": status })))
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    Path(pending_id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    let status = state
+        .clarifications
+        .cancel(&*state.sessions, &pending_id, LOCAL_OPERATOR)
+        .await?;
     Ok(Json(json!({ "status": status })))
 }

@@ -14,6 +14,7 @@ mod ws;
 mod tests;
 
 use axum::Router;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest};
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
@@ -33,6 +34,15 @@ pub struct ApiJson<T>(pub T);
 impl<T: serde::Serialize> IntoResponse for ApiJson<T> {
     fn into_response(self) -> axum::response::Response {
         axum::Json(self.0).into_response()
+    }
+}
+
+impl From<JsonRejection> for AppError {
+    fn from(rejection: JsonRejection) -> Self {
+        if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            return Self::PayloadTooLarge { limit: BODY_LIMIT };
+        }
+        Self::BadRequest(rejection.body_text())
     }
 }
 

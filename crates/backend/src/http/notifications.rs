@@ -6,7 +6,6 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 use crate::error::AppError;
-use crate::notifications;
 use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -14,6 +13,6 @@ pub(super) fn routes() -> Router<AppState> {
 }
 
 async fn list(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
-    let all = notifications::list(&state.db).await?;
+    let all = state.stores.notifications.notifications().await?;
     Ok(Json(json!({ "notifications": all })))
 }

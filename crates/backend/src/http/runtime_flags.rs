@@ -7,9 +7,10 @@ use kandev_flags::{FlagError, ResolvedFlag};
 use serde_json::{Value, json};
 
 use crate::error::AppError;
-use crate::events::RUNTIME_FLAGS_UPDATED;
+use crate::events::Change;
 use crate::http::ApiJson;
 use crate::state::AppState;
+use crate::store::StoreError;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -17,7 +18,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/runtime-flags/{key}", patch(set_override))
 }
 
-fn flag_error(err: FlagError<sqlx::Error>) -> AppError {
+fn flag_error(err: FlagError<StoreError>) -> AppError {
     match err {
         FlagError::UnknownKey { .. } => AppError::not_found(err.to_string()),
         FlagError::EnvLocked { .. } => AppError::Conflict {
@@ -28,7 +29,7 @@ fn flag_error(err: FlagError<sqlx::Error>) -> AppError {
             code: "FLAG_IMMUTABLE",
             message: err.to_string(),
         },
-        FlagError::Store(db) => AppError::Database(db),
+        FlagError::Store(db) => AppError::Store(db),
         FlagError::Env(_) => AppError::Internal(err.to_string()),
     }
 }
@@ -76,6 +77,8 @@ async fn set_override(
         .await
         .map_err(flag_error)?;
     tracing::info!(key = %key, override_value = ?value, "runtime flag override changed");
-    state.hub.publish(RUNTIME_FLAGS_UPDATED, &flag);
+    state.publisher.publish(Change::FlagChanged(
+        serde_json::to_value(&flag).unwrap_or(Value::Null),
+    ));
     Ok(Json(flag))
 }

@@ -9,8 +9,7 @@ use serde_json::{Value, json};
 
 use crate::error::AppError;
 use crate::http::ApiJson;
-use crate::messages;
-use crate::sessions::{Session, store};
+use crate::model::Session;
 use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -26,7 +25,9 @@ async fn get_one(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Session>, AppError> {
-    store::view(&state.db, &id)
+    state
+        .stores
+        .session_view(&id)
         .await?
         .map(Json)
         .ok_or_else(|| AppError::not_found(format!("no session `{id}`")))
@@ -50,7 +51,7 @@ async fn prompt(
     if body.text.trim().is_empty() {
         return Err(AppError::BadRequest("`text` must not be empty".into()));
     }
-    state.runtime.prompt(&id, &body.text).await?;
+    state.sessions.prompt(&id, &body.text).await?;
     Ok(accepted())
 }
 
@@ -58,7 +59,7 @@ async fn cancel(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), AppError> {
-    state.runtime.cancel(&id).await?;
+    state.sessions.cancel(&id).await?;
     Ok(accepted())
 }
 
@@ -66,7 +67,7 @@ async fn stop(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), AppError> {
-    state.runtime.stop(&id).await?;
+    state.sessions.stop(&id).await?;
     Ok(accepted())
 }
 
@@ -74,9 +75,9 @@ async fn list_messages(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, AppError> {
-    if store::get(&state.db, &id).await?.is_none() {
+    if state.stores.sessions.session(&id).await?.is_none() {
         return Err(AppError::not_found(format!("no session `{id}`")));
     }
-    let all = messages::list(&state.db, &id).await?;
+    let all = state.stores.messages.messages(&id).await?;
     Ok(Json(json!({ "messages": all })))
 }

@@ -9,11 +9,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::AppError;
-use crate::events::TASK_CREATED;
+use crate::events::Change;
 use crate::http::ApiJson;
-use crate::sessions::Session;
+use crate::model::{Session, Task, TaskView};
 use crate::state::AppState;
-use crate::tasks::{self, TaskView};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -38,28 +37,39 @@ async fn create(
     if title.is_empty() {
         return Err(AppError::BadRequest("`title` must not be empty".into()));
     }
-    let task = tasks::create(&state.db, title, &body.description).await?;
-    let view = tasks::view(&state.db, task).await?;
-    state.hub.publish(TASK_CREATED, &view);
-    Ok((StatusCode::CREATED, Json(view)))
+    let task = Task::new(title, &body.description);
+    state.stores.tasks.create_task(&task).await?;
+    state.publisher.publish(Change::TaskCreated {
+        task_id: task.id.clone(),
+    });
+    Ok((StatusCode::CREATED, Json(TaskView::new(task, Vec::new()))))
 }
 
+/// The board, in a constant number of queries however many tasks and sessions.
 async fn list(State(state): State<AppState>) -> Result<Json<Value>, AppError> {
-    let mut views = Vec::new();
-    for task in tasks::list(&state.db).await? {
-        views.push(tasks::view(&state.db, task).await?);
-    }
+    let views = state.stores.board().await?;
     Ok(Json(json!({ "tasks": views })))
+}
+
+async fn task(state: &AppState, id: &str) -> Result<Task, AppError> {
+    state
+        .stores
+        .tasks
+        .task(id)
+        .await?
+        .ok_or_else(|| AppError::not_found(format!("no task `{id}`")))
 }
 
 async fn get_one(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<TaskView>, AppError> {
-    let task = tasks::get(&state.db, &id)
+    state
+        .stores
+        .task_view(&id)
         .await?
-        .ok_or_else(|| AppError::not_found(format!("no task `{id}`")))?;
-    Ok(Json(tasks::view(&state.db, task).await?))
+        .map(Json)
+        .ok_or_else(|| AppError::not_found(format!("no task `{id}`")))
 }
 
 #[derive(Debug, Deserialize)]
@@ -75,12 +85,10 @@ async fn start_session(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<NewSession>,
 ) -> Result<(StatusCode, Json<Session>), AppError> {
-    let task = tasks::get(&state.db, &id)
-        .await?
-        .ok_or_else(|| AppError::not_found(format!("no task `{id}`")))?;
+    let task = task(&state, &id).await?;
     let session = state
-        .runtime
-        .start_session(&task, &body.agent, body.prompt)
+        .sessions
+        .start(&task, &body.agent, body.prompt)
         .await?;
     Ok((StatusCode::CREATED, Json(session)))
 }

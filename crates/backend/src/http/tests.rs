@@ -211,7 +211,10 @@ async fn runtime_flags_list_patch_and_errors() {
     let uri = "/api/v1/runtime-flags/features.acpElicitation";
     let mut ws = state.hub.subscribe();
     let (s, v) = call(&router, "PATCH", uri, Some(r#"{"override": true}"#)).await;
-    let pushed = ws.try_recv().expect("runtime_flags.updated");
+    let pushed = tokio::time::timeout(std::time::Duration::from_secs(2), ws.recv())
+        .await
+        .expect("pushed in time")
+        .expect("runtime_flags.updated");
     assert_eq!(
         (pushed.kind, pushed.data["value"].clone()),
         ("runtime_flags.updated", json!(true))
@@ -1069,13 +1072,13 @@ fn next_process(
     config: Config,
 ) -> AppState {
     AppState::new(
-        state.db.clone(),
+        state.stores.clone(),
         config,
         kandev_flags::FlagService::new(
             kandev_flags::Profile::Dev,
             kandev_flags::Profiles::empty(),
             BTreeMap::<String, String>::new(),
-            crate::flags::SqliteOverrideStore::new(state.db.clone()),
+            crate::store::StoredOverrides(state.stores.flag_overrides.clone()),
         ),
         connector.clone(),
     )
@@ -1095,6 +1098,15 @@ fn remote_config() -> Config {
 async fn restart_under_a_remote_executor_reattaches_and_keeps_what_agentctl_holds() {
     let (state, router, connector, _, id) = started().await;
     let link = connector.link(&id);
+    // A turn is on: its questions arrive inside it.
+    let (s, _) = call(
+        &router,
+        "POST",
+        &format!("/api/v1/sessions/{id}/prompt"),
+        Some(r#"{"text": "go"}"#),
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED);
     // The link has handed over events up to sequence number 2.
     *link.delivered.lock().expect("lock") = Some(2);
     link.push(elicitation("p-1", "q"));
@@ -1103,7 +1115,10 @@ async fn restart_under_a_remote_executor_reattaches_and_keeps_what_agentctl_hold
     wait_pending_count(&router, 2).await;
     // Once applied, how far is stored, for the next process to re-attach after it.
     eventually("the last applied event stored", || async {
-        let row = crate::sessions::store::get(&state.db, &id)
+        let row = state
+            .stores
+            .sessions
+            .session(&id)
             .await
             .expect("row")
             .expect("session");
@@ -1113,11 +1128,11 @@ async fn restart_under_a_remote_executor_reattaches_and_keeps_what_agentctl_hold
 
     let next = next_process(&state, &connector, remote_config());
     assert_eq!(
-        next.runtime
+        next.sessions
             .reconcile_after_restart()
             .await
             .expect("reconcile"),
-        crate::sessions::runtime::Reconciled {
+        crate::sessions::Reconciled {
             resumed: 1,
             failed: 0
         }
@@ -1180,11 +1195,11 @@ async fn restart_under_a_remote_executor_fails_a_session_agentctl_cannot_resume(
         .store(true, std::sync::atomic::Ordering::SeqCst);
     let next = next_process(&state, &connector, remote_config());
     assert_eq!(
-        next.runtime
+        next.sessions
             .reconcile_after_restart()
             .await
             .expect("reconcile"),
-        crate::sessions::runtime::Reconciled {
+        crate::sessions::Reconciled {
             resumed: 0,
             failed: 1
         }
@@ -1211,11 +1226,11 @@ async fn restart_reconciliation_fails_stale_sessions() {
     wait_state(&router, &id, "WAITING_FOR_INPUT").await;
     let next = next_process(&state, &connector, Config::default());
     assert_eq!(
-        next.runtime
+        next.sessions
             .reconcile_after_restart()
             .await
             .expect("reconcile"),
-        crate::sessions::runtime::Reconciled {
+        crate::sessions::Reconciled {
             resumed: 0,
             failed: 1
         }

@@ -1,12 +1,21 @@
-//! Sessions: the stored row and its API view, the state machine, the transcript
-//! aggregation, the link seam, and the runtime that drives live sessions.
+//! Live sessions: starting them, driving their agent, applying their events.
+//!
+//! - [`registry`]: [`SessionRegistry`], the sessions live in this process — start,
+//!   prompt, cancel, stop, shutdown — and the [`SessionAgents`](crate::clarifications::SessionAgents)
+//!   the clarification rooms reach agents through.
+//! - [`live`]: [`LiveSession`], one session's link and the little it keeps in memory
+//!   (whether it ended, which turn it is on) — atomics, never a lock.
+//! - [`consumer`]: one task per session applying its link's events in order, a plain
+//!   dispatcher to the transcript, the clarification rooms and the turn.
+//! - [`transcript`]: agent text aggregated into messages; tool calls updated in place.
+//! - [`restart`]: what start-up does with the sessions a previous process left live.
 
-pub mod link;
-pub mod runtime;
-pub mod state;
-pub mod store;
+pub mod consumer;
+pub mod live;
+pub mod registry;
+pub mod restart;
 pub mod transcript;
 
-pub use runtime::SessionRuntime;
-pub use state::SessionState;
-pub use store::Session;
+pub use live::LiveSession;
+pub use registry::SessionRegistry;
+pub use restart::Reconciled;

@@ -5,30 +5,30 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::db::Db;
-use crate::events::{EventHub, MESSAGE_CREATED, MESSAGE_UPDATED};
-use crate::messages::{self, NewMessage, TYPE_MESSAGE, TYPE_THOUGHT, TYPE_TOOL_CALL, author};
+use crate::events::{Change, Publisher};
+use crate::model::{MessageKind, NewMessage, author};
+use crate::store::{MessageStore, StoreError};
 
 /// The message text chunks are currently appended to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct OpenText {
     message_id: String,
-    message_type: &'static str,
+    kind: MessageKind,
 }
 
-/// Aggregation state of one session's transcript.
+/// Aggregation state of one session's transcript, owned by its event consumer.
 #[derive(Debug, Default)]
 pub struct Transcript {
     open: Option<OpenText>,
 }
 
 /// Where the messages go.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Target<'a> {
-    /// The database.
-    pub db: &'a Db,
+    /// The message store.
+    pub messages: &'a dyn MessageStore,
     /// Pushes `message.created` / `message.updated`.
-    pub hub: &'a EventHub,
+    pub publisher: &'a Publisher,
     /// The session.
     pub session_id: &'a str,
     /// Its task.
@@ -42,11 +42,11 @@ impl Transcript {
     }
 
     /// Applies one `session/update` (its params, or the inner `update` object).
-    pub async fn apply(&mut self, to: Target<'_>, params: &Value) -> Result<(), sqlx::Error> {
+    pub async fn apply(&mut self, to: Target<'_>, params: &Value) -> Result<(), StoreError> {
         let update = params.get("update").unwrap_or(params);
         match update.get("sessionUpdate").and_then(Value::as_str) {
-            Some("agent_message_chunk") => self.chunk(to, TYPE_MESSAGE, update).await,
-            Some("agent_thought_chunk") => self.chunk(to, TYPE_THOUGHT, update).await,
+            Some("agent_message_chunk") => self.chunk(to, MessageKind::Message, update).await,
+            Some("agent_thought_chunk") => self.chunk(to, MessageKind::Thought, update).await,
             Some("tool_call") => {
                 self.close();
                 tool_call(to, update, true).await
@@ -63,9 +63,9 @@ impl Transcript {
     async fn chunk(
         &mut self,
         to: Target<'_>,
-        message_type: &'static str,
+        kind: MessageKind,
         update: &Value,
-    ) -> Result<(), sqlx::Error> {
+    ) -> Result<(), StoreError> {
         let content = &update["content"];
         let Some(text) = content
             .get("text")
@@ -75,30 +75,19 @@ impl Transcript {
             return Ok(());
         };
         if let Some(open) = &self.open
-            && open.message_type == message_type
+            && open.kind == kind
         {
-            let message = messages::append_content(to.db, &open.message_id, text).await?;
-            to.hub.publish(MESSAGE_UPDATED, &message);
+            let message = to.messages.append_content(&open.message_id, text).await?;
+            to.publisher.publish(Change::MessageUpdated(message));
             return Ok(());
         }
-        let message = messages::insert(
-            to.db,
-            NewMessage {
-                session_id: to.session_id,
-                task_id: to.task_id,
-                message_type,
-                author_type: author::AGENT,
-                content: text,
-                requests_input: false,
-                metadata: json!({}),
-            },
-        )
-        .await?;
+        let new = NewMessage::new(to.session_id, to.task_id, kind, author::AGENT, text);
+        let message = to.messages.insert_message(&new).await?;
         self.open = Some(OpenText {
             message_id: message.id.clone(),
-            message_type,
+            kind,
         });
-        to.hub.publish(MESSAGE_CREATED, &message);
+        to.publisher.publish(Change::MessageCreated(message));
         Ok(())
     }
 }
@@ -117,7 +106,7 @@ fn tool_fields(update: &Value) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
-async fn tool_call(to: Target<'_>, update: &Value, is_new: bool) -> Result<(), sqlx::Error> {
+async fn tool_call(to: Target<'_>, update: &Value, is_new: bool) -> Result<(), StoreError> {
     let Some(tool_call_id) = update.get("toolCallId").and_then(Value::as_str) else {
         return Ok(());
     };
@@ -128,11 +117,16 @@ async fn tool_call(to: Target<'_>, update: &Value, is_new: bool) -> Result<(), s
     let existing = if is_new {
         None
     } else {
-        messages::find_tool_call(to.db, to.session_id, tool_call_id).await?
+        to.messages
+            .latest_tool_call(to.session_id, tool_call_id)
+            .await?
     };
     if let Some(existing) = existing {
-        let message = messages::merge_metadata(to.db, &existing.id, &patch, title).await?;
-        to.hub.publish(MESSAGE_UPDATED, &message);
+        let message = to
+            .messages
+            .merge_metadata(&existing.id, &patch, title)
+            .await?;
+        to.publisher.publish(Change::MessageUpdated(message));
         return Ok(());
     }
     if !is_new {
@@ -142,20 +136,16 @@ async fn tool_call(to: Target<'_>, update: &Value, is_new: bool) -> Result<(), s
         );
     }
     patch.insert("tool_call_id".into(), json!(tool_call_id));
-    let message = messages::insert(
-        to.db,
-        NewMessage {
-            session_id: to.session_id,
-            task_id: to.task_id,
-            message_type: TYPE_TOOL_CALL,
-            author_type: author::AGENT,
-            content: title.unwrap_or(tool_call_id),
-            requests_input: false,
-            metadata: Value::Object(patch),
-        },
+    let new = NewMessage::new(
+        to.session_id,
+        to.task_id,
+        MessageKind::ToolCall,
+        author::AGENT,
+        title.unwrap_or(tool_call_id),
     )
-    .await?;
-    to.hub.publish(MESSAGE_CREATED, &message);
+    .with_metadata(patch);
+    let message = to.messages.insert_message(&new).await?;
+    to.publisher.publish(Change::MessageCreated(message));
     Ok(())
 }
 
@@ -170,12 +160,11 @@ mod tests {
 
     #[tokio::test]
     async fn chunks_aggregate_until_a_tool_call_and_tool_calls_update_in_place() {
-        let (db, task, session) = crate::messages::tests::seeded().await;
-        let hub = EventHub::new();
-        let mut rx = hub.subscribe();
+        let (db, task, session) = crate::store::sqlite::tests_support::seeded().await;
+        let (publisher, mut changes) = Publisher::new();
         let to = Target {
-            db: &db,
-            hub: &hub,
+            messages: &db,
+            publisher: &publisher,
             session_id: &session,
             task_id: &task,
         };
@@ -206,36 +195,33 @@ mod tests {
         t.close();
         t.apply(to, &chunk("Next turn")).await.expect("chunk");
 
-        let all = messages::list(&db, &session).await.expect("list");
-        let summary: Vec<(&str, &str)> = all
-            .iter()
-            .map(|m| (m.message_type.as_str(), m.content.as_str()))
-            .collect();
+        let all = db.messages(&session).await.expect("list");
+        let summary: Vec<(MessageKind, &str)> =
+            all.iter().map(|m| (m.kind, m.content.as_str())).collect();
         assert_eq!(
             summary,
             [
-                ("message", "Hello"),
-                ("tool_call", "Read file"),
-                ("message", "Done."),
-                ("message", "Next turn")
+                (MessageKind::Message, "Hello"),
+                (MessageKind::ToolCall, "Read file"),
+                (MessageKind::Message, "Done."),
+                (MessageKind::Message, "Next turn")
             ]
         );
         assert_eq!(
             all[1].metadata,
-            json!({"tool_call_id": "t1", "title": "Read file", "kind": "read", "status": "completed"})
+            json!({"title": "Read file", "kind": "read", "status": "completed", "tool_call_id": "t1"})
         );
-        let kinds: Vec<&str> = std::iter::from_fn(|| rx.try_recv().ok())
-            .map(|e| e.kind)
+        let kinds: Vec<&str> = std::iter::from_fn(|| changes.try_recv().ok())
+            .map(|c| match c {
+                Change::MessageCreated(_) => "created",
+                Change::MessageUpdated(_) => "updated",
+                _ => "other",
+            })
             .collect();
         assert_eq!(
             kinds,
             [
-                MESSAGE_CREATED,
-                MESSAGE_UPDATED,
-                MESSAGE_CREATED,
-                MESSAGE_UPDATED,
-                MESSAGE_CREATED,
-                MESSAGE_CREATED
+                "created", "updated", "created", "updated", "created", "created"
             ]
         );
     }

@@ -1,6 +1,6 @@
-//! The seam between the session runtime and the agent stream: [`SessionLink`] is
-//! what a live session needs from its link, [`AgentConnector`] opens one. The
-//! production implementations wrap [`AgentLink`]; unit tests substitute fakes.
+//! The seam between the rooms and the agent stream: [`SessionLink`] is what a live
+//! session needs from its link, [`AgentConnector`] opens one. The production
+//! implementations wrap [`AgentLink`]; unit tests substitute fakes.
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::agent_link::{AgentLink, ExecutorConfig, LinkError, LinkEvent, LinkOptions};
+use super::{AgentLink, ExecutorConfig, LinkError, LinkEvent, LinkOptions};
 
 /// One session's connection to its agentctl.
 pub trait SessionLink: Send + Sync + 'static {

@@ -1,0 +1,209 @@
+//! [`Clarifications`]: settles and announces records, and serves the operator's verbs.
+
+use kandev_elicitation::OperatorAnswer;
+use serde::Serialize;
+use tracing::Instrument;
+
+use crate::agent_link::DynLink;
+use crate::error::{AppError, Origin};
+use crate::events::{Change, Publisher};
+use crate::model::{Clarification, Message, Settlement, Source};
+use crate::notifications::Notifier;
+use crate::store::{SettledRecord, StoreError, Stores};
+
+/// What the clarification rooms need of the live sessions: the link of a session this
+/// process holds. Implemented by the session registry; owned here so this room never
+/// names it.
+pub trait SessionAgents: Send + Sync {
+    /// The link of session `session_id`, when it is live here.
+    fn link_of(&self, session_id: &str) -> Option<DynLink>;
+}
+
+/// A session, as the clarification rooms name it on messages and notifications.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRef {
+    /// The session.
+    pub session_id: String,
+    /// Its task.
+    pub task_id: String,
+    /// The task's title (notifications name the task, never the question).
+    pub task_title: String,
+}
+
+/// What became of an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RespondStatus {
+    /// Delivered; the agent got the answer.
+    Answered,
+    /// Delivered as a skip (`decline`).
+    Declined,
+    /// The agent is gone; the answer is recorded on the message only.
+    NotDelivered,
+}
+
+/// What became of a cancel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelStatus {
+    /// The agent got `{"action": "cancel"}` (the tool call is aborted).
+    Cancelled,
+}
+
+/// The clarification rooms' shared parts. Cheap to clone.
+#[derive(Clone)]
+pub struct Clarifications {
+    pub(crate) stores: Stores,
+    pub(crate) publisher: Publisher,
+    pub(crate) notifier: Notifier,
+}
+
+impl std::fmt::Debug for Clarifications {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clarifications").finish_non_exhaustive()
+    }
+}
+
+impl Clarifications {
+    /// The rooms on `stores`, announcing on `publisher`, notifying through `notifier`.
+    pub fn new(stores: Stores, publisher: Publisher, notifier: Notifier) -> Self {
+        Self {
+            stores,
+            publisher,
+            notifier,
+        }
+    }
+
+    /// Settles one record and, when that changed it, announces it (F7).
+    pub async fn settle_and_announce(
+        &self,
+        pending_id: &str,
+        settlement: &Settlement,
+    ) -> Result<Option<SettledRecord>, StoreError> {
+        let settled = self
+            .stores
+            .clarifications
+            .settle(pending_id, settlement)
+            .await?;
+        if let Some(done) = &settled {
+            self.announce(done);
+        }
+        Ok(settled)
+    }
+
+    /// Settles every pending record of a session (the session ended, or its agent is
+    /// gone) in one transaction, and announces each.
+    pub async fn settle_all_pending(
+        &self,
+        session_id: &str,
+        settlement: &Settlement,
+    ) -> Result<usize, StoreError> {
+        let settled = self
+            .stores
+            .clarifications
+            .settle_pending(session_id, None, &[], settlement)
+            .await?;
+        for done in &settled {
+            self.announce(done);
+        }
+        Ok(settled.len())
+    }
+
+    /// Pushes what a settlement changed: the record, its message, and (when it left
+    /// `pending`) its session, whose state and `pending_action` follow the count.
+    pub(crate) fn announce(&self, done: &SettledRecord) {
+        self.publisher
+            .publish(Change::ClarificationSettled(done.record.clone()));
+        if let Some(message) = &done.message {
+            self.publisher
+                .publish(Change::MessageUpdated(message.clone()));
+        }
+        if done.effect == crate::model::clarification::Effect::Settle {
+            self.publisher
+                .session_changed(&done.record.session_id, &done.record.task_id);
+        }
+    }
+
+    /// Pushes a new record and its message, and notifies the operator once (F9: the body
+    /// names the task, never the question).
+    pub(crate) async fn announce_opened(
+        &self,
+        session: &SessionRef,
+        record: Clarification,
+        message: Message,
+    ) -> Result<(), StoreError> {
+        // Never the question text at info, only counts (F9, logs alike).
+        tracing::info!(
+            pending_id = %record.pending_id,
+            source = record.source.as_str(),
+            questions = record.questions.len(),
+            "clarification requested"
+        );
+        self.publisher.publish(Change::ClarificationCreated(record));
+        self.publisher.publish(Change::MessageCreated(message));
+        self.publisher
+            .session_changed(&session.session_id, &session.task_id);
+        self.notifier
+            .clarification_requested(&session.task_title, &session.task_id, &session.session_id)
+            .await?;
+        Ok(())
+    }
+
+    async fn record(&self, pending_id: &str) -> Result<Clarification, AppError> {
+        self.stores
+            .clarifications
+            .clarification(pending_id)
+            .await?
+            .ok_or_else(|| AppError::NotFound {
+                message: format!("no clarification `{pending_id}`"),
+                origin: Some(Origin::Backend),
+            })
+    }
+
+    /// `POST /api/v1/clarifications/{pending_id}/respond` by `operator`.
+    pub async fn respond(
+        &self,
+        agents: &dyn SessionAgents,
+        pending_id: &str,
+        answer: OperatorAnswer,
+        operator: &str,
+    ) -> Result<RespondStatus, AppError> {
+        let record = self.record(pending_id).await?;
+        let span = tracing::info_span!("respond", pending_id = %pending_id, session_id = %record.session_id);
+        match record.source {
+            Source::Elicitation => {
+                super::elicitation::respond(self, agents, record, answer, operator)
+                    .instrument(span)
+                    .await
+            }
+            Source::AskUserQuestion => {
+                super::ask_user_question::respond(self, agents, record, answer, operator)
+                    .instrument(span)
+                    .await
+            }
+        }
+    }
+
+    /// `POST /api/v1/clarifications/{pending_id}/cancel` by `operator` (ARCHITECTURE §13).
+    pub async fn cancel(
+        &self,
+        agents: &dyn SessionAgents,
+        pending_id: &str,
+        operator: &str,
+    ) -> Result<CancelStatus, AppError> {
+        let record = self.record(pending_id).await?;
+        let span = tracing::info_span!("cancel", pending_id = %pending_id, session_id = %record.session_id);
+        match record.source {
+            Source::Elicitation => {
+                super::elicitation::cancel(self, agents, record, operator)
+                    .instrument(span)
+                    .await
+            }
+            Source::AskUserQuestion => {
+                super::ask_user_question::cancel(self, agents, record, operator)
+                    .instrument(span)
+                    .await
+            }
+        }
+    }
+}

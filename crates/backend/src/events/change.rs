@@ -1,0 +1,36 @@
+//! [`Change`]: one committed change an operator must see.
+
+use serde_json::Value;
+
+use crate::model::{Clarification, Message, Notification};
+
+/// A committed change. Those that carry their resource are sent as they are; the others
+/// name what to read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// A task was created.
+    TaskCreated {
+        /// The task.
+        task_id: String,
+    },
+    /// A session's state, `pending_action`, start facts or error changed (and so, maybe,
+    /// its task's summary).
+    SessionChanged {
+        /// The session.
+        session_id: String,
+        /// Its task.
+        task_id: String,
+    },
+    /// A chat message was stored.
+    MessageCreated(Message),
+    /// A chat message grew or its metadata changed; the full message.
+    MessageUpdated(Message),
+    /// A clarification was asked.
+    ClarificationCreated(Clarification),
+    /// A clarification left `pending` (F7), or its answer was recorded.
+    ClarificationSettled(Clarification),
+    /// A notification was dispatched.
+    Notification(Notification),
+    /// A runtime flag's Settings override changed; the flag as resolved now.
+    FlagChanged(Value),
+}

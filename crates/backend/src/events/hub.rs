@@ -1,0 +1,88 @@
+//! [`EventHub`]: broadcasts [`OperatorEvent`]s to every WebSocket subscriber.
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+/// The operator event types.
+pub mod kind {
+    /// A session's state, `pending_action` or capabilities changed; data is the session.
+    pub const SESSION_UPDATED: &str = "session.updated";
+    /// A new chat message.
+    pub const MESSAGE_CREATED: &str = "message.created";
+    /// A message grew (aggregated text) or its metadata changed; data is the full message.
+    pub const MESSAGE_UPDATED: &str = "message.updated";
+    /// A new pending clarification.
+    pub const CLARIFICATION_CREATED: &str = "clarification.created";
+    /// A clarification left `pending` (F7).
+    pub const CLARIFICATION_SETTLED: &str = "clarification.settled";
+    /// A stored notification.
+    pub const NOTIFICATION: &str = "notification";
+    /// A Settings override changed; data is the flag as resolved now.
+    pub const RUNTIME_FLAGS_UPDATED: &str = "runtime_flags.updated";
+    /// A new task.
+    pub const TASK_CREATED: &str = "task.created";
+    /// One of the task's sessions changed; data is the task with its sessions.
+    pub const TASK_UPDATED: &str = "task.updated";
+}
+
+/// One operator event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OperatorEvent {
+    /// The event type, one of [`kind`].
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The resource, as the API returns it.
+    pub data: Value,
+}
+
+/// Broadcasts [`OperatorEvent`]s to every subscriber. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EventHub {
+    tx: broadcast::Sender<OperatorEvent>,
+}
+
+impl Default for EventHub {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventHub {
+    /// A hub that buffers up to 4096 events per slow subscriber.
+    pub fn new() -> Self {
+        let (tx, _) = broadcast::channel(4096);
+        Self { tx }
+    }
+
+    /// Sends `data` as a `kind` event; nobody listening is fine.
+    pub fn send(&self, kind: &'static str, data: impl Serialize) {
+        let data = serde_json::to_value(data).unwrap_or(Value::Null);
+        let _ = self.tx.send(OperatorEvent { kind, data });
+    }
+
+    /// A receiver of every event sent from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<OperatorEvent> {
+        self.tx.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn subscribers_get_events_in_order_as_type_and_data() {
+        let hub = EventHub::new();
+        hub.send(kind::SESSION_UPDATED, serde_json::json!({"id": "lost"}));
+        let mut rx = hub.subscribe();
+        hub.send(kind::MESSAGE_CREATED, serde_json::json!({"id": "m1"}));
+        hub.send(kind::NOTIFICATION, serde_json::json!({"id": "n1"}));
+        let first = rx.recv().await.expect("event");
+        assert_eq!(
+            serde_json::to_value(&first).expect("json"),
+            serde_json::json!({"type": "message.created", "data": {"id": "m1"}})
+        );
+        assert_eq!(rx.recv().await.expect("event").kind, kind::NOTIFICATION);
+    }
+}

@@ -1,0 +1,488 @@
+//! Clarifications (ARCHITECTURE §4.3): the operator-facing record of a question an
+//! agent asked, and the rules by which it is settled exactly once.
+//!
+//! A record leaves `pending` once. Who may still change it afterwards is decided by
+//! [`Settlement::effect_on`], the one rule the stores implement as a conditional update:
+//!
+//! - a pending record takes any settlement;
+//! - a status the backend set provisionally (`settled_by = backend`, e.g. after agentctl
+//!   said `NOT_FOUND` before its own settled event was applied) is corrected by
+//!   agentctl's event when that event says something else;
+//! - a record agentctl settled first keeps its status, and the operator's settlement of
+//!   the same status (the respond whose reply lost the race against the event) still
+//!   records the answer and who gave it;
+//! - anything else changes nothing.
+
+use kandev_agent_stream::SettleOutcome;
+use kandev_elicitation::{OperatorAnswer, Question};
+use serde::{Deserialize, Serialize};
+
+use crate::model::time::Timestamp;
+
+/// Where a clarification came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// ACP `elicitation/create`; the id is agentctl's `pending_id`.
+    Elicitation,
+    /// The `ask_user_question_kandev` MCP tool; the id is minted by the backend.
+    AskUserQuestion,
+}
+
+impl Source {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::AskUserQuestion => "ask_user_question",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Elicitation, Self::AskUserQuestion]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+}
+
+/// Where a record stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClarificationStatus {
+    /// Waiting for the operator.
+    Pending,
+    /// The operator's answer was delivered.
+    Answered,
+    /// The operator skipped.
+    Declined,
+    /// The operator, the agent or the turn withdrew it, or agentctl shut down.
+    Cancelled,
+    /// The answer deadline passed (agentctl declined it).
+    Expired,
+    /// agentctl or the agent is gone; it can no longer be answered.
+    AgentDisconnected,
+}
+
+impl ClarificationStatus {
+    /// Every status.
+    pub const ALL: [ClarificationStatus; 6] = [
+        Self::Pending,
+        Self::Answered,
+        Self::Declined,
+        Self::Cancelled,
+        Self::Expired,
+        Self::AgentDisconnected,
+    ];
+
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Answered => "answered",
+            Self::Declined => "declined",
+            Self::Cancelled => "cancelled",
+            Self::Expired => "expired",
+            Self::AgentDisconnected => "agent_disconnected",
+        }
+    }
+
+    /// Parses a stored or query-string name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+/// What became of a settled question, as the history shows it (finer than the status:
+/// it tells an operator's cancel from the agent's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The operator's answer reached the agent.
+    Answered,
+    /// The operator skipped it (`decline`).
+    Skipped,
+    /// The operator cancelled it (`cancel`: the tool call is aborted).
+    Cancelled,
+    /// Nobody answered in time.
+    TimedOut,
+    /// The agent withdrew it, or its turn was cancelled.
+    AgentCancelled,
+    /// The session ended or its agent went away before an answer.
+    Withdrawn,
+}
+
+impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Outcome; 6] = [
+        Self::Answered,
+        Self::Skipped,
+        Self::Cancelled,
+        Self::TimedOut,
+        Self::AgentCancelled,
+        Self::Withdrawn,
+    ];
+
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Answered => "answered",
+            Self::Skipped => "skipped",
+            Self::Cancelled => "cancelled",
+            Self::TimedOut => "timed_out",
+            Self::AgentCancelled => "agent_cancelled",
+            Self::Withdrawn => "withdrawn",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// Who settled a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SettledBy {
+    /// agentctl's settled event: authoritative.
+    Agentctl,
+    /// An operator request agentctl accepted.
+    Operator,
+    /// The backend on its own (link lost, agentctl said NOT_FOUND, session stopped).
+    Backend,
+}
+
+impl SettledBy {
+    /// Every settler.
+    pub const ALL: [SettledBy; 3] = [Self::Agentctl, Self::Operator, Self::Backend];
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agentctl => "agentctl",
+            Self::Operator => "operator",
+            Self::Backend => "backend",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.as_str() == s)
+    }
+}
+
+/// A new pending record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewClarification {
+    /// agentctl's pending id (elicitation) or a fresh UUID (ask_user_question).
+    pub pending_id: String,
+    /// Where it came from.
+    pub source: Source,
+    /// Its task.
+    pub task_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// The tool call that raised it, when known.
+    pub tool_call_id: Option<String>,
+    /// The request's message.
+    pub message: String,
+    /// The mapped questions (§4.3).
+    pub questions: Vec<Question>,
+}
+
+/// A stored record, as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Clarification {
+    /// agentctl's pending id, or the backend's for ask_user_question.
+    pub pending_id: String,
+    /// Where it came from.
+    pub source: Source,
+    /// Its task.
+    pub task_id: String,
+    /// Its session.
+    pub session_id: String,
+    /// The `clarification_request` message.
+    pub message_id: Option<String>,
+    /// The tool call that raised it.
+    pub tool_call_id: Option<String>,
+    /// The request's message.
+    pub message: String,
+    /// The mapped questions (§4.3).
+    pub questions: Vec<Question>,
+    /// The status.
+    pub status: ClarificationStatus,
+    /// What became of it, once settled.
+    pub outcome: Option<Outcome>,
+    /// The operator's answer `{answers, rejected, reject_reason}`, once given.
+    pub answer: Option<OperatorAnswer>,
+    /// The operator who answered, skipped or cancelled it (`"local"` without auth).
+    pub answered_by: Option<String>,
+    /// Who settled it.
+    #[serde(skip)]
+    pub settled_by: Option<SettledBy>,
+    /// When it was asked.
+    pub created_at: Timestamp,
+    /// When it was settled.
+    pub settled_at: Option<Timestamp>,
+}
+
+/// One way a record leaves `pending`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settlement {
+    /// The status it takes.
+    pub status: ClarificationStatus,
+    /// What became of it.
+    pub outcome: Outcome,
+    /// Who settles.
+    pub by: SettledBy,
+    /// The operator's answer, when one was given.
+    pub answer: Option<OperatorAnswer>,
+    /// The operator, when one acted.
+    pub answered_by: Option<String>,
+}
+
+/// What a [`Settlement`] does to a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// It settles (or corrects) the record.
+    Settle,
+    /// The record keeps its status; the answer and who gave it are recorded.
+    RecordAnswer,
+    /// Nothing changes.
+    Nothing,
+}
+
+/// The facts of a record that decide a settlement's [`Effect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    /// Its status.
+    pub status: ClarificationStatus,
+    /// Its outcome.
+    pub outcome: Option<Outcome>,
+    /// Who settled it.
+    pub settled_by: Option<SettledBy>,
+    /// Whether an operator is recorded on it.
+    pub has_operator: bool,
+}
+
+impl Settlement {
+    /// agentctl's settled event.
+    pub fn from_agentctl(outcome: SettleOutcome) -> Self {
+        let (status, outcome) = match outcome {
+            SettleOutcome::Answered => (ClarificationStatus::Answered, Outcome::Answered),
+            SettleOutcome::Declined => (ClarificationStatus::Declined, Outcome::Skipped),
+            SettleOutcome::OperatorCancelled => {
+                (ClarificationStatus::Cancelled, Outcome::Cancelled)
+            }
+            SettleOutcome::TimedOut => (ClarificationStatus::Expired, Outcome::TimedOut),
+            SettleOutcome::AgentCancelled | SettleOutcome::TurnCancelled => {
+                (ClarificationStatus::Cancelled, Outcome::AgentCancelled)
+            }
+            SettleOutcome::Shutdown => (ClarificationStatus::Cancelled, Outcome::Withdrawn),
+            SettleOutcome::AgentExited => {
+                (ClarificationStatus::AgentDisconnected, Outcome::Withdrawn)
+            }
+        };
+        Self {
+            status,
+            outcome,
+            by: SettledBy::Agentctl,
+            answer: None,
+            answered_by: None,
+        }
+    }
+
+    /// The operator's answer (or skip, with `rejected: true`), accepted by agentctl.
+    pub fn answered(answer: OperatorAnswer, operator: &str) -> Self {
+        let (status, outcome) = if answer.rejected {
+            (ClarificationStatus::Declined, Outcome::Skipped)
+        } else {
+            (ClarificationStatus::Answered, Outcome::Answered)
+        };
+        Self {
+            status,
+            outcome,
+            by: SettledBy::Operator,
+            answer: Some(answer),
+            answered_by: Some(operator.to_owned()),
+        }
+    }
+
+    /// The operator's cancel, accepted by agentctl.
+    pub fn cancelled_by(operator: &str) -> Self {
+        Self {
+            status: ClarificationStatus::Cancelled,
+            outcome: Outcome::Cancelled,
+            by: SettledBy::Operator,
+            answer: None,
+            answered_by: Some(operator.to_owned()),
+        }
+    }
+
+    /// The backend's own settlement (provisional until agentctl says otherwise).
+    pub fn by_backend(status: ClarificationStatus, outcome: Outcome) -> Self {
+        Self {
+            status,
+            outcome,
+            by: SettledBy::Backend,
+            answer: None,
+            answered_by: None,
+        }
+    }
+
+    /// Its agent or agentctl is gone: it can never be answered.
+    pub fn disconnected() -> Self {
+        Self::by_backend(ClarificationStatus::AgentDisconnected, Outcome::Withdrawn)
+    }
+
+    /// What this settlement does to a record standing as `current` (see the module docs).
+    pub fn effect_on(&self, current: Standing) -> Effect {
+        if current.status == ClarificationStatus::Pending {
+            return Effect::Settle;
+        }
+        let differs = (current.status, current.outcome) != (self.status, Some(self.outcome));
+        match (current.settled_by, self.by) {
+            (Some(SettledBy::Backend), SettledBy::Agentctl) if differs => Effect::Settle,
+            (Some(SettledBy::Agentctl), SettledBy::Operator)
+                if current.status == self.status && !current.has_operator =>
+            {
+                Effect::RecordAnswer
+            }
+            _ => Effect::Nothing,
+        }
+    }
+}
+
+impl Clarification {
+    /// The facts [`Settlement::effect_on`] decides by.
+    pub fn standing(&self) -> Standing {
+        Standing {
+            status: self.status,
+            outcome: self.outcome,
+            settled_by: self.settled_by,
+            has_operator: self.answered_by.is_some(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn agentctl_outcomes_map_to_status_and_outcome() {
+        use ClarificationStatus as S;
+        use Outcome as O;
+        use SettleOutcome as E;
+        let cases = [
+            (E::Answered, S::Answered, O::Answered),
+            (E::Declined, S::Declined, O::Skipped),
+            (E::OperatorCancelled, S::Cancelled, O::Cancelled),
+            (E::TimedOut, S::Expired, O::TimedOut),
+            (E::AgentCancelled, S::Cancelled, O::AgentCancelled),
+            (E::TurnCancelled, S::Cancelled, O::AgentCancelled),
+            (E::Shutdown, S::Cancelled, O::Withdrawn),
+            (E::AgentExited, S::AgentDisconnected, O::Withdrawn),
+        ];
+        for (event, status, outcome) in cases {
+            let s = Settlement::from_agentctl(event);
+            assert_eq!(
+                (s.status, s.outcome, s.by),
+                (status, outcome, SettledBy::Agentctl)
+            );
+        }
+        for s in ClarificationStatus::ALL {
+            assert_eq!(ClarificationStatus::parse(s.as_str()), Some(s));
+        }
+        for o in Outcome::ALL {
+            assert_eq!(Outcome::parse(o.as_str()), Some(o));
+        }
+        for b in SettledBy::ALL {
+            assert_eq!(SettledBy::parse(b.as_str()), Some(b));
+        }
+        assert_eq!(
+            Source::parse("ask_user_question"),
+            Some(Source::AskUserQuestion)
+        );
+    }
+
+    #[test]
+    fn a_skip_is_declined_and_an_answer_answered() {
+        let skip = OperatorAnswer {
+            rejected: true,
+            ..OperatorAnswer::default()
+        };
+        let s = Settlement::answered(skip, "alice");
+        assert_eq!(
+            (s.status, s.outcome),
+            (ClarificationStatus::Declined, Outcome::Skipped)
+        );
+        assert_eq!(s.answered_by.as_deref(), Some("alice"));
+        let s = Settlement::answered(OperatorAnswer::default(), "local");
+        assert_eq!(
+            (s.status, s.outcome),
+            (ClarificationStatus::Answered, Outcome::Answered)
+        );
+    }
+
+    fn standing(status: usize, outcome: usize, by: usize, has_operator: bool) -> Standing {
+        let status = ClarificationStatus::ALL[status];
+        let pending = status == ClarificationStatus::Pending;
+        Standing {
+            status,
+            outcome: (!pending).then_some(Outcome::ALL[outcome]),
+            settled_by: (!pending).then_some(SettledBy::ALL[by]),
+            has_operator,
+        }
+    }
+
+    proptest! {
+        /// A pending record takes anything; once settled, only agentctl corrects the
+        /// backend, only the operator adds its answer to agentctl's settlement, and a
+        /// settlement applied twice changes nothing the second time.
+        #[test]
+        fn settlement_rules(
+            status in 0usize..6, outcome in 0usize..6, by in 0usize..3, has_op in any::<bool>(),
+            new_status in 1usize..6, new_outcome in 0usize..6, new_by in 0usize..3,
+        ) {
+            let current = standing(status, outcome, by, has_op);
+            let s = Settlement {
+                status: ClarificationStatus::ALL[new_status],
+                outcome: Outcome::ALL[new_outcome],
+                by: SettledBy::ALL[new_by],
+                answer: None,
+                answered_by: (SettledBy::ALL[new_by] == SettledBy::Operator).then(|| "op".to_owned()),
+            };
+            let effect = s.effect_on(current);
+            if current.status == ClarificationStatus::Pending {
+                prop_assert_eq!(effect, Effect::Settle);
+            } else {
+                match effect {
+                    Effect::Settle => {
+                        prop_assert_eq!(current.settled_by, Some(SettledBy::Backend));
+                        prop_assert_eq!(s.by, SettledBy::Agentctl);
+                    }
+                    Effect::RecordAnswer => {
+                        prop_assert_eq!(current.settled_by, Some(SettledBy::Agentctl));
+                        prop_assert_eq!(s.by, SettledBy::Operator);
+                        prop_assert_eq!(current.status, s.status);
+                    }
+                    Effect::Nothing => {}
+                }
+            }
+            // Applying the same settlement again is a no-op.
+            let after = match effect {
+                Effect::Settle => Standing {
+                    status: s.status,
+                    outcome: Some(s.outcome),
+                    settled_by: Some(s.by),
+                    has_operator: s.answered_by.is_some() || current.has_operator,
+                },
+                Effect::RecordAnswer => Standing { has_operator: true, ..current },
+                Effect::Nothing => current,
+            };
+            prop_assert_eq!(s.effect_on(after), Effect::Nothing);
+        }
+    }
+}

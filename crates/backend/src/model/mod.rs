@@ -1,0 +1,20 @@
+//! The records kandev keeps and the rules they obey, with no I/O: tasks, sessions and
+//! their state machine, chat messages, clarifications and their settlement rules,
+//! notifications. The stores persist them; the session and clarification rooms change
+//! them. Nothing here depends on another module of the crate.
+
+pub mod clarification;
+pub mod message;
+pub mod notification;
+pub mod session;
+pub mod task;
+pub mod time;
+
+pub use clarification::{
+    Clarification, ClarificationStatus, NewClarification, Outcome, SettledBy, Settlement, Source,
+};
+pub use message::{Message, MessageKind, NewMessage, author};
+pub use notification::Notification;
+pub use session::{Session, SessionRecord, SessionState};
+pub use task::{Task, TaskView};
+pub use time::Timestamp;

@@ -1,0 +1,192 @@
+//! One task per live session: applies its link's events in order. A plain dispatcher —
+//! text to the [`Transcript`], questions to the clarification rooms, the turn's end to
+//! the session store — that owns the transcript, so nothing here takes a lock.
+
+use std::sync::Arc;
+
+use kandev_agent_stream::AgentEvent;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::agent_link::LinkEvent;
+use crate::clarifications::{ask_user_question, elicitation};
+use crate::sessions::live::LiveSession;
+use crate::sessions::registry::SessionRegistry;
+use crate::sessions::transcript::{Target, Transcript};
+use crate::store::StoreError;
+
+/// Consumes `events` until the link is lost or the session ends; `stored` is the
+/// `last_event_seq` already stored.
+pub async fn run(
+    registry: Arc<SessionRegistry>,
+    live: Arc<LiveSession>,
+    mut events: UnboundedReceiver<LinkEvent>,
+    mut stored: Option<u64>,
+) {
+    let mut consumer = Consumer {
+        turn: live.turn(),
+        registry,
+        live,
+        transcript: Transcript::default(),
+    };
+    while let Some(event) = events.recv().await {
+        let last = matches!(event, LinkEvent::Lost { .. });
+        if let Err(err) = consumer.apply(event).await {
+            tracing::error!(error = %err, "cannot apply an agent event");
+        }
+        if last {
+            return;
+        }
+        consumer.store_progress(&events, &mut stored).await;
+    }
+    if let Err(err) = consumer
+        .registry
+        .lost(&consumer.live, "the agent stream closed")
+        .await
+    {
+        tracing::error!(error = %err, "cannot record the lost link");
+    }
+}
+
+struct Consumer {
+    registry: Arc<SessionRegistry>,
+    live: Arc<LiveSession>,
+    transcript: Transcript,
+    /// The turn the transcript's open message belongs to.
+    turn: u64,
+}
+
+impl Consumer {
+    /// Applies one event.
+    async fn apply(&mut self, event: LinkEvent) -> Result<(), StoreError> {
+        if self.live.is_ended() {
+            return Ok(());
+        }
+        let rooms = &self.registry.clarifications;
+        let session = self.live.session_ref();
+        match event {
+            LinkEvent::Agent(AgentEvent::SessionUpdate { update }) => {
+                if self.live.turn() != self.turn {
+                    // A prompt started a new turn since: its text is a new message.
+                    self.turn = self.live.turn();
+                    self.transcript.close();
+                }
+                let to = Target {
+                    messages: &*self.registry.stores.messages,
+                    publisher: &self.registry.publisher,
+                    session_id: &self.live.id,
+                    task_id: &self.live.task_id,
+                };
+                self.transcript.apply(to, &update).await
+            }
+            LinkEvent::Agent(AgentEvent::TurnCompleted { stop_reason, error }) => {
+                self.transcript.close();
+                self.registry
+                    .stores
+                    .sessions
+                    .end_turn(&self.live.id)
+                    .await?;
+                self.registry
+                    .publisher
+                    .session_changed(&self.live.id, &self.live.task_id);
+                tracing::info!(%stop_reason, "turn completed");
+                if let Some(error) = error {
+                    self.registry
+                        .status_message(
+                            &self.live.id,
+                            &self.live.task_id,
+                            &format!("The turn failed: {error}"),
+                        )
+                        .await;
+                }
+                self.registry
+                    .notifier
+                    .turn_finished(&self.live.task_title, &self.live.task_id, &self.live.id)
+                    .await?;
+                Ok(())
+            }
+            LinkEvent::Agent(AgentEvent::ElicitationRequested(request)) => {
+                if elicitation::requested(rooms, &session, &request).await? {
+                    // Text after the question is a new message.
+                    self.transcript.close();
+                }
+                Ok(())
+            }
+            LinkEvent::Agent(AgentEvent::ElicitationSettled {
+                pending_id,
+                outcome,
+                ..
+            }) => elicitation::settled(rooms, &pending_id, outcome)
+                .await
+                .map(|_| ()),
+            LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(request)) => {
+                if ask_user_question::requested(rooms, &session, &request).await? {
+                    self.transcript.close();
+                }
+                Ok(())
+            }
+            LinkEvent::Agent(AgentEvent::AskUserQuestionSettled {
+                request_id,
+                outcome,
+            }) => ask_user_question::returned(rooms, &request_id, outcome).await,
+            LinkEvent::Agent(AgentEvent::PermissionResolved {
+                tool_call_id,
+                option_id,
+            }) => {
+                tracing::debug!(?tool_call_id, ?option_id, "permission resolved by policy");
+                Ok(())
+            }
+            LinkEvent::Agent(AgentEvent::AgentExited { code }) => {
+                let reason = match code {
+                    Some(code) => format!("the agent exited with code {code}"),
+                    None => "the agent exited".to_owned(),
+                };
+                self.registry.lost(&self.live, &reason).await
+            }
+            LinkEvent::Agent(AgentEvent::AgentStderr { line }) => {
+                // Agent output may hold anything; keep it out of info logs.
+                tracing::debug!(%line, "agent stderr");
+                Ok(())
+            }
+            LinkEvent::Disconnected => {
+                tracing::warn!("agent stream dropped; re-attaching");
+                Ok(())
+            }
+            LinkEvent::Reattached { pending, questions } => {
+                tracing::info!(pending = pending.len(), "agent stream re-attached");
+                elicitation::reattached(rooms, &session, &pending).await?;
+                if let Some(held) = questions {
+                    ask_user_question::reconcile(rooms, &session, &held).await?;
+                }
+                Ok(())
+            }
+            LinkEvent::Lost { reason } => self.registry.lost(&self.live, &reason).await,
+        }
+    }
+
+    /// Stores how far the session's events are applied, once the queue is drained: the
+    /// link hands an event over together with counting it, so with the queue empty every
+    /// event up to `delivered_seq` read before has been applied. (Written when idle, not
+    /// per event, to spare a burst of updates a write each.)
+    async fn store_progress(
+        &self,
+        events: &UnboundedReceiver<LinkEvent>,
+        stored: &mut Option<u64>,
+    ) {
+        let Some(seq) = self.live.link.delivered_seq() else {
+            return;
+        };
+        if *stored == Some(seq) || !events.is_empty() {
+            return;
+        }
+        match self
+            .registry
+            .stores
+            .sessions
+            .set_last_event_seq(&self.live.id, seq)
+            .await
+        {
+            Ok(()) => *stored = Some(seq),
+            Err(err) => tracing::warn!(error = %err, "cannot store the last applied event"),
+        }
+    }
+}

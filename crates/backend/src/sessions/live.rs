@@ -1,0 +1,74 @@
+//! [`LiveSession`]: a session whose agentctl link is up (or re-attaching).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::agent_link::DynLink;
+use crate::clarifications::SessionRef;
+
+/// A session live in this process. Shared by the registry, its consumer and requests;
+/// what it keeps in memory is atomics only, so nothing ever waits on it.
+pub struct LiveSession {
+    /// Session id.
+    pub id: String,
+    /// Its task.
+    pub task_id: String,
+    /// Its task's title (for notifications).
+    pub task_title: String,
+    /// The configured agent id.
+    pub agent: String,
+    pub(crate) link: DynLink,
+    ended: AtomicBool,
+    turn: AtomicU64,
+}
+
+impl std::fmt::Debug for LiveSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveSession")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LiveSession {
+    /// A live session over `link`.
+    pub fn new(id: &str, task_id: &str, task_title: &str, agent: &str, link: DynLink) -> Self {
+        Self {
+            id: id.to_owned(),
+            task_id: task_id.to_owned(),
+            task_title: task_title.to_owned(),
+            agent: agent.to_owned(),
+            link,
+            ended: AtomicBool::new(false),
+            turn: AtomicU64::new(0),
+        }
+    }
+
+    /// The session as the clarification rooms name it.
+    pub fn session_ref(&self) -> SessionRef {
+        SessionRef {
+            session_id: self.id.clone(),
+            task_id: self.task_id.clone(),
+            task_title: self.task_title.clone(),
+        }
+    }
+
+    /// Whether it has ended (stopped, failed, shut down): its events are no longer applied.
+    pub fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Marks it ended; true for the one caller that ended it.
+    pub fn end(&self) -> bool {
+        !self.ended.swap(true, Ordering::SeqCst)
+    }
+
+    /// A prompt started a new turn: the transcript's open text message closes.
+    pub fn next_turn(&self) {
+        self.turn.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many turns have been started here.
+    pub fn turn(&self) -> u64 {
+        self.turn.load(Ordering::SeqCst)
+    }
+}

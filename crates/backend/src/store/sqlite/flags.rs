@@ -1,0 +1,66 @@
+//! [`FlagOverrideStore`] on SQLite: the `runtime_flag_overrides` table.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use super::SqliteDb;
+use crate::model::Timestamp;
+use crate::store::{FlagOverrideStore, StoreError};
+
+#[async_trait]
+impl FlagOverrideStore for SqliteDb {
+    async fn overrides(&self) -> Result<BTreeMap<String, bool>, StoreError> {
+        let rows: Vec<(String, bool)> =
+            sqlx::query_as("SELECT key, value FROM runtime_flag_overrides")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    async fn set_override(&self, key: &str, value: Option<bool>) -> Result<(), StoreError> {
+        match value {
+            Some(value) => {
+                sqlx::query(
+                    "INSERT INTO runtime_flag_overrides (key, value, updated_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                )
+                .bind(key)
+                .bind(value)
+                .bind(Timestamp::now().to_rfc3339())
+                .execute(&self.pool)
+                .await?;
+            }
+            None => {
+                sqlx::query("DELETE FROM runtime_flag_overrides WHERE key = $1")
+                    .bind(key)
+                    .execute(&self.pool)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn set_replace_and_clear() {
+        let db = SqliteDb::memory().await.expect("db");
+        assert!(db.overrides().await.expect("read").is_empty());
+        db.set_override("features.a", Some(true))
+            .await
+            .expect("set");
+        db.set_override("features.a", Some(false))
+            .await
+            .expect("replace");
+        assert_eq!(
+            db.overrides().await.expect("read"),
+            BTreeMap::from([("features.a".to_owned(), false)])
+        );
+        db.set_override("features.a", None).await.expect("clear");
+        assert!(db.overrides().await.expect("read").is_empty());
+    }
+}

@@ -1,0 +1,230 @@
+//! The stores on SQLite: one [`SqliteDb`] (a WAL-mode pool) implements every store
+//! trait, one file per domain. Writes that must be atomic run in
+//! [`SqliteDb::begin`]'s `BEGIN IMMEDIATE` transactions: the write lock is taken at the
+//! start, so two writers queue on the busy timeout instead of one failing on a stale
+//! snapshot. Timestamps are fixed-width RFC 3339 text and JSON is text.
+
+mod clarifications;
+mod flags;
+mod messages;
+mod notifications;
+mod questions;
+mod sessions;
+mod tasks;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
+use sqlx::{Row, Sqlite, SqlitePool, Transaction};
+
+use crate::model::Timestamp;
+use crate::store::{OpenError, StoreError};
+
+/// The migrations for SQLite, embedded from `migrations/sqlite/`.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+/// The SQLite database behind every store.
+#[derive(Debug, Clone)]
+pub struct SqliteDb {
+    pool: SqlitePool,
+}
+
+type Tx = Transaction<'static, Sqlite>;
+
+impl SqliteDb {
+    /// Opens (creating the file and its directory when missing) and migrates `url`.
+    pub async fn open(url: &str) -> Result<Self, OpenError> {
+        let memory = url.contains(":memory:") || url.contains("mode=memory");
+        let mut options = SqliteConnectOptions::from_str(url)
+            .map_err(|err| OpenError::Url {
+                url: url.to_owned(),
+                message: format!("not a valid sqlite URL: {err}"),
+            })?
+            .create_if_missing(true)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        if !memory {
+            options = options.journal_mode(SqliteJournalMode::Wal);
+            if let Some(dir) = options.get_filename().parent()
+                && !dir.as_os_str().is_empty()
+            {
+                std::fs::create_dir_all(dir).map_err(|source| OpenError::Dir {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+            }
+        }
+        // Every connection to `:memory:` is its own database, so a memory pool keeps one.
+        let pool_options = if memory {
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+        } else {
+            SqlitePoolOptions::new().max_connections(8)
+        };
+        let pool = pool_options
+            .connect_with(options)
+            .await
+            .map_err(|err| OpenError::Connect {
+                url: url.to_owned(),
+                message: err.to_string(),
+            })?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|err| OpenError::Migrate(err.to_string()))?;
+        Ok(Self { pool })
+    }
+
+    /// An in-memory, migrated database (tests).
+    pub async fn memory() -> Result<Self, OpenError> {
+        Self::open("sqlite::memory:").await
+    }
+
+    /// The pool, for the engine's own tests.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// A write transaction holding SQLite's write lock from its first statement.
+    async fn begin(&self) -> Result<Tx, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+                StoreError::Unavailable(err.to_string())
+            }
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+                StoreError::Corrupt(err.to_string())
+            }
+            other => StoreError::Query(other.to_string()),
+        }
+    }
+}
+
+/// A timestamp column.
+fn time(row: &SqliteRow, column: &str) -> Result<Timestamp, StoreError> {
+    let text: String = row.try_get(column)?;
+    text.parse()
+        .map_err(|err: crate::model::time::BadTimestamp| StoreError::Corrupt(err.to_string()))
+}
+
+/// A nullable timestamp column.
+fn time_opt(row: &SqliteRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
+    let text: Option<String> = row.try_get(column)?;
+    text.map(|t| {
+        t.parse()
+            .map_err(|err: crate::model::time::BadTimestamp| StoreError::Corrupt(err.to_string()))
+    })
+    .transpose()
+}
+
+/// A JSON text column.
+fn json<T: DeserializeOwned>(row: &SqliteRow, column: &str) -> Result<T, StoreError> {
+    let text: String = row.try_get(column)?;
+    serde_json::from_str(&text).map_err(|err| StoreError::Corrupt(format!("{column}: {err}")))
+}
+
+/// A nullable JSON text column.
+fn json_opt<T: DeserializeOwned>(row: &SqliteRow, column: &str) -> Result<Option<T>, StoreError> {
+    let text: Option<String> = row.try_get(column)?;
+    text.map(|t| {
+        serde_json::from_str(&t).map_err(|err| StoreError::Corrupt(format!("{column}: {err}")))
+    })
+    .transpose()
+}
+
+/// A column holding one of a closed set of names.
+fn name<T>(
+    row: &SqliteRow,
+    column: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<T, StoreError> {
+    let text: String = row.try_get(column)?;
+    parse(&text).ok_or_else(|| StoreError::Corrupt(format!("{column}: unknown value `{text}`")))
+}
+
+/// A nullable column holding one of a closed set of names.
+fn name_opt<T>(
+    row: &SqliteRow,
+    column: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>, StoreError> {
+    let text: Option<String> = row.try_get(column)?;
+    text.map(|t| {
+        parse(&t).ok_or_else(|| StoreError::Corrupt(format!("{column}: unknown value `{t}`")))
+    })
+    .transpose()
+}
+
+/// Databases for the stores' tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::SqliteDb;
+    use crate::model::Task;
+    use crate::store::{SessionStore, TaskStore};
+
+    /// A migrated database in a temporary file (kept alive by the returned directory).
+    pub(crate) async fn file_db() -> (SqliteDb, tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("kandev.db").display());
+        let db = SqliteDb::open(&url).await.expect("opens");
+        (db, dir, url)
+    }
+
+    /// An in-memory database with a task and a session to hang records on.
+    pub(crate) async fn seeded() -> (SqliteDb, String, String) {
+        let db = SqliteDb::memory().await.expect("db");
+        let task = Task::new("T", "");
+        db.create_task(&task).await.expect("task");
+        let session = db.insert_session(&task.id, "mock").await.expect("session");
+        (db, task.id, session.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn creates_the_file_and_its_directory_in_wal_mode_and_migrates_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("nested/data/kandev.db");
+        let url = format!("sqlite://{}", path.display());
+        let db = SqliteDb::open(&url).await.expect("opens");
+        assert!(path.is_file());
+        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+            .fetch_one(db.pool())
+            .await
+            .expect("pragma");
+        assert_eq!(mode, "wal");
+        db.pool().close().await;
+        let db = SqliteDb::open(&url).await.expect("reopens");
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations")
+            .fetch_one(db.pool())
+            .await
+            .expect("count");
+        assert_eq!(n, MIGRATOR.iter().count() as i64);
+    }
+
+    #[tokio::test]
+    async fn a_directory_that_cannot_be_made_is_a_clear_error() {
+        let file = tempfile::NamedTempFile::new().expect("file");
+        let url = format!("sqlite://{}/data/kandev.db", file.path().display());
+        let err = SqliteDb::open(&url)
+            .await
+            .expect_err("a file is in the way");
+        assert!(matches!(err, OpenError::Dir { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .contains("cannot create the database directory")
+        );
+    }
+}

@@ -1,0 +1,381 @@
+//! [`SessionStore`] on SQLite. State changes are conditional updates on the stored
+//! state ([`SessionState::predecessors`]), so the state machine holds whoever writes.
+
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::{SqliteDb, json_opt, name, time};
+use crate::model::{NewMessage, SessionRecord, SessionState, Timestamp};
+use crate::store::{SessionStore, StartFacts, StoreError, TurnStart};
+
+const SELECT: &str = "SELECT s.id, s.task_id, s.agent, s.state, s.acp_session_id, s.client_capabilities, \
+     s.flags, s.agent_info, s.error, s.created_at, s.updated_at, s.last_event_seq, \
+     (SELECT COUNT(*) FROM clarifications c WHERE c.session_id = s.id AND c.status = 'pending') AS pending \
+     FROM sessions s";
+
+fn record(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
+    let last: Option<i64> = row.try_get("last_event_seq")?;
+    let pending: i64 = row.try_get("pending")?;
+    Ok(SessionRecord {
+        id: row.try_get("id")?,
+        task_id: row.try_get("task_id")?,
+        agent: row.try_get("agent")?,
+        state: name(row, "state", |s| s.parse().ok())?,
+        acp_session_id: row.try_get("acp_session_id")?,
+        client_capabilities: json_opt(row, "client_capabilities")?,
+        flags: json_opt(row, "flags")?,
+        agent_info: json_opt(row, "agent_info")?,
+        error: row.try_get("error")?,
+        created_at: time(row, "created_at")?,
+        updated_at: time(row, "updated_at")?,
+        last_event_seq: last.and_then(|seq| u64::try_from(seq).ok()),
+        pending: usize::try_from(pending).unwrap_or(0),
+    })
+}
+
+/// `state IN (…)` over the states `next` may replace (closed names, safe to inline).
+fn from_states(next: SessionState) -> String {
+    let names: Vec<String> = SessionState::predecessors(next)
+        .into_iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    if names.is_empty() {
+        "FALSE".to_owned()
+    } else {
+        format!("state IN ({})", names.join(", "))
+    }
+}
+
+impl SqliteDb {
+    async fn stored_state(&self, id: &str) -> Result<Option<SessionState>, StoreError> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT state FROM sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|(s,)| {
+            s.parse()
+                .map_err(|err: crate::model::session::UnknownState| {
+                    StoreError::Corrupt(err.to_string())
+                })
+        })
+        .transpose()
+    }
+}
+
+#[async_trait]
+impl SessionStore for SqliteDb {
+    async fn insert_session(
+        &self,
+        task_id: &str,
+        agent: &str,
+    ) -> Result<SessionRecord, StoreError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let at = Timestamp::now();
+        sqlx::query(
+            "INSERT INTO sessions (id, task_id, agent, state, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)",
+        )
+        .bind(&id)
+        .bind(task_id)
+        .bind(agent)
+        .bind(SessionState::Created.as_str())
+        .bind(at.to_rfc3339())
+        .execute(&self.pool)
+        .await?;
+        Ok(SessionRecord {
+            id,
+            task_id: task_id.to_owned(),
+            agent: agent.to_owned(),
+            state: SessionState::Created,
+            acp_session_id: None,
+            client_capabilities: None,
+            flags: None,
+            agent_info: None,
+            error: None,
+            created_at: at,
+            updated_at: at,
+            last_event_seq: None,
+            pending: 0,
+        })
+    }
+
+    async fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        sqlx::query(&format!("{SELECT} WHERE s.id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(record)
+            .transpose()
+    }
+
+    async fn sessions_of_tasks(
+        &self,
+        task_ids: &[String],
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        let ids =
+            serde_json::to_string(task_ids).map_err(|err| StoreError::Query(err.to_string()))?;
+        sqlx::query(&format!(
+            "{SELECT} WHERE s.task_id IN (SELECT value FROM json_each($1)) ORDER BY s.created_at, s.id"
+        ))
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(record)
+        .collect()
+    }
+
+    async fn live_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        sqlx::query(&format!(
+            "{SELECT} WHERE s.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY s.created_at, s.id"
+        ))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(record)
+        .collect()
+    }
+
+    async fn transition(
+        &self,
+        id: &str,
+        next: SessionState,
+        error: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(&format!(
+            "UPDATE sessions SET state = $2, error = COALESCE($3, error), updated_at = $4 \
+             WHERE id = $1 AND {}",
+            from_states(next)
+        ))
+        .bind(id)
+        .bind(next.as_str())
+        .bind(error)
+        .bind(Timestamp::now().to_rfc3339())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn record_start(&self, id: &str, facts: &StartFacts) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE sessions SET acp_session_id = $2, client_capabilities = $3, flags = $4, \
+             agent_info = $5, updated_at = $6 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(&facts.acp_session_id)
+        .bind(facts.client_capabilities.to_string())
+        .bind(facts.flags.to_string())
+        .bind(facts.agent_info.as_ref().map(ToString::to_string))
+        .bind(Timestamp::now().to_rfc3339())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn set_last_event_seq(&self, id: &str, seq: u64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE sessions SET last_event_seq = $2 WHERE id = $1")
+            .bind(id)
+            .bind(i64::try_from(seq).unwrap_or(i64::MAX))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn begin_turn(&self, id: &str, prompt: &NewMessage) -> Result<TurnStart, StoreError> {
+        let mut tx = self.begin().await?;
+        let claimed = sqlx::query(
+            "UPDATE sessions SET state = 'RUNNING', updated_at = $2 WHERE id = $1 AND state = 'IDLE'",
+        )
+        .bind(id)
+        .bind(Timestamp::now().to_rfc3339())
+        .execute(&mut *tx)
+        .await?;
+        if claimed.rows_affected() == 0 {
+            tx.rollback().await?;
+            return Ok(match self.stored_state(id).await? {
+                Some(state) => TurnStart::Refused(state),
+                None => TurnStart::Missing,
+            });
+        }
+        let message = super::messages::insert(&mut tx, prompt).await?;
+        tx.commit().await?;
+        Ok(TurnStart::Started(Box::new(message)))
+    }
+
+    async fn abandon_turn(&self, id: &str, prompt_message_id: &str) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query("DELETE FROM messages WHERE id = $1 AND session_id = $2")
+            .bind(prompt_message_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE sessions SET state = 'IDLE', updated_at = $2 WHERE id = $1 AND state = 'RUNNING'",
+        )
+        .bind(id)
+        .bind(Timestamp::now().to_rfc3339())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn end_turn(&self, id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE sessions SET state = 'IDLE', updated_at = $2 WHERE id = $1 AND state IN ('RUNNING', 'WAITING_FOR_INPUT')",
+        )
+        .bind(id)
+        .bind(Timestamp::now().to_rfc3339())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{MessageKind, Session, Task, author};
+    use crate::store::TaskStore;
+    use serde_json::json;
+
+    async fn one_session() -> (SqliteDb, Task, SessionRecord) {
+        let db = SqliteDb::memory().await.expect("db");
+        let task = Task::new("T", "");
+        db.create_task(&task).await.expect("task");
+        let s = db.insert_session(&task.id, "mock").await.expect("session");
+        (db, task, s)
+    }
+
+    #[tokio::test]
+    async fn lifecycle_of_a_record_and_the_machine_enforced_in_the_update() {
+        let (db, task, row) = one_session().await;
+        assert_eq!(row.state, SessionState::Created);
+        assert_eq!(db.session(&row.id).await.expect("get"), Some(row.clone()));
+        assert!(
+            !db.transition(&row.id, SessionState::Running, None)
+                .await
+                .expect("t")
+        );
+        assert!(
+            db.transition(&row.id, SessionState::Starting, None)
+                .await
+                .expect("t")
+        );
+        assert_eq!(db.live_sessions().await.expect("live").len(), 1);
+        let facts = StartFacts {
+            acp_session_id: "acp-1".into(),
+            client_capabilities: json!({"elicitation": {"form": {}}}),
+            flags: json!({"features.acpElicitation": true}),
+            agent_info: Some(json!({"name": "mock-agent", "version": "0.1.0"})),
+        };
+        db.record_start(&row.id, &facts).await.expect("started");
+        assert!(
+            db.transition(&row.id, SessionState::Failed, Some("agent exited"))
+                .await
+                .expect("t")
+        );
+        assert!(
+            !db.transition(&row.id, SessionState::Idle, None)
+                .await
+                .expect("t"),
+            "terminal states go nowhere"
+        );
+        let view = Session::from(db.session(&row.id).await.expect("get").expect("row"));
+        assert_eq!(view.state, SessionState::Failed);
+        assert_eq!(view.client_capabilities, facts.client_capabilities);
+        assert_eq!(view.agent_info["name"], "mock-agent");
+        assert_eq!(view.error.as_deref(), Some("agent exited"));
+        assert!(db.live_sessions().await.expect("live").is_empty());
+        let other = Task::new("U", "");
+        db.create_task(&other).await.expect("task");
+        db.insert_session(&other.id, "mock").await.expect("session");
+        let both = db
+            .sessions_of_tasks(&[task.id.clone(), other.id.clone()])
+            .await
+            .expect("list");
+        assert_eq!(both.len(), 2);
+        assert!(db.sessions_of_tasks(&[]).await.expect("none").is_empty());
+    }
+
+    #[tokio::test]
+    async fn one_turn_at_a_time_and_an_abandoned_prompt_leaves_no_trace() {
+        let (db, task, row) = one_session().await;
+        let prompt = NewMessage::new(&row.id, &task.id, MessageKind::Message, author::USER, "go");
+        assert_eq!(
+            db.begin_turn(&row.id, &prompt).await.expect("turn"),
+            TurnStart::Refused(SessionState::Created)
+        );
+        db.transition(&row.id, SessionState::Starting, None)
+            .await
+            .expect("t");
+        db.transition(&row.id, SessionState::Idle, None)
+            .await
+            .expect("t");
+        let TurnStart::Started(message) = db.begin_turn(&row.id, &prompt).await.expect("turn")
+        else {
+            panic!("the turn should start");
+        };
+        assert_eq!(
+            db.begin_turn(&row.id, &prompt).await.expect("turn"),
+            TurnStart::Refused(SessionState::Running)
+        );
+        db.abandon_turn(&row.id, &message.id)
+            .await
+            .expect("abandon");
+        assert_eq!(
+            db.session(&row.id).await.expect("get").expect("row").state,
+            SessionState::Idle
+        );
+        use crate::store::MessageStore;
+        assert!(db.messages(&row.id).await.expect("list").is_empty());
+        assert!(matches!(
+            db.begin_turn(&row.id, &prompt).await.expect("turn"),
+            TurnStart::Started(_)
+        ));
+        assert!(db.end_turn(&row.id).await.expect("end"));
+        assert!(
+            !db.end_turn(&row.id).await.expect("end"),
+            "only a running turn ends"
+        );
+        assert_eq!(
+            db.begin_turn("nope", &prompt).await.expect("turn"),
+            TurnStart::Missing
+        );
+    }
+
+    #[tokio::test]
+    async fn two_processes_racing_for_the_turn_start_one() {
+        let (db, _dir, url) = crate::store::sqlite::tests_support::file_db().await;
+        let task = Task::new("T", "");
+        db.create_task(&task).await.expect("task");
+        let row = db.insert_session(&task.id, "mock").await.expect("session");
+        db.transition(&row.id, SessionState::Starting, None)
+            .await
+            .expect("t");
+        db.transition(&row.id, SessionState::Idle, None)
+            .await
+            .expect("t");
+        let other = SqliteDb::open(&url).await.expect("second handle");
+        let prompt = NewMessage::new(&row.id, &task.id, MessageKind::Message, author::USER, "go");
+        let (a, b) = tokio::join!(
+            db.begin_turn(&row.id, &prompt),
+            other.begin_turn(&row.id, &prompt)
+        );
+        let started = [a.expect("a"), b.expect("b")]
+            .iter()
+            .filter(|t| matches!(t, TurnStart::Started(_)))
+            .count();
+        assert_eq!(started, 1);
+    }
+
+    #[tokio::test]
+    async fn the_last_applied_event_is_stored_without_touching_updated_at() {
+        let (db, _task, row) = one_session().await;
+        db.set_last_event_seq(&row.id, 41).await.expect("seq");
+        let after = db.session(&row.id).await.expect("get").expect("row");
+        assert_eq!(after.last_event_seq, Some(41));
+        assert_eq!(after.updated_at, row.updated_at);
+    }
+}
