@@ -697,3 +697,47 @@ async fn wait_for_create(log: &MockLog) {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_operator_cancel_answers_the_agent_cancel_once() {
+    let mut h = Harness::start("two-identical", true).await;
+    h.prompt("go").await;
+    let first = pending_id(&h.stream.event("elicitation_requested").await);
+    let second = pending_id(&h.stream.event("elicitation_requested").await);
+    assert_eq!(
+        h.stream
+            .ok("agent.elicitations.cancel", json!({"pending_id": first}))
+            .await,
+        json!({"success": true})
+    );
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        (settled["pending_id"].as_str(), settled["outcome"].as_str()),
+        (Some(first.as_str()), Some("operator_cancelled"))
+    );
+    assert_eq!(settled["response"], json!({"action": "cancel"}));
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "cancel"})
+    );
+    // Exactly once: a second cancel, or an answer after it, finds nothing.
+    let again = h
+        .stream
+        .err("agent.elicitations.cancel", json!({"pending_id": first}))
+        .await;
+    assert_eq!(again["code"], "NOT_FOUND");
+    let late = h
+        .stream
+        .err(
+            "agent.elicitations.respond",
+            json!({"pending_id": first, "answers": [], "rejected": true}),
+        )
+        .await;
+    assert_eq!(late["code"], "NOT_FOUND");
+    let listed = h.stream.ok("agent.elicitations.list", json!({})).await;
+    assert_eq!(
+        listed["pending"][0]["pending_id"],
+        second.as_str(),
+        "the other stays open"
+    );
+}

@@ -479,3 +479,39 @@ async fn an_agent_without_http_mcp_gets_the_stdio_bridge_and_the_same_answer() {
     assert_eq!(result["status"], "answered");
     assert_eq!(result["answers"][0]["custom_text"], "CockroachDB");
 }
+
+#[tokio::test]
+async fn an_operator_cancel_returns_the_call_as_cancelled_once() {
+    let mut h = Harness::start("plain", false).await;
+    let server = mcp_server(&h).await;
+    let mcp = client(server["url"].as_str().expect("url"), &token_of(&server)).await;
+    let peer = mcp.peer().clone();
+    let pending = tokio::spawn(async move { peer.call_tool(call(one_question())).await });
+    let requested = h.stream.event("ask_user_question_requested").await;
+    let request_id = requested["request_id"]
+        .as_str()
+        .expect("request_id")
+        .to_owned();
+    assert_eq!(
+        h.stream
+            .ok("agent.questions.cancel", json!({"request_id": request_id}))
+            .await,
+        json!({"success": true})
+    );
+    let result = tokio::time::timeout(DEADLINE, pending)
+        .await
+        .expect("returned in time")
+        .expect("task")
+        .expect("tools/call");
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(text_of(&result)["status"], "operator_cancelled");
+    assert_eq!(
+        h.stream.event("ask_user_question_settled").await,
+        json!({"event": "ask_user_question_settled", "request_id": request_id, "outcome": "operator_cancelled"})
+    );
+    let again = h
+        .stream
+        .err("agent.questions.cancel", json!({"request_id": request_id}))
+        .await;
+    assert_eq!(again["code"], "NOT_FOUND");
+}

@@ -279,6 +279,47 @@ async fn ac14_skipping_declines() {
 }
 
 #[tokio::test]
+async fn an_operator_cancel_reaches_the_agent_as_cancel_and_a_second_is_agentctls_404() {
+    let kandev = Kandev::start().await;
+    let (_, session, pending) = demo_waiting(&kandev).await;
+    let pending_id = pending["pending_id"].as_str().expect("id");
+    let path = format!("/api/v1/clarifications/{pending_id}/cancel");
+    let (status, v) = kandev.http("POST", &path, None).await;
+    assert_eq!((status, v), (200, json!({"status": "cancelled"})));
+    let results = kandev.mock_log().wait_elicitation_results(1).await;
+    assert_eq!(results, [json!({"action": "cancel"})]);
+    let rec = kandev.wait_status(pending_id, "cancelled").await;
+    assert_eq!(
+        (rec["outcome"].as_str(), rec["answered_by"].as_str()),
+        (Some("cancelled"), Some("local"))
+    );
+    let s = kandev.session(&session).await;
+    assert_eq!(s["pending_action"], Value::Null);
+    // Forward first: agentctl adjudicates the second cancel, and an answer after it.
+    let (status, v) = kandev.http("POST", &path, None).await;
+    assert_eq!(
+        (status, v["error"]["origin"].as_str()),
+        (404, Some("agentctl")),
+        "{v}"
+    );
+    let (status, v) = kandev.respond(pending_id, red()).await;
+    assert_eq!(
+        (status, v["error"]["origin"].as_str()),
+        (404, Some("agentctl")),
+        "{v}"
+    );
+    assert_eq!(
+        kandev.mock_log().elicitation_results().len(),
+        1,
+        "one response, ever"
+    );
+    assert_eq!(
+        kandev.clarification(pending_id).await["outcome"],
+        "cancelled"
+    );
+}
+
+#[tokio::test]
 async fn invalid_answer_is_400_and_the_pending_stays_open() {
     let kandev = Kandev::start().await;
     let (_, session, pending) = demo_waiting(&kandev).await;

@@ -15,3 +15,6 @@ pub mod elicitation;
 pub mod service;
 
 pub use service::{CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef};
+
+#[cfg(test)]
+mod tests;
