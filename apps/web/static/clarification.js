@@ -471,7 +471,8 @@ export function createClarificationArea({ respond = defaultApi.respond, onSettle
   function render() {
     const open = pending.filter((r) => (r.status ?? "pending") === "pending").sort(byCreated);
     const next = open[0];
-    if (current && (!next || open.every((r) => r.pending_id !== current.pendingId))) {
+    // A surface whose answer is in flight stays until its response explains the outcome.
+    if (current && !current.isBusy() && (!next || open.every((r) => r.pending_id !== current.pendingId))) {
       current.element.remove();
       current = null;
     }
@@ -488,6 +489,8 @@ export function createClarificationArea({ respond = defaultApi.respond, onSettle
             reported.add(record.pending_id);
             api.settle(record.pending_id, null);
             onSettled(record.pending_id);
+          } else {
+            render(); // it may have been settled elsewhere meanwhile
           }
         },
       });

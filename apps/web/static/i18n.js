@@ -41,6 +41,7 @@ const en = {
   "board.waiting": "Waiting for your answer",
   "board.flagOff": "Agents cannot ask you structured questions yet, so they ask in plain text.",
   "board.flagOffLink": "Turn on ACP form elicitation in Settings",
+  "board.announce.waiting": "{title} is waiting for your answer.",
 
   "state.WAITING_FOR_INPUT": "Waiting for input",
   "state.RUNNING": "Running",
@@ -69,6 +70,8 @@ const en = {
   "session.capabilities": "Client capabilities",
   "session.elicitationOn": "Structured questions: on",
   "session.elicitationOff": "Structured questions: off",
+  "session.announce.question": "The agent asks you a question.",
+  "session.announce.message": "New message from the agent.",
 
   "author.user": "You",
   "author.agent": "Agent",

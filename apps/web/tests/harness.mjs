@@ -21,6 +21,8 @@ export const repoRoot = path.resolve(here, "../../..");
 export const staticDir = path.resolve(here, "../static");
 export const pagesDir = path.join(here, "pages");
 export const fixturesDir = path.join(here, "fixtures");
+/** Mock-agent scenarios of the browser tests (`--scenario-dir`), beside the embedded ones. */
+export const scenarioDir = path.join(fixturesDir, "scenarios");
 const binDir = path.join(repoRoot, "target", "debug");
 export const bins = {
   kandev: path.join(binDir, "kandev"),
@@ -70,7 +72,8 @@ function tomlString(s) {
 
 /**
  * Start kandev. Options: `env` (extra environment, e.g. KANDEV_FEATURES_ACP_ELICITATION),
- * `executor` ({kind: "remote", url, token} or undefined for local), `agentEnv`.
+ * `executor` ({kind: "remote", url, token} or undefined for local), `agentEnv`; the mock
+ * agent also plays the scenarios of tests/fixtures/scenarios (`/e2e:NAME`).
  * Returns `{url, apiUrl, dir, agentLog, api, logs(), stop()}`.
  */
 export async function startKandev({ env = {}, executor, agentEnv = {} } = {}) {
@@ -86,7 +89,7 @@ export async function startKandev({ env = {}, executor, agentEnv = {} } = {}) {
     `database_url = ${tomlString(`sqlite://${path.join(dir, "kandev.db")}`)}`,
     ``,
     `[agents.mock]`,
-    `command = [${tomlString(bins.mockAgent)}]`,
+    `command = [${[bins.mockAgent, "--scenario-dir", scenarioDir].map(tomlString).join(", ")}]`,
     `env = { ${Object.entries({ MOCK_AGENT_LOG: agentLog, ...agentEnv }).map(([k, v]) => `${k} = ${tomlString(v)}`).join(", ")} }`,
   ];
   if (executor?.kind === "remote") {

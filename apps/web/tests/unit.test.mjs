@@ -17,6 +17,7 @@ import {
   validate,
 } from "../static/clarification.js";
 import { has, t } from "../static/i18n.js";
+import { compareMessages, supersedes } from "../static/live.js";
 import { coalesce } from "../static/refresh.js";
 import { parseRoute } from "../static/route.js";
 import { latestSession, stateVariant } from "../static/state.js";
@@ -211,6 +212,38 @@ describe("plumbing", () => {
     release();
     await first;
     assert.equal(runs, 2);
+  });
+});
+
+describe("updates in place: the newer copy wins, whichever arrives last", () => {
+  test("messages by updated_at; an equal version takes the incoming copy", () => {
+    const older = { id: "m", updated_at: "2026-01-01T00:00:00.000001Z", content: "Hel" };
+    const newer = { id: "m", updated_at: "2026-01-01T00:00:00.000002Z", content: "Hello" };
+    assert.equal(supersedes("message", newer, older), true);
+    assert.equal(supersedes("message", older, newer), false, "a stale event after a fresher fetch is ignored");
+    assert.equal(supersedes("message", { ...older }, older), true);
+    assert.equal(supersedes("message", older, null), true);
+  });
+
+  test("a settled record never goes back to pending; a later answer or outcome still applies", () => {
+    const pending = { pending_id: "p", status: "pending" };
+    const settled = { pending_id: "p", status: "answered", settled_at: "2026-01-01T00:00:01Z", answer: null };
+    assert.equal(supersedes("record", settled, pending), true);
+    assert.equal(supersedes("record", pending, settled), false);
+    assert.equal(supersedes("record", { ...settled, answer: { answers: [] } }, settled), true);
+    assert.equal(supersedes("record", settled, { ...settled, answer: { answers: [] } }), false);
+  });
+
+  test("a task's version is the newest of the task and its sessions", () => {
+    const task = { id: "t", updated_at: "2026-01-01", sessions: [{ updated_at: "2026-01-03" }] };
+    assert.equal(supersedes("task", { ...task, sessions: [{ updated_at: "2026-01-02" }] }, task), false);
+    assert.equal(supersedes("task", { ...task, sessions: [{ updated_at: "2026-01-04" }] }, task), true);
+  });
+
+  test("chat order is seq when both have it, else creation time", () => {
+    assert.ok(compareMessages({ seq: 2, created_at: "b" }, { seq: 10, created_at: "a" }) < 0);
+    assert.ok(compareMessages({ created_at: "2026-01-02" }, { seq: 1, created_at: "2026-01-01" }) > 0);
+    assert.equal(compareMessages({ created_at: "x" }, { created_at: "x" }), 0);
   });
 });
 
