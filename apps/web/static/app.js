@@ -3,7 +3,7 @@
 
 import { mountBoard } from "./board.js";
 import { h, replace } from "./dom.js";
-import { t } from "./i18n.js";
+import { locale, t } from "./i18n.js";
 import { mountNotifications } from "./notifications.js";
 import { parseRoute } from "./route.js";
 import { mountSession } from "./session.js";
@@ -44,15 +44,15 @@ function header() {
   const tools = h("div", { class: "tools" }, dot);
   replace(nav,
     h("a", { class: "brand", href: "#/" }, h("span", { class: "logo", "aria-hidden": "true" }, "K"), t("app.title")),
-    h("div", { class: "links", role: "list" },
-      h("a", { href: "#/", "data-route": "board", role: "listitem" }, t("nav.board")),
-      h("a", { href: "#/settings", "data-route": "settings", role: "listitem", "data-testid": "nav-settings" }, t("nav.settings"))),
+    h("ul", { class: "links" },
+      h("li", {}, h("a", { href: "#/", "data-route": "board" }, t("nav.board"))),
+      h("li", {}, h("a", { href: "#/settings", "data-route": "settings", "data-testid": "nav-settings" }, t("nav.settings")))),
     tools);
   nav.setAttribute("aria-label", t("nav.main"));
   mountNotifications(tools, toasts);
 }
 
-document.documentElement.lang = "en";
+document.documentElement.lang = locale();
 const skip = document.getElementById("skip-link");
 skip.textContent = t("app.skipToContent");
 // The hash is the router's, so the skip link moves focus itself instead of navigating.

@@ -2,7 +2,7 @@
 // per task a form to start a session with one of the configured agents.
 
 import { api } from "./api.js";
-import { announce, h, replace, uid, formatTime } from "./dom.js";
+import { announce, h, replace, timeEl, uid } from "./dom.js";
 import { t } from "./i18n.js";
 import { latestSession, stateBadge, stateLabel, stateVariant } from "./state.js";
 import { supersedes } from "./live.js";
@@ -91,7 +91,7 @@ function taskRow(task, agents, navigate) {
     desc.textContent = next.description ?? "";
     desc.hidden = !next.description;
     replace(meta, session
-      ? [t("board.latestSession", { agent: session.agent ?? "?" }), " · ", t("board.sessionCount", { count: (next.sessions ?? []).length }), session.created_at ? ` · ${formatTime(session.created_at)}` : ""]
+      ? [t("board.latestSession", { agent: session.agent ?? "?" }), " · ", t("board.sessionCount", { count: (next.sessions ?? []).length }), session.created_at ? [" · ", timeEl(session.created_at)] : null]
       : t("board.noSession"));
     open.hidden = !session;
     if (session) {

@@ -2,7 +2,7 @@
 // `message.created` / `message.updated` payload (the data is the whole message, content
 // already aggregated), never a refetch and rebuild of the list.
 
-import { h, formatTime, swap } from "./dom.js";
+import { h, swap, timeEl } from "./dom.js";
 import { t, has } from "./i18n.js";
 import { KeyedList, compareMessages } from "./live.js";
 
@@ -43,10 +43,10 @@ function clarificationCard(msg, record) {
     h("div", { class: "msg-head" },
       h("span", { class: "author" }, t("card.heading")),
       h("span", { class: `pill pill-${status}` }, statusLabel(status)),
-      h("time", { datetime: msg.created_at }, formatTime(msg.created_at))),
+      timeEl(msg.created_at)),
     h("p", { class: "msg-body" }, text(msg.content) || record?.message || ""),
     questions.length > 1 || (questions.length === 1 && questions[0].prompt !== text(msg.content))
-      ? h("ul", { class: "card-questions" }, questions.map((q) => h("li", {}, q.title ? `${q.title}: ${q.prompt}` : q.prompt)))
+      ? h("ul", { class: "card-questions" }, questions.map((q) => h("li", {}, q.title ? t("card.question", { title: q.title, prompt: q.prompt }) : q.prompt)))
       : null,
     summary ? h("p", { class: "card-answer" }, t("card.answer", { answer: summary })) : null);
 }
@@ -57,8 +57,8 @@ function toolCallItem(msg) {
   return h("li", { class: "msg tool", "data-testid": "message-tool-call", "data-tool-call-id": meta.tool_call_id ?? "", "data-message-id": msg.id },
     h("div", { class: "msg-head" },
       h("span", { class: "author" }, t("message.toolCall")),
-      status ? h("span", { class: `pill pill-tool-${status}` }, status) : null,
-      h("time", { datetime: msg.created_at }, formatTime(msg.created_at))),
+      status ? h("span", { class: `pill pill-tool-${status}` }, has(`tool.status.${status}`) ? t(`tool.status.${status}`) : status) : null,
+      timeEl(msg.created_at)),
     h("p", { class: "msg-body mono" }, text(msg.content) || meta.title || ""));
 }
 
@@ -68,7 +68,7 @@ function plainItem(msg) {
   return h("li", { class: `msg from-${author}${thought ? " thought" : ""}`, "data-testid": thought ? "message-thought" : `message-${author}`, "data-message-id": msg.id },
     h("div", { class: "msg-head" },
       h("span", { class: "author" }, thought ? t("author.thought") : t(`author.${author}`)),
-      h("time", { datetime: msg.created_at }, formatTime(msg.created_at))),
+      timeEl(msg.created_at)),
     h("p", { class: "msg-body" }, text(msg.content)));
 }
 

@@ -1,6 +1,8 @@
 // A tiny element builder: h("p", {class: "x", "data-testid": "y"}, "text", child).
 // Text is always set as text (never parsed as HTML), so agent content cannot inject markup.
 
+import { locale } from "./i18n.js";
+
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs ?? {})) {
@@ -40,12 +42,17 @@ export function uid(prefix = "k") {
   return `${prefix}-${idCounter}`;
 }
 
-/** A short local date-time for timestamps. */
+/** A `<time>` element showing `iso` as a short local date-time. */
+export function timeEl(iso, attrs = {}) {
+  return h("time", { datetime: iso, ...attrs }, formatTime(iso));
+}
+
+/** A short local date-time for timestamps, in the UI locale. */
 export function formatTime(iso) {
   if (!iso) return "";
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return String(iso);
-  return d.toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" });
+  return d.toLocaleString(locale(), { dateStyle: "short", timeStyle: "short" });
 }
 
 /**

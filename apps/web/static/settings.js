@@ -12,6 +12,12 @@ function sourceLabel(source) {
   return has(key) ? t(key) : source;
 }
 
+/** A catalogue word for a known value (`settings.stabilityValue.beta`), else the value itself. */
+function word(prefix, value) {
+  const key = `${prefix}.${value}`;
+  return has(key) ? t(key) : value ?? "?";
+}
+
 function slug(key) {
   return key.replace(/[^A-Za-z0-9_-]/g, "-");
 }
@@ -62,11 +68,12 @@ function flagRow(flag, onChange) {
   });
   return h("li", { class: `flag${disabled ? " locked" : ""}`, "data-testid": `flag-${flag.key}`, "data-source": flag.source },
     h("div", { class: "flag-main" },
-      h("label", { for: id, class: "flag-label" }, flag.label ?? flag.key),
-      h("p", { class: "flag-desc", id: descId }, flag.description ?? ""),
+      // The registry's English text is the fallback for a flag the catalogue does not know yet.
+      h("label", { for: id, class: "flag-label" }, has(`flag.${flag.key}.label`) ? t(`flag.${flag.key}.label`) : flag.label ?? flag.key),
+      h("p", { class: "flag-desc", id: descId }, has(`flag.${flag.key}.description`) ? t(`flag.${flag.key}.description`) : flag.description ?? ""),
       h("p", { class: "flag-meta" },
-        h("span", { class: `pill pill-stability-${flag.stability}` }, t("settings.stability", { stability: flag.stability ?? "?" })),
-        h("span", { class: `pill pill-risk-${flag.risk_level}` }, t("settings.risk", { risk: flag.risk_level ?? "?" })),
+        h("span", { class: `pill pill-stability-${flag.stability}` }, t("settings.stability", { stability: word("settings.stabilityValue", flag.stability) })),
+        h("span", { class: `pill pill-risk-${flag.risk_level}` }, t("settings.risk", { risk: word("settings.riskValue", flag.risk_level) })),
         h("span", { class: "pill", "data-testid": `flag-source-${flag.key}` }, t("settings.source", { source: sourceLabel(flag.source) })),
         h("code", { class: "env" }, flag.env_var ?? flag.key)),
       reason ? h("p", { class: "flag-lock", id: lockId, "data-testid": `flag-lock-${flag.key}` }, reason) : null,

@@ -13,6 +13,7 @@ import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
@@ -433,6 +434,18 @@ export async function newPage(browser, { width = 1280, height = 860 } = {}) {
     }
   });
   return page;
+}
+
+const axePath = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+
+/**
+ * Run axe-core (every rule axe runs by default, best practices included) on the page as
+ * it is now; returns its violations as readable lines (empty when clean).
+ */
+export async function axeViolations(page) {
+  if (!(await page.evaluate(() => typeof window.axe === "object"))) await page.addScriptTag({ path: axePath });
+  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+  return result.violations.flatMap((v) => v.nodes.map((n) => `${v.id} (${v.impact}): ${n.target.join(" ")} — ${n.failureSummary?.split("\n").slice(0, 3).join(" ")}`));
 }
 
 /** Save a full-page screenshot as target/browser-screenshots/<name>.png. */

@@ -15,8 +15,8 @@ import {
   outcomeOf,
   skipPayload,
   validate,
-} from "../static/clarification.js";
-import { has, t } from "../static/i18n.js";
+} from "../static/answer-rules.js";
+import { catalogueOf, has, LOCALES, locale, pickLocale, PSEUDO_LOCALE, setLocale, t } from "../static/i18n.js";
 import { compareMessages, supersedes } from "../static/live.js";
 import { coalesce } from "../static/refresh.js";
 import { parseRoute } from "../static/route.js";
@@ -257,7 +257,59 @@ describe("the message catalogue", () => {
     assert.deepEqual(missing, []);
   });
 
-  test("placeholders are filled", () => {
-    assert.equal(t("clar.err.minLength", { n: 3 }), "Use at least 3 character(s).");
+  test("placeholders are filled; numbers are written the locale's way", () => {
+    assert.equal(t("session.agent", { agent: "mock" }), "Agent: mock");
+    assert.equal(t("clar.hint.range", { min: 0.5, max: 1500 }), "Between 0.5 and 1,500.");
+  });
+
+  test("plural forms come from Intl.PluralRules, not \"(s)\"", () => {
+    assert.equal(t("board.sessionCount", { count: 1 }), "1 session");
+    assert.equal(t("board.sessionCount", { count: 0 }), "0 sessions");
+    assert.equal(t("clar.err.minLength", { count: 3 }), "Use at least 3 characters.");
+    for (const [k, v] of Object.entries(catalogueOf("en"))) {
+      if (typeof v === "string") assert.doesNotMatch(v, /\(s\)/, `${k} uses "(s)"`);
+    }
+  });
+
+  test("the locale is the first of the browser's languages we have, else English", () => {
+    assert.equal(pickLocale(["pt-BR", "en-US"]), "pt");
+    assert.equal(pickLocale(["de-DE", "pt-PT"]), "pt");
+    assert.equal(pickLocale(["de-DE", "fr"]), "en");
+    assert.equal(pickLocale([]), "en");
+    assert.equal(pickLocale(["en-XA"]), PSEUDO_LOCALE);
+  });
+
+  test("Portuguese: every string translated, in its plural forms, with the same placeholders", () => {
+    const en = catalogueOf("en");
+    const pt = catalogueOf("pt");
+    assert.deepEqual(Object.keys(pt).sort(), Object.keys(en).sort(), "same keys");
+    const holes = (v) => [...new Set(JSON.stringify(v).match(/\{\w+\}/g) ?? [])].sort();
+    const sameAsEnglish = ["app.title", "app.titleWaiting", "card.question", "clar.agentNamed", "clar.agentVersion", "clar.keys", "clar.keysMac", "clar.requiredMark", "settings.stabilityValue.experimental", "settings.stabilityValue.beta"];
+    const categories = new Intl.PluralRules("pt").resolvedOptions().pluralCategories;
+    for (const [key, value] of Object.entries(en)) {
+      assert.deepEqual(holes(pt[key]), holes(value), `${key}: placeholders`);
+      assert.equal(typeof pt[key], typeof value, `${key}: plural forms or one string`);
+      if (typeof value === "object") {
+        for (const c of categories) assert.ok(c in pt[key] || "other" in pt[key], `${key}: form ${c}`);
+        assert.ok("one" in pt[key] && "other" in pt[key], `${key}: one and other`);
+      } else if (!sameAsEnglish.includes(key)) {
+        assert.notEqual(pt[key], value, `${key} is not translated`);
+      }
+    }
+    assert.deepEqual(LOCALES, ["en", "pt"]);
+  });
+
+  test("Portuguese plurals and numbers", () => {
+    try {
+      setLocale("pt");
+      assert.equal(locale(), "pt");
+      assert.equal(t("board.sessionCount", { count: 1 }), "1 sessão");
+      assert.equal(t("board.sessionCount", { count: 2 }), "2 sessões");
+      assert.equal(t("clar.hint.range", { min: 0.5, max: 1500 }), "Entre 0,5 e 1.500.");
+      setLocale(PSEUDO_LOCALE);
+      assert.equal(t("board.sessionCount", { count: 2 }), "⟦2 sessions⟧");
+    } finally {
+      setLocale("en");
+    }
   });
 });
