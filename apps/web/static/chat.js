@@ -5,6 +5,7 @@
 import { h, swap, timeEl } from "./dom.js";
 import { t, has } from "./i18n.js";
 import { KeyedList, compareMessages } from "./live.js";
+import { rich } from "./text.js";
 
 function text(value) {
   if (value === null || value === undefined) return "";
@@ -44,7 +45,7 @@ function clarificationCard(msg, record) {
       h("span", { class: "author" }, t("card.heading")),
       h("span", { class: `pill pill-${status}` }, statusLabel(status)),
       timeEl(msg.created_at)),
-    h("p", { class: "msg-body" }, text(msg.content) || record?.message || ""),
+    rich(text(msg.content) || record?.message || "", { class: "msg-body" }),
     questions.length > 1 || (questions.length === 1 && questions[0].prompt !== text(msg.content))
       ? h("ul", { class: "card-questions" }, questions.map((q) => h("li", {}, q.title ? t("card.question", { title: q.title, prompt: q.prompt }) : q.prompt)))
       : null,
@@ -69,7 +70,8 @@ function plainItem(msg) {
     h("div", { class: "msg-head" },
       h("span", { class: "author" }, thought ? t("author.thought") : t(`author.${author}`)),
       timeEl(msg.created_at)),
-    h("p", { class: "msg-body" }, text(msg.content)));
+    // Agent text is markdown-ish (a safe subset, text.js); the operator's and the system's are plain.
+    author === "agent" ? rich(text(msg.content), { class: "msg-body" }) : h("p", { class: "msg-body" }, text(msg.content)));
 }
 
 /** Whether a message is a clarification's card. */

@@ -33,6 +33,10 @@ test("session: typing an answer while the agent streams keeps focus and text; ev
     const notes = page.getByTestId("clarification-custom-notes");
     await notes.waitFor();
     await settled(page);
+    // The question's text keeps its line breaks and its markdown (text.js).
+    const message = page.locator(".clar-message");
+    assert.equal(await message.locator("strong").textContent(), "laptop");
+    assert.deepEqual(await message.locator("li").allTextContents(), ["no server process", "file: URLs are fine"]);
     const refetches = countRequests(page, /\/messages$|^\/api\/v1\/clarifications$|^\/api\/v1\/sessions\/[^/]+$/);
     const streamed = page.getByTestId("message-agent").filter({ hasText: "Still indexing" });
     const streamedLength = async () => (await streamed.allTextContents()).join("").length;

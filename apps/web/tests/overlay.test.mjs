@@ -183,6 +183,71 @@ describe("answer surface, elicitation rules (page-level)", () => {
   });
 });
 
+describe("text that reads well (page-level)", () => {
+  test("line breaks kept; emphasis, code and lists rendered; links shown as text with their URL; markup stays text", async () => {
+    const page = await bench("elicitation-text");
+    const message = page.locator(".clar-message");
+    assert.equal(await message.locator("strong").textContent(), "merge");
+    assert.equal(await message.locator("code").first().textContent(), "feature/login");
+    assert.deepEqual(await message.locator("ul > li").allTextContents(), ["CI is green", "the design doc (https://example.com/doc?id=7) is approved"]);
+    assert.equal(await page.getByTestId("clarification-overlay").locator("a").count(), 0, "no link an agent could make the operator click");
+    assert.match(await message.locator("p").first().innerText(), /two things:\nthe branch is/, "the line break is kept");
+    assert.match(await message.textContent(), /<img src=x onerror="window.__injected=1"> stays text\./);
+    assert.equal(await message.locator("img").count(), 0);
+    assert.equal(await page.evaluate(() => window.__injected), undefined);
+    // A question's prompt too, and an option's description (inline only, inside its label).
+    assert.equal(await page.locator('[data-question-id="branch"] .prompt em').textContent(), "main");
+    assert.equal(await page.locator('[data-question-id="strategy"] .option-desc code').textContent(), "main");
+    await screenshot(page, "overlay-text-reads-well");
+    await page.context().close();
+  });
+
+  test("free text is multi-line; Ctrl+Enter submits; Escape never discards what was typed", async () => {
+    const page = await bench("elicitation-text");
+    const notes = page.getByTestId("clarification-custom-notes");
+    assert.equal(await notes.evaluate((el) => el.tagName), "TEXTAREA");
+    await notes.click();
+    await page.keyboard.type("Fixes the login form.");
+    await page.keyboard.press("Enter");
+    await page.keyboard.type("Adds a test.");
+    await page.keyboard.press("Escape");
+    assert.equal(await notes.inputValue(), "Fixes the login form.\nAdds a test.", "Enter adds a line, Escape keeps the text");
+    assert.equal((await calls(page)).length, 0, "Enter alone did not submit");
+    await page.keyboard.press("Control+Enter");
+    await page.getByTestId("clarification-outcome").waitFor();
+    assert.deepEqual((await calls(page))[0].payload.answers, [
+      { question_id: "branch", selected_options: [], custom_text: "main" },
+      { question_id: "notes", selected_options: [], custom_text: "Fixes the login form.\nAdds a test." },
+      { question_id: "strategy", selected_options: ["squash"], custom_text: "" },
+    ]);
+    await page.context().close();
+  });
+
+  test("defaults are pre-filled and shown as the agent's", async () => {
+    const page = await bench("elicitation-text");
+    const branch = page.getByTestId("clarification-custom-branch");
+    assert.equal(await branch.inputValue(), "main");
+    const described = await branch.evaluate((el) => el.getAttribute("aria-describedby").split(" ").map((id) => document.getElementById(id)?.textContent ?? "").join(" | "));
+    assert.match(described, /Pre-filled with the agent's default: main/, "the field says its value is the default");
+    assert.equal(await page.getByTestId("clarification-option-strategy-squash").isChecked(), true);
+    assert.equal(await page.locator('[data-question-id="strategy"] .option:has([value=squash]) .default-tag').textContent(), "default");
+    assert.equal(await page.locator('[data-question-id="strategy"] .default-tag').count(), 1, "only the default option is tagged");
+    await page.context().close();
+  });
+
+  test("what was typed survives the surface being rendered again while the question is open", async () => {
+    const page = await bench("elicitation-text");
+    await page.getByTestId("clarification-custom-notes").fill("Half a thought");
+    await page.getByTestId("clarification-option-strategy-rebase").check();
+    await page.evaluate(() => window.__area.update([])); // e.g. the operator left the session
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    await page.evaluate(() => fetch("/__fixtures__/elicitation-text.json").then((r) => r.json()).then((rec) => window.__area.update([rec])));
+    assert.equal(await page.getByTestId("clarification-custom-notes").inputValue(), "Half a thought");
+    assert.equal(await page.getByTestId("clarification-option-strategy-rebase").isChecked(), true);
+    await page.context().close();
+  });
+});
+
 describe("answer surface outcomes (page-level)", () => {
   test("400 shows the server's message and keeps the surface", async () => {
     const page = await bench("elicitation-single");

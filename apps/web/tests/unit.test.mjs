@@ -21,6 +21,7 @@ import { compareMessages, supersedes } from "../static/live.js";
 import { coalesce } from "../static/refresh.js";
 import { parseRoute } from "../static/route.js";
 import { latestSession, stateVariant } from "../static/state.js";
+import { parseBlocks, parseInline } from "../static/text.js";
 import { backoffDelay } from "../static/ws.js";
 
 const staticDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "../static");
@@ -244,6 +245,44 @@ describe("updates in place: the newer copy wins, whichever arrives last", () => 
     assert.ok(compareMessages({ seq: 2, created_at: "b" }, { seq: 10, created_at: "a" }) < 0);
     assert.ok(compareMessages({ created_at: "2026-01-02" }, { seq: 1, created_at: "2026-01-01" }) > 0);
     assert.equal(compareMessages({ created_at: "x" }, { created_at: "x" }), 0);
+  });
+});
+
+describe("agent text: the safe markdown subset", () => {
+  test("blocks: paragraphs keep single line breaks; lists, fences and headings", () => {
+    assert.deepEqual(parseBlocks("a\nb\n\n- x\n- y\n  more\n3. three\n4. four\n```js\n<b>*raw*</b>\n```\n# Title"), [
+      { type: "p", text: "a\nb" },
+      { type: "ul", items: ["x", "y\nmore"] },
+      { type: "ol", start: 3, items: ["three", "four"] },
+      { type: "code", text: "<b>*raw*</b>" },
+      { type: "h", text: "Title" },
+    ]);
+    assert.deepEqual(parseBlocks("a\r\nb"), [{ type: "p", text: "a\nb" }]);
+    assert.deepEqual(parseBlocks("```\nunclosed"), [{ type: "code", text: "unclosed" }]);
+    assert.deepEqual(parseBlocks(""), []);
+  });
+
+  test("inline: code wins, then links, strong, emphasis; snake_case and lone stars stay text", () => {
+    const flat = (spans) => spans.map((s) => (s.type === "text" ? s.text : s.type === "code" ? `<code>${s.text}</code>` : s.type === "link" ? `<link ${s.url}>${flat(s.children)}</link>` : `<${s.type}>${flat(s.children)}</${s.type}>`)).join("");
+    assert.equal(flat(parseInline("**bold _and em_** and `a*b*c`")), "<strong>bold <em>and em</em></strong> and <code>a*b*c</code>");
+    assert.equal(flat(parseInline("see [the docs](https://x.test/a_b) now")), "see <link https://x.test/a_b>the docs</link> now");
+    assert.equal(flat(parseInline("my_var_name and 5 * 3 and a*")), "my_var_name and 5 * 3 and a*");
+    assert.equal(flat(parseInline("<script>alert(1)</script>")), "<script>alert(1)</script>", "markup is just text (rendered as a text node)");
+    assert.equal(flat(parseInline("``a ` b``")), "<code>a ` b</code>");
+  });
+
+  test("any text parses, and the text survives: property over 300 random strings", () => {
+    const alphabet = ["*", "_", "`", "[", "]", "(", ")", "-", " ", "\n", "a", "b", "1.", "#", "~"];
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+    const letters = (s) => s.replace(/[^ab]/g, "");
+    for (let i = 0; i < 300; i += 1) {
+      const text = Array.from({ length: next() % 40 }, () => alphabet[next() % alphabet.length]).join("");
+      const blocks = parseBlocks(text);
+      const spans = blocks.flatMap((b) => (b.type === "code" ? [{ type: "text", text: b.text }] : (b.items ?? [b.text]).flatMap((x) => parseInline(x))));
+      const collect = (ss) => ss.map((s) => (s.children ? collect(s.children) + (s.url ?? "") : s.text)).join("");
+      assert.equal(letters(collect(spans)), letters(text), `letters kept for ${JSON.stringify(text)}`);
+    }
   });
 });
 
