@@ -1,6 +1,7 @@
 // Entry point: the header, hash routing (`#/`, `#/sessions/<id>`, `#/settings`) and the
 // one operator WebSocket shared by every view.
 
+import { mountAlerts, setPageTitle } from "./alerts.js";
 import { mountBoard } from "./board.js";
 import { h, replace } from "./dom.js";
 import { locale, t } from "./i18n.js";
@@ -30,7 +31,7 @@ function route() {
   if (name === "session") unmount = mountSession(main, { ...params, navigate });
   else if (name === "settings") unmount = mountSettings(main, { navigate });
   else unmount = mountBoard(main, { navigate });
-  document.title = `${t("app.title")} · ${t(name === "settings" ? "nav.settings" : name === "session" ? "session.heading" : "nav.board")}`;
+  setPageTitle(`${t("app.title")} · ${t(name === "settings" ? "nav.settings" : name === "session" ? "session.heading" : "nav.board")}`);
   main.focus({ preventScroll: true });
 }
 
@@ -61,6 +62,7 @@ skip.addEventListener("click", (ev) => {
   main.focus();
 });
 header();
+mountAlerts();
 ws.connect();
 window.addEventListener("hashchange", route);
 route();

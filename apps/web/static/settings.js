@@ -1,6 +1,7 @@
 // Settings (`#/settings`): the runtime flags with what they are, where their value comes
 // from, and a toggle that PATCHes an override. Env-locked flags say why they are locked.
 
+import { alertPrefs, chime, desktopAlertState, setDesktopAlerts, setSoundAlerts } from "./alerts.js";
 import { api } from "./api.js";
 import { h, replace } from "./dom.js";
 import { t, has } from "./i18n.js";
@@ -85,6 +86,58 @@ function flagRow(flag, onChange) {
       reset));
 }
 
+/** A switch with its label, description and status line. */
+function alertSwitch({ key, label, desc, checked, onToggle }) {
+  const id = `alerts-${key}`;
+  const status = h("p", { class: "form-status", role: "status", "data-testid": `alerts-${key}-status` });
+  const toggle = h("input", { type: "checkbox", role: "switch", id, class: "switch", checked, "aria-describedby": `${id}-desc`, "data-testid": `alerts-${key}` });
+  toggle.addEventListener("change", () => onToggle(toggle, status));
+  return {
+    status,
+    element: h("li", { class: "flag" },
+      h("div", { class: "flag-main" },
+        h("label", { for: id, class: "flag-label" }, label),
+        h("p", { class: "flag-desc", id: `${id}-desc` }, desc),
+        status),
+      h("div", { class: "flag-control" }, toggle)),
+  };
+}
+
+/** "Alerts on this device": desktop notifications (with the permission flow) and the chime. */
+function alertsSection() {
+  const desktop = alertSwitch({
+    key: "desktop",
+    label: t("alerts.desktop"),
+    desc: t("alerts.desktopDesc"),
+    checked: desktopAlertState() === "on",
+    async onToggle(toggle, status) {
+      toggle.disabled = true;
+      if (toggle.checked) status.textContent = t("alerts.status.asking");
+      const state = await setDesktopAlerts(toggle.checked);
+      toggle.checked = state === "on";
+      toggle.disabled = state === "unsupported";
+      status.textContent = t(`alerts.status.${state}`);
+    },
+  });
+  const initial = desktopAlertState();
+  if (initial === "unsupported" || initial === "denied") desktop.status.textContent = t(`alerts.status.${initial}`);
+  const sound = alertSwitch({
+    key: "sound",
+    label: t("alerts.sound"),
+    desc: t("alerts.soundDesc"),
+    checked: alertPrefs().sound,
+    onToggle(toggle, status) {
+      setSoundAlerts(toggle.checked);
+      status.textContent = toggle.checked ? t("alerts.status.soundOn") : t("alerts.status.soundOff");
+      if (toggle.checked) chime(); // what it sounds like (and a gesture that unlocks audio)
+    },
+  });
+  return h("section", { class: "card", "aria-labelledby": "alerts-h", "data-testid": "alerts-settings" },
+    h("h2", { id: "alerts-h" }, t("alerts.heading")),
+    h("p", { class: "note" }, t("alerts.intro")),
+    h("ul", { class: "flags" }, desktop.element, sound.element));
+}
+
 /** Mount Settings into `root`; returns the unmount function. */
 export function mountSettings(root) {
   const list = h("ul", { class: "flags", "data-testid": "flag-list" });
@@ -107,7 +160,8 @@ export function mountSettings(root) {
         h("h2", { id: "flags-h" }, t("settings.flags")),
         h("p", { class: "note", "data-testid": "settings-applies-next" }, t("settings.appliesNext")),
         status,
-        list)));
+        list),
+      alertsSection()));
   const offs = [ws.onStatus((up) => up && load()), ws.on("runtime_flags.updated", load)];
   load();
   return () => offs.forEach((off) => off());

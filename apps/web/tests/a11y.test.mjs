@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { axeViolations, newPage, screenshot, sessionWithPendingClarification, waitFor, withKandev } from "./harness.mjs";
+import { axeViolations, launchBrowser, newPage, screenshot, sessionWithPendingClarification, startWebServer, waitFor, withKandev } from "./harness.mjs";
 
 const FLAG_ON = { KANDEV_FEATURES_ACP_ELICITATION: "true" };
 
@@ -69,4 +69,36 @@ test("axe-core finds no violation on any page or state, at desktop and phone wid
     assert.deepEqual(failures, []);
     assert.deepEqual([...page.errors, ...phone.errors], []);
   });
+});
+
+test("the keyboard focus ring is an outline, drawn in forced-colours mode too", { timeout: 60_000 }, async () => {
+  const server = await startWebServer();
+  const browser = await launchBrowser();
+  try {
+    const page = await newPage(browser);
+    await page.emulateMedia({ forcedColors: "active" });
+    await page.goto(`${server.url}/__test__/overlay.html?fixture=elicitation-single`);
+    await page.getByTestId("clarification-overlay").waitFor();
+    assert.equal(await page.evaluate(() => matchMedia("(forced-colors: active)").matches), true);
+    const ring = () => page.evaluate(() => {
+      const s = getComputedStyle(document.activeElement);
+      return { testid: document.activeElement.dataset.testid, style: s.outlineStyle, width: parseFloat(s.outlineWidth) };
+    });
+    await page.keyboard.press("Tab");
+    const radio = await ring();
+    assert.equal(radio.testid, "clarification-option-question_0-Postgres");
+    assert.equal(radio.style, "solid");
+    assert.ok(radio.width >= 2, `outline ${radio.width}px`);
+    await page.getByTestId("clarification-skip").focus();
+    await page.keyboard.press("Shift+Tab");
+    await page.keyboard.press("Tab");
+    const button = await ring();
+    assert.equal(button.testid, "clarification-skip");
+    assert.equal(button.style, "solid");
+    await screenshot(page, "focus-ring-forced-colors");
+    await page.context().close();
+  } finally {
+    await browser.close();
+    await server.close();
+  }
 });
