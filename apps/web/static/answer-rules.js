@@ -146,10 +146,12 @@ export function validate(record, question, state) {
 }
 
 /**
- * What a respond result means for the operator: `{kind, message, withdraw}`.
- * `withdraw` is true when the question is no longer open (the surface should go).
+ * What a respond (or, with `action` "cancel", a cancel) result means for the operator:
+ * `{kind, message, withdraw}`. `withdraw` is true when the question is no longer open
+ * (the surface should go).
  */
-export function outcomeOf(result) {
+export function outcomeOf(result, action = "respond") {
+  if (result.ok && action === "cancel") return { kind: "cancelled", message: t("clar.outcome.cancelled"), withdraw: true };
   if (result.ok) {
     const status = result.body?.status;
     if (status === "not_delivered") return { kind: "not_delivered", message: t("clar.outcome.notDelivered"), withdraw: true };
@@ -161,6 +163,7 @@ export function outcomeOf(result) {
     case 400:
       return { kind: "invalid", message: t("clar.outcome.invalid", { message: err.message }), withdraw: false };
     case 404:
+      // Forward-first (§13): agentctl no longer holds it — answered, cancelled or gone.
       return { kind: "not_found", message: t("clar.outcome.notFound"), withdraw: true };
     case 409:
       return { kind: "conflict", message: t("clar.outcome.conflict", { message: err.message }), withdraw: true };
@@ -172,5 +175,24 @@ export function outcomeOf(result) {
         message: t("clar.outcome.error", { message: err?.status === 0 ? t("common.networkError") : err?.message ?? "?" }),
         withdraw: false,
       };
+  }
+}
+
+/** How a settled record ended, for history: the record's `outcome`, else read from its status. */
+export function outcomeFor(record) {
+  if (record?.outcome) return record.outcome;
+  switch (record?.status) {
+    case "answered":
+      return "answered";
+    case "declined":
+      return "skipped";
+    case "expired":
+      return "timed_out";
+    case "cancelled":
+      return "agent_cancelled";
+    case "agent_disconnected":
+      return "withdrawn";
+    default:
+      return null; // still pending
   }
 }

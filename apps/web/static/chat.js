@@ -4,6 +4,7 @@
 
 import { h, swap, timeEl } from "./dom.js";
 import { t, has } from "./i18n.js";
+import { outcomeFor } from "./answer-rules.js";
 import { KeyedList, compareMessages } from "./live.js";
 import { rich } from "./text.js";
 
@@ -28,7 +29,10 @@ export function answerSummary(answer, questions = []) {
   return parts.filter(Boolean).join("; ");
 }
 
-function statusLabel(status) {
+/** A card's pill: waiting, or how the question ended (answer-rules.js `outcomeFor`). */
+function statusLabel(status, record) {
+  const outcome = status === "pending" ? null : outcomeFor(record ?? { status });
+  if (outcome && has(`history.outcome.${outcome}`)) return t(`history.outcome.${outcome}`);
   const key = `card.status.${status}`;
   return has(key) ? t(key) : status;
 }
@@ -43,7 +47,7 @@ function clarificationCard(msg, record) {
   return h("li", { class: `msg card-clar status-${status}`, "data-testid": `clarification-card-${pendingId}`, "data-status": status },
     h("div", { class: "msg-head" },
       h("span", { class: "author" }, t("card.heading")),
-      h("span", { class: `pill pill-${status}` }, statusLabel(status)),
+      h("span", { class: `pill pill-${status}` }, statusLabel(status, record)),
       timeEl(msg.created_at)),
     rich(text(msg.content) || record?.message || "", { class: "msg-body" }),
     questions.length > 1 || (questions.length === 1 && questions[0].prompt !== text(msg.content))
@@ -118,6 +122,17 @@ export function createChat({ recordFor }) {
       if (!toolCallId) return null;
       const matches = items.values().filter((m) => (m.type === "tool_call" || m.type === "tool_call_update") && m.metadata?.tool_call_id === toolCallId);
       return matches.sort(compareMessages).at(-1) ?? null;
+    },
+    /** Bring the newest message of tool call `toolCallId` into view and give it focus. */
+    showToolCall(toolCallId) {
+      const msg = this.toolCall(toolCallId);
+      const el = msg ? this.elementFor(msg.id) : null;
+      if (!el) return;
+      el.tabIndex = -1;
+      el.scrollIntoView({ block: "nearest" });
+      el.focus({ preventScroll: true });
+      el.classList.add("flash");
+      setTimeout(() => el.classList.remove("flash"), 1500);
     },
     /** The element showing message `id`. */
     elementFor(id) {

@@ -4,9 +4,10 @@
 
 import { api as defaultApi } from "./api.js";
 import { buildPayload, outcomeOf, skipPayload, validate } from "./answer-rules.js";
-import { h, uid } from "./dom.js";
+import { h, swap, uid } from "./dom.js";
 import { has, t } from "./i18n.js";
 import { renderQuestion } from "./question-field.js";
+import { requesterLine } from "./requester.js";
 import { rich } from "./text.js";
 
 // What the operator has entered per pending id, kept while the question is open so a
@@ -15,11 +16,19 @@ const drafts = new Map(); // pending id -> {question id -> state}
 
 const IS_MAC = /Mac|iPhone|iPad/.test(globalThis.navigator?.platform ?? "");
 
+/** A button beside the line that says what the agent will be told when it is used. */
+function action(button, explanation) {
+  const id = uid("clar-explain");
+  button.setAttribute("aria-describedby", id);
+  return h("div", { class: "answer-action" }, button, h("p", { class: "hint", id }, explanation));
+}
+
 /**
  * Render the answer surface for `record`. `onResult(outcome)` is called after every
- * respond attempt with the value of `outcomeOf`. `respond(pendingId, payload)` defaults to the API.
+ * respond or cancel attempt with the value of `outcomeOf`. `respond(pendingId, payload)`
+ * and `cancel(pendingId)` default to the API; `context` says who asks (requester.js).
  */
-export function renderAnswerSurface(record, { remaining = 0, respond = defaultApi.respond, onResult = () => {} } = {}) {
+export function renderAnswerSurface(record, { remaining = 0, respond = defaultApi.respond, cancel = defaultApi.cancelClarification, onResult = () => {}, context = {} } = {}) {
   const questions = record.questions ?? [];
   const headingId = uid("clar-heading");
   const draft = drafts.get(record.pending_id) ?? {};
@@ -27,6 +36,7 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
   const formError = h("p", { class: "form-error", role: "alert", "data-testid": "clarification-form-error", hidden: true });
   const submit = h("button", { type: "submit", class: "primary", "data-testid": "clarification-submit" }, t("clar.submit"));
   const skip = h("button", { type: "button", class: "secondary", "data-testid": "clarification-skip" }, t("clar.skip"));
+  const cancelButton = h("button", { type: "button", class: "danger", "data-testid": "clarification-cancel" }, t("clar.cancel"));
   const onlyPrompt = questions.length === 1 ? questions[0].prompt : null;
   const showMessage = record.message && record.message !== onlyPrompt;
   const moreEl = h("p", { class: "hint more", hidden: true });
@@ -35,12 +45,17 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
     moreEl.textContent = n > 0 ? t("clar.more", { count: n }) : "";
   };
   setRemaining(remaining);
+  let requester = requesterLine(record, context);
 
+  // Submit, Skip (decline) and Cancel (abort), each with what the agent will be told (§13).
   const keysHint = h("p", { class: "hint keys-hint" }, t("clar.keysHint", { keys: IS_MAC ? t("clar.keysMac") : t("clar.keys") }));
   const form = h("form", { novalidate: true, "aria-labelledby": headingId },
     ...fields.map((f) => f.element),
     formError,
-    h("div", { class: "actions" }, submit, skip),
+    h("div", { class: "answer-actions" },
+      action(submit, t("clar.submitExplain")),
+      action(skip, t("clar.skipExplain")),
+      action(cancelButton, t("clar.cancelExplain"))),
     keysHint);
   const saveDraft = () => drafts.set(record.pending_id, Object.fromEntries(fields.map((f) => [f.question.id, f.read()])));
   form.addEventListener("input", saveDraft);
@@ -65,31 +80,31 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
     "aria-labelledby": headingId,
   },
   h("h2", { id: headingId }, t("clar.heading")),
+  requester,
   showMessage ? rich(record.message, { class: "clar-message" }) : null,
   moreEl,
   form);
 
   let busy = false;
-  const setBusy = (value) => {
+  const setBusy = (value, label) => {
     busy = value;
-    submit.disabled = value;
-    skip.disabled = value;
-    submit.textContent = value ? t("clar.sending") : t("clar.submit");
+    for (const b of [submit, skip, cancelButton]) b.disabled = value;
+    submit.textContent = value && label === "respond" ? t("clar.sending") : t("clar.submit");
+    cancelButton.textContent = value && label === "cancel" ? t("clar.cancelling") : t("clar.cancel");
     element.setAttribute("aria-busy", value ? "true" : "false");
   };
 
-  async function send(payload) {
+  async function send(kind, call) {
     if (busy) return;
-    setBusy(true);
+    setBusy(true, kind);
     let result;
     try {
-      result = { ok: true, body: await respond(record.pending_id, payload) };
+      result = { ok: true, body: await call() };
     } catch (error) {
       result = { ok: false, error };
     }
     setBusy(false);
-    const outcome = outcomeOf(result);
-    onResult(outcome, record);
+    onResult(outcomeOf(result, kind), record);
   }
 
   form.addEventListener("submit", (ev) => {
@@ -109,15 +124,27 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
       return;
     }
     formError.hidden = true;
-    send(buildPayload(questions, states));
+    send("respond", () => respond(record.pending_id, buildPayload(questions, states)));
   });
-  skip.addEventListener("click", () => send(skipPayload()));
+  skip.addEventListener("click", () => send("respond", () => respond(record.pending_id, skipPayload())));
+  cancelButton.addEventListener("click", () => send("cancel", () => cancel(record.pending_id)));
 
-  return { element, pendingId: record.pending_id, setRemaining, isBusy: () => busy, focus: () => fields[0]?.focus() };
+  return {
+    element,
+    pendingId: record.pending_id,
+    setRemaining,
+    isBusy: () => busy,
+    focus: () => fields[0]?.focus(),
+    /** Who asks changed (agentInfo arrived, the tool call was updated). */
+    setContext(next) {
+      requester = swap(requester, requesterLine(record, next));
+    },
+  };
 }
 
-function withdrawnOutcome(status) {
-  const key = `card.status.${status}`;
+/** "The question was closed (…)", in the words of its outcome when known, else its status. */
+function withdrawnOutcome(status, outcome = null) {
+  const key = outcome && has(`history.outcome.${outcome}`) ? `history.outcome.${outcome}` : `card.status.${status}`;
   return { kind: "withdrawn", message: t("clar.withdrawn", { status: has(key) ? t(key) : status }), withdraw: true };
 }
 
@@ -130,14 +157,15 @@ function byCreated(a, b) {
  * and the surface for the oldest pending clarification (one at a time, so the test ids
  * of its controls stay unique on the page).
  */
-export function createClarificationArea({ respond = defaultApi.respond, onSettled = () => {} } = {}) {
+export function createClarificationArea({ respond = defaultApi.respond, cancel = defaultApi.cancelClarification, onSettled = () => {} } = {}) {
   const outcomeEl = h("p", { class: "clar-outcome", role: "status", "aria-live": "polite", "data-testid": "clarification-outcome", hidden: true });
   const slot = h("div", { class: "clar-slot" });
   const element = h("div", { class: "clar-area" }, outcomeEl, slot);
   let current = null;
   let pending = [];
   const reported = new Set(); // pending ids whose settlement we already explained
-  const settledWhileBusy = new Map(); // pending id -> status, while our own respond is in flight
+  const settledWhileBusy = new Map(); // pending id -> {status, outcome}, while our own request is in flight
+  let context = {}; // who asks (requester.js)
 
   function showOutcome(outcome) {
     outcomeEl.hidden = false;
@@ -158,11 +186,13 @@ export function createClarificationArea({ respond = defaultApi.respond, onSettle
       current = renderAnswerSurface(next, {
         remaining: open.length - 1,
         respond,
+        cancel,
+        context,
         onResult(outcome, record) {
           // Settled by another route while our request was in flight: say how it closed.
           const closedAs = settledWhileBusy.get(record.pending_id);
           settledWhileBusy.delete(record.pending_id);
-          showOutcome(outcome.kind === "not_found" && closedAs ? withdrawnOutcome(closedAs) : outcome);
+          showOutcome(outcome.kind === "not_found" && closedAs ? withdrawnOutcome(closedAs.status, closedAs.outcome) : outcome);
           if (outcome.withdraw) {
             drafts.delete(record.pending_id);
             reported.add(record.pending_id);
@@ -186,19 +216,24 @@ export function createClarificationArea({ respond = defaultApi.respond, onSettle
       pending = records.slice();
       render();
     },
+    /** Who asks: `{agent, agentInfo, toolCall(id), showToolCall(id)}` (requester.js). */
+    setContext(next) {
+      context = next;
+      current?.setContext(next);
+    },
     /** A clarification settled by any route: withdraw its surface and say why. */
-    settle(pendingId, status) {
+    settle(pendingId, status, outcome = null) {
       const wasShown = current?.pendingId === pendingId;
       if (wasShown && current.isBusy()) {
-        // Our own answer is in flight; its response explains the outcome (and withdraws).
-        if (status) settledWhileBusy.set(pendingId, status);
+        // Our own request is in flight; its response explains the outcome (and withdraws).
+        if (status) settledWhileBusy.set(pendingId, { status, outcome });
         return;
       }
       pending = pending.filter((r) => r.pending_id !== pendingId);
       drafts.delete(pendingId);
       if (wasShown && status && !reported.has(pendingId)) {
         reported.add(pendingId);
-        showOutcome(withdrawnOutcome(status));
+        showOutcome(withdrawnOutcome(status, outcome));
       }
       render();
     },

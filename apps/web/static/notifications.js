@@ -83,17 +83,19 @@ export function mountNotifications(container, toasts) {
     countWord.textContent = ` ${t("nav.notificationsNew", { count: unseen })}`;
   }
 
-  function setOpen(open) {
+  function setOpen(open, { refocus = true } = {}) {
     panel.hidden = !open;
     button.setAttribute("aria-expanded", String(open));
     if (open) {
       unseen = 0;
       render();
       panel.querySelector("a, button")?.focus();
-    } else {
+    } else if (refocus) {
       button.focus();
     }
   }
+  // Another page: the panel closes, and focus is the router's to place.
+  window.addEventListener("hashchange", () => !panel.hidden && setOpen(false, { refocus: false }));
 
   button.addEventListener("click", () => setOpen(panel.hidden));
   panel.addEventListener("keydown", (ev) => ev.key === "Escape" && setOpen(false));

@@ -9,6 +9,8 @@
 import { api } from "./api.js";
 import { createChat } from "./chat.js";
 import { createClarificationArea } from "./clarification.js";
+import { createHistory } from "./history.js";
+import { agentLabel } from "./requester.js";
 import { announce, h, replace } from "./dom.js";
 import { t } from "./i18n.js";
 import { supersedes } from "./live.js";
@@ -43,7 +45,7 @@ function createHeader() {
       replace(badge, stateBadge(session));
       const caps = session.client_capabilities;
       replace(agentLine,
-        t("session.agent", { agent: session.agent ?? "?" }),
+        t("session.agent", { agent: agentLabel(session.agent, session.agent_info) }),
         caps ? [" · ", caps.elicitation?.form ? t("session.elicitationOn") : t("session.elicitationOff")] : null);
     },
     setError(err) {
@@ -62,6 +64,14 @@ export function mountSession(root, { sessionId }) {
 
   const chat = createChat({ recordFor: (id) => records.get(id) ?? null });
   const area = createClarificationArea({ onSettled: () => {} });
+  const history = createHistory();
+  // Who asks, for the answer surface: the session's agent and the chat's tool calls.
+  const updateRequester = () => area.setContext({
+    agent: session?.agent,
+    agentInfo: session?.agent_info ?? null,
+    toolCall: (id) => chat.toolCall(id),
+    showToolCall: (id) => chat.showToolCall(id),
+  });
   const notice = h("p", { class: "form-status", role: "status", "data-testid": "session-notice" });
   const promptBox = h("textarea", { id: "prompt-text", rows: 3, placeholder: t("session.prompt.placeholder"), "data-testid": "prompt-input" });
   const sendButton = h("button", { type: "submit", class: "primary", "data-testid": "prompt-send" }, t("session.prompt.send"));
@@ -82,6 +92,7 @@ export function mountSession(root, { sessionId }) {
     session = next;
     taskId = next.task_id ?? taskId;
     header.setSession(next);
+    updateRequester();
     const live = !ENDED.includes(next.state);
     for (const control of [promptBox, sendButton, cancelButton, stopButton]) control.disabled = !live;
   }
@@ -92,8 +103,9 @@ export function mountSession(root, { sessionId }) {
     if (!supersedes("record", record, prev)) return false;
     records.set(record.pending_id, record);
     chat.recordChanged(record.pending_id);
+    history.apply(record);
     if ((record.status ?? "pending") !== "pending" && area.currentPendingId === record.pending_id) {
-      area.settle(record.pending_id, record.status ?? null);
+      area.settle(record.pending_id, record.status ?? null, record.outcome ?? null);
     }
     area.update(pendingRecords());
     if (!prev && record.status === "pending") announce(t("session.announce.question"));
@@ -102,6 +114,7 @@ export function mountSession(root, { sessionId }) {
 
   function applyMessage(msg) {
     const change = chat.upsert(msg);
+    if (change && (msg.type === "tool_call" || msg.type === "tool_call_update")) updateRequester();
     if (change === "created" && msg.author_type === "agent" && msg.type === "message") announce(t("session.announce.message"));
   }
 
@@ -156,7 +169,8 @@ export function mountSession(root, { sessionId }) {
       header.element,
       h("section", { class: "chat-wrap", "aria-label": t("session.chat") }, chat.element),
       area.element,
-      promptForm));
+      promptForm,
+      history.element));
 
   const offs = [
     ws.on("session.updated", (d) => belongs(d, sessionId) && applySession(d)),

@@ -122,12 +122,17 @@ test("no UI string escapes the catalogue (pseudo-locale en-XA) on any page", T, 
     const plainTask = await kandev.api.createTask("Pseudo plain", "Runs the plain scenario.");
     const plain = await kandev.api.startSession(plainTask.id, "/e2e:plain");
     await kandev.api.createTask("Pseudo without session");
+    // An answered question, for the history and the settled card.
+    const answered = await sessionWithPendingClarification(kandev, "/e2e:single", "Pseudo answered");
+    await kandev.api.call("POST", `/api/v1/clarifications/${answered.record.pending_id}/respond`, {
+      answers: [{ question_id: "question_0", selected_options: ["SQLite"], custom_text: "" }], rejected: false, reject_reason: "",
+    });
     await waitFor(async () => (await kandev.api.messages(plain.id)).some((m) => m.content.includes("All done")), { message: "plain run done" });
 
     const page = await pageIn(browser, "en-XA");
     const found = [];
     const check = async (name) => {
-      const data = await dataOf(kandev, [single.session.id, extended.session.id, ask.session.id, plain.id]);
+      const data = await dataOf(kandev, [single.session.id, extended.session.id, ask.session.id, plain.id, answered.session.id]);
       for (const { text, where } of await shownStrings(page)) {
         for (const run of escapes(text, data)) found.push(`${name} ${where}: ${JSON.stringify(run)} in ${JSON.stringify(text)}`);
       }
@@ -144,9 +149,10 @@ test("no UI string escapes the catalogue (pseudo-locale en-XA) on any page", T, 
     await check("board+notifications+toast");
     await screenshot(page, "pseudo-board");
 
-    for (const [name, id] of [["single", single.session.id], ["extended", extended.session.id], ["ask", ask.session.id], ["plain", plain.id]]) {
+    for (const [name, id] of [["single", single.session.id], ["extended", extended.session.id], ["ask", ask.session.id], ["plain", plain.id], ["answered", answered.session.id]]) {
       await page.goto(`${kandev.url}/#/sessions/${id}`);
       await page.getByTestId("chat").locator("li[data-key]").first().waitFor();
+      if (name === "answered") await page.getByTestId("history-item").waitFor();
       await check(`session-${name}`);
     }
     // The surface's inline errors and hints.

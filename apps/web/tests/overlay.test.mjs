@@ -5,7 +5,9 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { launchBrowser, newPage, screenshot, startWebServer } from "./harness.mjs";
+import { copyFileSync, mkdirSync } from "node:fs";
+import path from "node:path";
+import { launchBrowser, newPage, repoRoot, screenshot, screenshotDir, startWebServer } from "./harness.mjs";
 
 let server;
 let browser;
@@ -20,9 +22,9 @@ after(async () => {
   await server?.close();
 });
 
-async function bench(fixture, viewport) {
+async function bench(fixture, viewport, query = "") {
   const page = await newPage(browser, viewport);
-  await page.goto(`${server.url}/__test__/overlay.html?fixture=${fixture}`);
+  await page.goto(`${server.url}/__test__/overlay.html?fixture=${fixture}${query}`);
   await page.locator("body[data-ready=true]").waitFor();
   await page.getByTestId("clarification-overlay").waitFor();
   return page;
@@ -244,6 +246,103 @@ describe("text that reads well (page-level)", () => {
     await page.evaluate(() => fetch("/__fixtures__/elicitation-text.json").then((r) => r.json()).then((rec) => window.__area.update([rec])));
     assert.equal(await page.getByTestId("clarification-custom-notes").inputValue(), "Half a thought");
     assert.equal(await page.getByTestId("clarification-option-strategy-rebase").isChecked(), true);
+    await page.context().close();
+  });
+});
+
+describe("Submit, Skip, Cancel and who asks (page-level)", () => {
+  test("three controls, each explained in one line that is its description", async () => {
+    const page = await bench("elicitation-single");
+    const explained = {};
+    for (const id of ["clarification-submit", "clarification-skip", "clarification-cancel"]) {
+      explained[id] = await page.getByTestId(id).evaluate((el) => document.getElementById(el.getAttribute("aria-describedby")).textContent);
+    }
+    assert.deepEqual(explained, {
+      "clarification-submit": "The agent gets your answers and carries on.",
+      "clarification-skip": "The agent is told you declined; it carries on without an answer.",
+      "clarification-cancel": "The agent's request is aborted: the tool call it came from stops.",
+    });
+    await page.context().close();
+  });
+
+  test("Cancel sends a cancel (not a respond), says the agent was told to abort, and withdraws the surface", async () => {
+    const page = await bench("elicitation-single");
+    await page.getByTestId("clarification-custom-question_0").fill("typed, then cancelled");
+    await reply(page, { ok: true, body: { status: "cancelled" } });
+    await page.getByTestId("clarification-cancel").click();
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.deepEqual(await calls(page), [{ pendingId: "0d7c1c7e-0c38-4f43-8d7b-5a0f3f1b2c01", cancel: true }]);
+    const outcome = page.getByTestId("clarification-outcome");
+    assert.equal(await outcome.getAttribute("data-outcome"), "cancelled");
+    assert.match(await outcome.textContent(), /cancelled the request; the agent was told to abort it/);
+    await page.context().close();
+  });
+
+  test("a cancel after the question was settled elsewhere (404 from agentctl) says it is no longer open", async () => {
+    const page = await bench("elicitation-single");
+    await reply(page, { ok: false, status: 404, code: "NOT_FOUND", message: "no such pending" });
+    await page.getByTestId("clarification-cancel").click();
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.equal(await page.getByTestId("clarification-outcome").getAttribute("data-outcome"), "not_found");
+    await page.context().close();
+  });
+
+  test("the card names who asks: the agent's id and agentInfo, and the tool call, which it can show", async () => {
+    const page = await bench("elicitation-single", undefined, "&agent=mock");
+    const line = page.getByTestId("clarification-requester");
+    assert.equal(await line.getAttribute("data-tool-call-id"), "tool-42");
+    assert.match(await line.textContent(), /^Asked by mock \(mock-agent 0\.3\.0\) for the tool call “Choose the datastore” Show the tool call$/);
+    await page.getByTestId("clarification-show-tool-call").click();
+    assert.deepEqual(await page.evaluate(() => window.__shown), ["tool-42"]);
+    await screenshot(page, "overlay-who-asks");
+    await page.context().close();
+  });
+});
+
+describe("history of settled questions (page-level, tests/fixtures/history.json)", () => {
+  test("each with its answer, outcome, by whom and when, in the order they settled; pending ones left out", async () => {
+    const page = await newPage(browser);
+    await page.goto(`${server.url}/__test__/history.html`);
+    await page.locator("body[data-ready=true]").waitFor();
+    const rows = await page.getByTestId("history-item").evaluateAll((els) => els.map((el) => [
+      el.dataset.pendingId,
+      el.dataset.outcome,
+      el.querySelector("[data-testid=history-outcome]").textContent,
+      el.querySelector("[data-testid=history-answer]").textContent,
+      el.querySelector("[data-testid=history-by]")?.textContent ?? null,
+      el.querySelector("time")?.getAttribute("datetime") ?? null,
+    ]));
+    assert.deepEqual(rows, [
+      ["p1", "answered", "Answered", "Answer: SQLite (embedded) — with WAL", "By alice", "2026-01-05T10:01:30.000000Z"],
+      ["p2", "skipped", "Skipped", "No answer was given.", "By the operator (no sign-in)", "2026-01-05T10:02:30.000000Z"],
+      ["p3", "cancelled", "Cancelled by the operator", "No answer was given.", "By the operator (no sign-in)", "2026-01-05T10:03:30.000000Z"],
+      ["p4", "timed_out", "Timed out", "No answer was given.", null, "2026-01-05T10:04:30.000000Z"],
+      ["p5", "agent_cancelled", "Withdrawn by the agent", "No answer was given.", null, "2026-01-05T10:05:30.000000Z"],
+      ["p6", "withdrawn", "Closed: the session ended or the agent is gone", "No answer was given.", null, "2026-01-05T10:06:30.000000Z"],
+      ["p7", "skipped", "Skipped", "No answer was given.", null, "2026-01-05T10:07:30.000000Z"],
+    ]);
+    assert.equal(await page.getByRole("heading", { name: "Questions in this session" }).count(), 1);
+    await screenshot(page, "history-fixture");
+    await page.context().close();
+  });
+});
+
+describe("the README's picture of the card", () => {
+  // Always saved under target/browser-screenshots/; UPDATE_DOCS_SCREENSHOTS=1 also copies
+  // it to docs/screenshots/ (the README's), so a normal run never dirties the tree.
+  test("the card: who asks, markdown message, defaults shown, Submit / Skip / Cancel explained", async () => {
+    const page = await bench("clarification-card", { width: 760, height: 1000 }, "&agent=mock");
+    const overlay = page.getByTestId("clarification-overlay");
+    assert.match(await page.getByTestId("clarification-requester").textContent(), /Asked by mock \(mock-agent 0\.3\.0\)/);
+    assert.equal(await page.getByTestId("clarification-option-question_0-SQLite").isChecked(), true, "the default is pre-filled");
+    await page.getByTestId("clarification-custom-name").focus();
+    mkdirSync(screenshotDir, { recursive: true });
+    const file = path.join(screenshotDir, "clarification-card.png");
+    await overlay.screenshot({ path: file });
+    if (process.env.UPDATE_DOCS_SCREENSHOTS === "1") {
+      mkdirSync(path.join(repoRoot, "docs", "screenshots"), { recursive: true });
+      copyFileSync(file, path.join(repoRoot, "docs", "screenshots", "clarification-card.png"));
+    }
     await page.context().close();
   });
 });
