@@ -6,14 +6,14 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { screenshot, sessionWithPendingClarification, waitFor, withKandev } from "./harness.mjs";
+import { screenshot, sessionWithPendingClarification, sharedStack, skipAllPending, waitFor } from "./harness.mjs";
 
-const FLAG_ON = { KANDEV_FEATURES_ACP_ELICITATION: "true" };
 const T = { timeout: 120_000 };
+const stack = sharedStack({ env: { KANDEV_FEATURES_ACP_ELICITATION: "true" } });
 const QUESTION_TEXT = "Which database should the new service use?"; // /e2e:single's question
 
 test("the tab title counts the waiting questions, from load and from events", T, async () => {
-  await withKandev({ env: FLAG_ON }, async ({ kandev, page }) => {
+  await stack.run(async ({ kandev, page }) => {
     const first = await sessionWithPendingClarification(kandev, "/e2e:single", "Count one");
     await page.goto(`${kandev.url}/#/`);
     await waitFor(async () => (await page.title()) === "(1) Kandev · Board", { message: "(1) from the first load" });
@@ -61,8 +61,9 @@ async function backgroundPage(browser, { grant, origin }) {
 }
 
 test("desktop notification after opting in (permission granted): names the task, never the question; chime; click opens the session", T, async () => {
-  await withKandev({ env: FLAG_ON }, async ({ kandev, browser }) => {
-    const page = await backgroundPage(browser, { grant: true, origin: kandev.url });
+  const { kandev, browser } = stack;
+  const page = await backgroundPage(browser, { grant: true, origin: kandev.url });
+  try {
     await page.goto(`${kandev.url}/#/settings`);
     const desktop = page.getByTestId("alerts-desktop");
     assert.equal(await desktop.isChecked(), false, "off until the operator opts in");
@@ -91,13 +92,16 @@ test("desktop notification after opting in (permission granted): names the task,
     assert.equal(await page.getByTestId("alerts-desktop").isChecked(), true);
     assert.equal(await page.getByTestId("alerts-sound").isChecked(), true);
     assert.deepEqual(page.errors, []);
+  } finally {
     await page.context().close();
-  });
+    await skipAllPending(kandev);
+  }
 });
 
 test("desktop notifications refused by the browser: the switch stays off and says how to allow them; nothing is shown", T, async () => {
-  await withKandev({ env: FLAG_ON }, async ({ kandev, browser }) => {
-    const page = await backgroundPage(browser, { grant: false, origin: kandev.url });
+  const { kandev, browser } = stack;
+  const page = await backgroundPage(browser, { grant: false, origin: kandev.url });
+  try {
     await page.goto(`${kandev.url}/#/settings`);
     await page.getByTestId("alerts-desktop").check();
     const status = page.getByTestId("alerts-desktop-status");
@@ -110,6 +114,8 @@ test("desktop notifications refused by the browser: the switch stays off and say
     assert.equal(await page.evaluate(() => window.__notifications.length), 0);
     assert.equal(await page.evaluate(() => window.__chimes), 0, "no chime unless turned on");
     assert.deepEqual(page.errors, []);
+  } finally {
     await page.context().close();
-  });
+    await skipAllPending(kandev);
+  }
 });

@@ -14,6 +14,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
+import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
@@ -422,8 +423,8 @@ export async function launchBrowser() {
 }
 
 /** A page at `width`×`height` that fails the test on uncaught page errors (collected in `errors`). */
-export async function newPage(browser, { width = 1280, height = 860 } = {}) {
-  const context = await browser.newContext({ viewport: { width, height } });
+export async function newPage(browser, { width = 1280, height = 860, locale } = {}) {
+  const context = await browser.newContext({ viewport: { width, height }, locale });
   const page = await context.newPage();
   page.errors = [];
   page.on("pageerror", (err) => page.errors.push(String(err)));
@@ -475,4 +476,41 @@ export async function withKandev(options, body) {
 
 function readAgentLogTail(file) {
   return readAgentLog(file).slice(-12).map((e) => `${e.dir} ${JSON.stringify(e.frame).slice(0, 400)}`).join("\n");
+}
+
+/**
+ * One kandev and one browser for every test of a file (each test gets its own page):
+ * for files whose tests do not read the shared agent log by position. Call at the top
+ * level; `run(body, {viewport, locale})` runs a test body, printing kandev's log if it fails.
+ */
+export function sharedStack(options = {}) {
+  const stack = {};
+  before(async () => {
+    stack.kandev = await startKandev(options);
+    stack.browser = await launchBrowser();
+  });
+  after(async () => {
+    await stack.browser?.close();
+    await stack.kandev?.stop();
+  });
+  stack.run = async (body, { viewport, locale } = {}) => {
+    const page = await newPage(stack.browser, { ...viewport, locale });
+    try {
+      await body({ kandev: stack.kandev, page, browser: stack.browser });
+    } catch (err) {
+      process.stderr.write(`--- kandev log (tail) ---\n${stack.kandev.logs().slice(-6000)}\n--- agent frames ---\n${readAgentLogTail(stack.kandev.agentLog)}\n`);
+      throw err;
+    } finally {
+      await page.context().close();
+    }
+  };
+  return stack;
+}
+
+/** Skip every question still waiting (a shared stack's tests start from none). */
+export async function skipAllPending(kandev) {
+  const pending = await kandev.api.call("GET", "/api/v1/clarifications?status=pending").then((b) => b.clarifications);
+  for (const r of pending) {
+    await kandev.api.call("POST", `/api/v1/clarifications/${r.pending_id}/respond`, { answers: [], rejected: true, reject_reason: "skipped" }).catch(() => {});
+  }
 }

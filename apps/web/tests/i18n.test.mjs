@@ -5,24 +5,15 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { axeViolations, screenshot, sessionWithPendingClarification, waitFor, withKandev } from "./harness.mjs";
+import { axeViolations, screenshot, sessionWithPendingClarification, sharedStack, waitFor } from "./harness.mjs";
 
-const FLAG_ON = { KANDEV_FEATURES_ACP_ELICITATION: "true" };
 const T = { timeout: 150_000 };
-
-async function pageIn(browser, locale, viewport = { width: 1280, height: 860 }) {
-  const context = await browser.newContext({ locale, viewport });
-  const page = await context.newPage();
-  page.errors = [];
-  page.on("pageerror", (err) => page.errors.push(String(err)));
-  return page;
-}
+const stack = sharedStack({ env: { KANDEV_FEATURES_ACP_ELICITATION: "true" } });
 
 test("Portuguese is picked from the browser's language: board, question, settings, plurals, dates", T, async () => {
-  await withKandev({ env: FLAG_ON }, async ({ kandev, browser }) => {
+  await stack.run(async ({ kandev, page }) => {
     const { session } = await sessionWithPendingClarification(kandev, "/e2e:single", "Escolher o banco de dados");
     await kandev.api.createTask("Sem sessão");
-    const page = await pageIn(browser, "pt-BR");
     await page.goto(`${kandev.url}/#/`);
     await page.getByRole("heading", { level: 1, name: "Tarefas" }).waitFor();
     assert.equal(await page.evaluate(() => document.documentElement.lang), "pt");
@@ -48,8 +39,7 @@ test("Portuguese is picked from the browser's language: board, question, setting
     await page.getByRole("heading", { level: 1, name: "Configurações" }).waitFor();
     await page.getByText("Elicitação de formulários ACP").waitFor();
     assert.deepEqual(page.errors, []);
-    await page.context().close();
-  });
+  }, { locale: "pt-BR" });
 });
 
 /** Every text node and user-facing attribute of the page, but icons (aria-hidden) and `<time>`. */
@@ -115,7 +105,7 @@ async function dataOf(kandev, sessionIds) {
 }
 
 test("no UI string escapes the catalogue (pseudo-locale en-XA) on any page", T, async () => {
-  await withKandev({ env: FLAG_ON }, async ({ kandev, browser }) => {
+  await stack.run(async ({ kandev, page }) => {
     const single = await sessionWithPendingClarification(kandev, "/e2e:single", "Pseudo single");
     const extended = await sessionWithPendingClarification(kandev, "/e2e:extended", "Pseudo extended");
     const ask = await sessionWithPendingClarification(kandev, "/e2e:ask", "Pseudo ask");
@@ -129,7 +119,6 @@ test("no UI string escapes the catalogue (pseudo-locale en-XA) on any page", T, 
     });
     await waitFor(async () => (await kandev.api.messages(plain.id)).some((m) => m.content.includes("All done")), { message: "plain run done" });
 
-    const page = await pageIn(browser, "en-XA");
     const found = [];
     const check = async (name) => {
       const data = await dataOf(kandev, [single.session.id, extended.session.id, ask.session.id, plain.id, answered.session.id]);
@@ -169,6 +158,5 @@ test("no UI string escapes the catalogue (pseudo-locale en-XA) on any page", T, 
 
     assert.deepEqual(found, []);
     assert.deepEqual(page.errors, []);
-    await page.context().close();
-  });
+  }, { locale: "en-XA" });
 });
