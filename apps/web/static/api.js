@@ -61,6 +61,7 @@ export const api = {
   },
   getClarification: (id) => request("GET", `/api/v1/clarifications/${enc(id)}`),
   respond: (id, payload) => request("POST", `/api/v1/clarifications/${enc(id)}/respond`, payload),
+  cancelClarification: (id) => request("POST", `/api/v1/clarifications/${enc(id)}/cancel`, {}),
   listFlags: () => request("GET", "/api/v1/runtime-flags").then((b) => b.flags ?? []),
   setFlag: (key, override) => request("PATCH", `/api/v1/runtime-flags/${enc(key)}`, { override }),
   listNotifications: () => request("GET", "/api/v1/notifications").then((b) => b.notifications ?? []),

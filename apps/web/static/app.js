@@ -1,9 +1,10 @@
 // Entry point: the header, hash routing (`#/`, `#/sessions/<id>`, `#/settings`) and the
 // one operator WebSocket shared by every view.
 
+import { mountAlerts, setPageTitle } from "./alerts.js";
 import { mountBoard } from "./board.js";
 import { h, replace } from "./dom.js";
-import { t } from "./i18n.js";
+import { locale, t } from "./i18n.js";
 import { mountNotifications } from "./notifications.js";
 import { parseRoute } from "./route.js";
 import { mountSession } from "./session.js";
@@ -30,7 +31,7 @@ function route() {
   if (name === "session") unmount = mountSession(main, { ...params, navigate });
   else if (name === "settings") unmount = mountSettings(main, { navigate });
   else unmount = mountBoard(main, { navigate });
-  document.title = `${t("app.title")} · ${t(name === "settings" ? "nav.settings" : name === "session" ? "session.heading" : "nav.board")}`;
+  setPageTitle(`${t("app.title")} · ${t(name === "settings" ? "nav.settings" : name === "session" ? "session.heading" : "nav.board")}`);
   main.focus({ preventScroll: true });
 }
 
@@ -44,15 +45,15 @@ function header() {
   const tools = h("div", { class: "tools" }, dot);
   replace(nav,
     h("a", { class: "brand", href: "#/" }, h("span", { class: "logo", "aria-hidden": "true" }, "K"), t("app.title")),
-    h("div", { class: "links", role: "list" },
-      h("a", { href: "#/", "data-route": "board", role: "listitem" }, t("nav.board")),
-      h("a", { href: "#/settings", "data-route": "settings", role: "listitem", "data-testid": "nav-settings" }, t("nav.settings"))),
+    h("ul", { class: "links" },
+      h("li", {}, h("a", { href: "#/", "data-route": "board" }, t("nav.board"))),
+      h("li", {}, h("a", { href: "#/settings", "data-route": "settings", "data-testid": "nav-settings" }, t("nav.settings")))),
     tools);
   nav.setAttribute("aria-label", t("nav.main"));
   mountNotifications(tools, toasts);
 }
 
-document.documentElement.lang = "en";
+document.documentElement.lang = locale();
 const skip = document.getElementById("skip-link");
 skip.textContent = t("app.skipToContent");
 // The hash is the router's, so the skip link moves focus itself instead of navigating.
@@ -61,6 +62,7 @@ skip.addEventListener("click", (ev) => {
   main.focus();
 });
 header();
+mountAlerts();
 ws.connect();
 window.addEventListener("hashchange", route);
 route();

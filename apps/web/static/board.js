@@ -2,9 +2,10 @@
 // per task a form to start a session with one of the configured agents.
 
 import { api } from "./api.js";
-import { h, replace, uid, formatTime } from "./dom.js";
+import { announce, h, replace, timeEl, uid } from "./dom.js";
 import { t } from "./i18n.js";
-import { latestSession, stateBadge, stateVariant } from "./state.js";
+import { latestSession, stateBadge, stateLabel, stateVariant } from "./state.js";
+import { supersedes } from "./live.js";
 import { coalesce } from "./refresh.js";
 import * as ws from "./ws.js";
 
@@ -61,34 +62,56 @@ function startForm(task, agents, navigate) {
   return form;
 }
 
+/**
+ * One task row. The start form is built once and kept, so an update (a `task.updated`
+ * payload) patches the badge, the meta line and the open link around it: an open
+ * <details>, focus and typed text survive.
+ */
 function taskRow(task, agents, navigate) {
-  const session = latestSession(task);
-  const waiting = stateVariant(session, task) === "waiting-for-input";
   const titleId = uid("task");
-  return h("li", { class: `task${waiting ? " waiting" : ""}`, "data-testid": "task-row", "data-task-id": task.id, "aria-labelledby": titleId },
-    h("div", { class: "task-head" },
-      stateBadge(session, task),
-      h("h3", { id: titleId, class: "task-title" }, task.title || task.id)),
-    task.description ? h("p", { class: "task-desc" }, task.description) : null,
-    h("p", { class: "task-meta" },
-      session
-        ? [t("board.latestSession", { agent: session.agent ?? "?" }), " · ", t("board.sessionCount", { count: (task.sessions ?? []).length }), session.created_at ? ` · ${formatTime(session.created_at)}` : ""]
-        : t("board.noSession")),
-    session
-      ? h("a", { class: `button${waiting ? " primary" : ""}`, href: `#/sessions/${encodeURIComponent(session.id)}`, "data-testid": "open-session" },
-        waiting ? t("card.open") : t("board.open"))
-      : null,
-    h("details", { class: "start", open: !session },
-      h("summary", {}, t("board.start.legend")),
-      startForm(task, agents, navigate)));
+  const badge = h("span", { class: "badge-slot" });
+  const title = h("h2", { id: titleId, class: "task-title" });
+  const desc = h("p", { class: "task-desc" });
+  const meta = h("p", { class: "task-meta" });
+  const open = h("a", { class: "button", "data-testid": "open-session" });
+  const start = h("details", { class: "start", open: !latestSession(task) },
+    h("summary", {}, t("board.start.legend")),
+    startForm(task, agents, navigate));
+  const element = h("li", { class: "task", "data-testid": "task-row", "data-task-id": task.id, "aria-labelledby": titleId },
+    h("div", { class: "task-head" }, badge, title),
+    desc, meta, open, start);
+  let shown = null;
+  function update(next) {
+    const session = latestSession(next);
+    const variant = stateVariant(session, next);
+    const waiting = variant === "waiting-for-input";
+    element.classList.toggle("waiting", waiting);
+    if (shown?.variant !== variant || shown?.label !== stateLabel(session, next)) replace(badge, stateBadge(session, next));
+    title.textContent = next.title || next.id;
+    desc.textContent = next.description ?? "";
+    desc.hidden = !next.description;
+    replace(meta, session
+      ? [t("board.latestSession", { agent: session.agent ?? "?" }), " · ", t("board.sessionCount", { count: (next.sessions ?? []).length }), session.created_at ? [" · ", timeEl(session.created_at)] : null]
+      : t("board.noSession"));
+    open.hidden = !session;
+    if (session) {
+      open.href = `#/sessions/${encodeURIComponent(session.id)}`;
+      open.classList.toggle("primary", waiting);
+      open.textContent = waiting ? t("card.open") : t("board.open");
+    }
+    shown = { variant, label: stateLabel(session, next) };
+  }
+  update(task);
+  return { element, update };
 }
 
 function createForm(onCreated) {
   const titleId = uid("title");
   const descId = uid("desc");
+  const headingId = "create-task-h";
   const status = h("p", { class: "form-status", role: "status", "data-testid": "create-task-status" });
-  const form = h("form", { class: "card create-task", "data-testid": "create-task-form", "aria-labelledby": `${titleId}-h` },
-    h("h2", { id: `${titleId}-h` }, t("board.create.heading")),
+  const form = h("form", { class: "card create-task", "data-testid": "create-task-form", "aria-labelledby": headingId },
+    h("h2", { id: headingId }, t("board.create.heading")),
     h("div", { class: "field" },
       h("label", { for: titleId }, t("board.create.title")),
       h("input", { id: titleId, name: "title", type: "text", required: true, autocomplete: "off", "data-testid": "create-task-title" })),
@@ -106,10 +129,10 @@ function createForm(onCreated) {
       return;
     }
     try {
-      await api.createTask(title, form.elements.description.value.trim());
+      const task = await api.createTask(title, form.elements.description.value.trim());
       form.reset();
       status.textContent = t("board.create.created");
-      onCreated();
+      onCreated(task);
     } catch (err) {
       status.textContent = t("common.error", { message: err.message });
     }
@@ -119,7 +142,7 @@ function createForm(onCreated) {
 
 /** Mount the board into `root`; returns the unmount function. */
 export function mountBoard(root, { navigate }) {
-  const list = h("ul", { class: "tasks", "data-testid": "task-list", "aria-live": "polite" });
+  const list = h("ul", { class: "tasks", "data-testid": "task-list", "aria-labelledby": "board-h" });
   // Discoverability: with the flag off, agents ask in prose; say where to turn it on.
   const flagHint = h("p", { class: "note", "data-testid": "board-flag-hint", hidden: true },
     t("board.flagOff"), " ", h("a", { href: "#/settings" }, t("board.flagOffLink")));
@@ -132,24 +155,44 @@ export function mountBoard(root, { navigate }) {
     }
   };
   const status = h("p", { class: "muted" }, t("common.loading"));
-  const refresh = coalesce(async () => {
+  const rows = new Map(); // task id -> {task, row}
+  let agents = null;
+  let loaded = false;
+
+  const showEmpty = () => {
+    status.hidden = rows.size > 0;
+    status.textContent = rows.size ? "" : t("board.empty");
+  };
+
+  /** Apply one task (a fetch answer or a `task.*` payload): patch its row or insert it, newest first. */
+  function applyTask(task) {
+    if (!task?.id) return;
+    const known = rows.get(task.id);
+    if (known) {
+      if (!supersedes("task", task, known.task)) return;
+      const wasWaiting = stateVariant(latestSession(known.task), known.task) === "waiting-for-input";
+      known.task = task;
+      known.row.update(task);
+      if (!wasWaiting && stateVariant(latestSession(task), task) === "waiting-for-input") {
+        announce(t("board.announce.waiting", { title: task.title || task.id }));
+      }
+      return;
+    }
+    const row = taskRow(task, agents, navigate);
+    rows.set(task.id, { task, row });
+    const created = String(task.created_at ?? "");
+    const before = [...list.children].find((li) => String(rows.get(li.dataset.taskId)?.task.created_at ?? "") < created);
+    list.insertBefore(row.element, before ?? null);
+    showEmpty();
+  }
+
+  const load = coalesce(async () => {
     try {
-      const [tasks, agents] = await Promise.all([api.listTasks(), loadAgents()]);
-      status.hidden = tasks.length > 0;
-      status.textContent = tasks.length ? "" : t("board.empty");
-      // Keep open <details> and typed text: only rows whose data changed are replaced.
-      const sorted = tasks.slice().sort((a, b) => String(b.created_at ?? "").localeCompare(String(a.created_at ?? "")));
-      const old = new Map([...list.children].map((li) => [li.dataset.taskId, li]));
-      const rows = sorted.map((task) => {
-        const key = JSON.stringify(task);
-        const prev = old.get(task.id);
-        if (prev && prev.dataset.key === key) return prev;
-        const row = taskRow(task, agents, navigate);
-        row.dataset.key = key;
-        if (prev?.querySelector("details")?.open) row.querySelector("details").open = true;
-        return row;
-      });
-      replace(list, rows);
+      const [tasks, fetchedAgents] = await Promise.all([api.listTasks(), loadAgents()]);
+      agents = fetchedAgents;
+      loaded = true;
+      for (const task of tasks) applyTask(task);
+      showEmpty();
     } catch (err) {
       status.hidden = false;
       status.textContent = t("common.error", { message: err.message });
@@ -162,15 +205,20 @@ export function mountBoard(root, { navigate }) {
         flagHint,
         status,
         list),
-      h("aside", { class: "board-side" }, createForm(refresh))));
-  const offs = ["session.updated", "clarification.created", "clarification.settled", "task.created", "task.updated"].map((type) => ws.on(type, refresh));
-  offs.push(ws.onStatus((up) => {
-    if (up) {
-      refresh();
-      loadHint();
-    }
-  }));
-  refresh();
+      h("aside", { class: "board-side", "aria-labelledby": "create-task-h" }, createForm(applyTask))));
+  // Rows are built with the agent list; until it is loaded, an event just starts the load.
+  const whenLoaded = (fn) => (data) => (loaded ? fn(data) : load());
+  const offs = [
+    ws.on("task.created", whenLoaded(applyTask)),
+    ws.on("task.updated", whenLoaded(applyTask)),
+    ws.onStatus((up) => {
+      if (up) {
+        load();
+        loadHint();
+      }
+    }),
+  ];
+  load();
   loadHint();
   return () => offs.forEach((off) => off());
 }

@@ -1,14 +1,18 @@
-// The one message catalogue: every operator-facing string of the UI comes from here,
-// so wording lives in one place and a translation is one more catalogue.
+// The message catalogues: every operator-facing string of the UI comes from here, so
+// wording lives in one place. English is the reference; `i18n-pt.js` is the complete
+// Portuguese one. The locale is picked from the browser's languages; plural forms go
+// through Intl.PluralRules.
+
+import { pt } from "./i18n-pt.js";
 
 const en = {
   "app.title": "Kandev",
-  "app.tagline": "Supervise your coding agents",
   "app.skipToContent": "Skip to content",
+  "app.titleWaiting": "({count}) {title}",
   "nav.board": "Board",
   "nav.settings": "Settings",
   "nav.notifications": "Notifications",
-  "nav.notificationsCount": "Notifications ({count} new)",
+  "nav.notificationsNew": { one: "new", other: "new" },
   "nav.main": "Main",
   "conn.online": "Live",
   "conn.offline": "Reconnecting…",
@@ -30,7 +34,7 @@ const en = {
   "board.create.titleRequired": "Give the task a title.",
   "board.create.created": "Task created.",
   "board.noSession": "No session yet",
-  "board.sessionCount": "{count} session(s)",
+  "board.sessionCount": { one: "{count} session", other: "{count} sessions" },
   "board.latestSession": "Latest session: {agent}",
   "board.open": "Open session",
   "board.start.legend": "Start a session",
@@ -38,9 +42,9 @@ const en = {
   "board.start.prompt": "First prompt (optional)",
   "board.start.submit": "Start session",
   "board.start.agentRequired": "Choose an agent.",
-  "board.waiting": "Waiting for your answer",
   "board.flagOff": "Agents cannot ask you structured questions yet, so they ask in plain text.",
   "board.flagOffLink": "Turn on ACP form elicitation in Settings",
+  "board.announce.waiting": "{title} is waiting for your answer.",
 
   "state.WAITING_FOR_INPUT": "Waiting for input",
   "state.RUNNING": "Running",
@@ -53,9 +57,7 @@ const en = {
   "state.NONE": "No session",
 
   "session.heading": "Session",
-  "session.task": "Task: {title}",
   "session.agent": "Agent: {agent}",
-  "session.state": "State: {state}",
   "session.chat": "Conversation",
   "session.chatEmpty": "No messages yet.",
   "session.prompt.label": "Message to the agent",
@@ -66,16 +68,20 @@ const en = {
   "session.stop": "Stop session",
   "session.cancelled": "Cancel requested.",
   "session.stopped": "Stop requested.",
-  "session.capabilities": "Client capabilities",
   "session.elicitationOn": "Structured questions: on",
   "session.elicitationOff": "Structured questions: off",
+  "session.announce.question": "The agent asks you a question.",
+  "session.announce.message": "New message from the agent.",
 
   "author.user": "You",
   "author.agent": "Agent",
   "author.system": "System",
   "author.thought": "Agent (thinking)",
   "message.toolCall": "Tool call",
-  "message.toolStatus": "Status: {status}",
+  "tool.status.pending": "Pending",
+  "tool.status.in_progress": "In progress",
+  "tool.status.completed": "Completed",
+  "tool.status.failed": "Failed",
 
   "card.heading": "Question from the agent",
   "card.status.pending": "Waiting for your answer",
@@ -85,10 +91,28 @@ const en = {
   "card.status.expired": "Expired: no answer before the deadline",
   "card.status.agent_disconnected": "The agent disconnected",
   "card.answer": "Answer: {answer}",
+  "card.question": "{title}: {prompt}",
   "card.open": "Answer now",
 
   "clar.heading": "The agent needs your input",
-  "clar.more": "{count} more question(s) waiting after this one.",
+  "clar.askedBy": "Asked by {agent}",
+  "clar.agentNamed": "{id} ({name})",
+  "clar.agentVersion": "{name} {version}",
+  "clar.forToolCall": "for the tool call “{title}”",
+  "clar.forToolCallId": "for the tool call {id}",
+  "clar.showToolCall": "Show the tool call",
+  "clar.defaultTag": "default",
+  "clar.defaultValue": "Pre-filled with the agent's default: {value}",
+  "clar.submitExplain": "The agent gets your answers and carries on.",
+  "clar.skipExplain": "The agent is told you declined; it carries on without an answer.",
+  "clar.cancelExplain": "The agent's request is aborted: the tool call it came from stops.",
+  "clar.keysHint": "Enter adds a line in a text answer; {keys} submits.",
+  "clar.keys": "Ctrl+Enter",
+  "clar.keysMac": "⌘+Enter",
+  "clar.cancel": "Cancel request",
+  "clar.cancelling": "Cancelling…",
+  "clar.outcome.cancelled": "You cancelled the request; the agent was told to abort it.",
+  "clar.more": { one: "{count} more question waiting after this one.", other: "{count} more questions waiting after this one." },
   "clar.required": "required",
   "clar.requiredMark": "*",
   "clar.customLabel": "Your answer",
@@ -103,8 +127,8 @@ const en = {
   "clar.sending": "Sending…",
   "clar.fixErrors": "Please fix the highlighted answers first.",
   "clar.err.required": "This answer is required.",
-  "clar.err.minLength": "Use at least {n} character(s).",
-  "clar.err.maxLength": "Use at most {n} character(s).",
+  "clar.err.minLength": { one: "Use at least {count} character.", other: "Use at least {count} characters." },
+  "clar.err.maxLength": { one: "Use at most {count} character.", other: "Use at most {count} characters." },
   "clar.err.pattern": "The answer does not have the expected form ({pattern}).",
   "clar.err.format.email": "Enter an email address, like name@example.com.",
   "clar.err.format.uri": "Enter an absolute address, like https://example.com.",
@@ -116,7 +140,7 @@ const en = {
   "clar.err.maximum": "Enter {n} or less.",
   "clar.err.minItems": "Choose at least {n}.",
   "clar.err.maxItems": "Choose at most {n}.",
-  "clar.err.tooLong": "Keep the answer under {n} characters.",
+  "clar.err.tooLong": { one: "Keep the answer to {count} character.", other: "Keep the answer to {count} characters." },
   "clar.hint.range": "Between {min} and {max}.",
   "clar.hint.min": "At least {min}.",
   "clar.hint.max": "At most {max}.",
@@ -131,11 +155,22 @@ const en = {
   "clar.outcome.error": "The answer could not be sent: {message}",
   "clar.withdrawn": "The question was closed ({status}).",
 
+  "history.heading": "Questions in this session",
+  "history.answer": "Answer: {answer}",
+  "history.noAnswer": "No answer was given.",
+  "history.by": "By {who}",
+  "history.byLocal": "the operator (no sign-in)",
+  "history.outcome.answered": "Answered",
+  "history.outcome.skipped": "Skipped",
+  "history.outcome.cancelled": "Cancelled by the operator",
+  "history.outcome.timed_out": "Timed out",
+  "history.outcome.agent_cancelled": "Withdrawn by the agent",
+  "history.outcome.withdrawn": "Closed: the session ended or the agent is gone",
+
   "settings.heading": "Settings",
   "settings.flags": "Runtime flags",
   "settings.appliesNext": "A change applies to sessions started after it. Sessions already running keep the value they started with.",
   "settings.restartRequired": "This flag needs a restart of kandev to take effect.",
-  "settings.value": "Value",
   "settings.on": "On",
   "settings.off": "Off",
   "settings.source": "Source: {source}",
@@ -145,39 +180,127 @@ const en = {
   "settings.source.env": "environment variable",
   "settings.stability": "Stability: {stability}",
   "settings.risk": "Risk: {risk}",
-  "settings.envVar": "Environment variable: {env}",
+  "settings.stabilityValue.experimental": "experimental",
+  "settings.stabilityValue.beta": "beta",
+  "settings.stabilityValue.stable": "stable",
+  "settings.riskValue.low": "low",
+  "settings.riskValue.medium": "medium",
+  "settings.riskValue.high": "high",
+  "flag.features.acpElicitation.label": "ACP form elicitation",
+  "flag.features.acpElicitation.description": "Lets ACP agents ask the operator structured questions (forms with choices or free text) in the middle of a turn; the agent waits for the answer from the board. Applies to sessions started after the change; running sessions keep the value they started with.",
   "settings.lockedEnv": "Locked: set by the environment variable {env}. Unset it and restart kandev to change it here.",
   "settings.immutable": "This flag cannot be changed at run time.",
   "settings.reset": "Use profile value",
   "settings.saved": "Saved. New sessions will use: {value}.",
   "settings.empty": "No runtime flags.",
 
+  "alerts.heading": "Alerts on this device",
+  "alerts.intro": "Be told when an agent waits for you, even while this tab is in the background. These choices are kept in this browser only.",
+  "alerts.desktop": "Desktop notification when an agent asks",
+  "alerts.desktopDesc": "The notification names the task, never the question.",
+  "alerts.sound": "Play a sound when an agent asks",
+  "alerts.soundDesc": "A short chime, also while this tab is open.",
+  "alerts.status.on": "Desktop notifications are on.",
+  "alerts.status.off": "Desktop notifications are off.",
+  "alerts.status.asking": "Asking the browser for permission…",
+  "alerts.status.denied": "The browser blocks notifications for this site. Allow them in the browser's site settings, then turn this on again.",
+  "alerts.status.unsupported": "This browser cannot show desktop notifications.",
+  "alerts.status.soundOn": "The sound is on.",
+  "alerts.status.soundOff": "The sound is off.",
+  "alerts.notificationTitle": "Kandev: input needed",
+  "alerts.notificationBody": "The agent working on “{task}” is waiting for your answer.",
+  "alerts.notificationBodyUnknown": "An agent is waiting for your answer.",
+
   "notif.heading": "Notifications",
   "notif.empty": "No notifications yet.",
   "notif.open": "Open session",
   "notif.dismiss": "Dismiss",
-  "notif.clarification": "An agent is waiting for your answer",
+  "notif.clarification": "Input needed",
+  "notif.clarificationBody": "The agent working on “{task}” is waiting for your answer.",
+  "notif.turnFinished": "Turn finished",
+  "notif.turnFinishedBody": "The agent finished its turn on “{task}”.",
 };
 
+const CATALOGUES = { en, pt };
+/** The pseudo-locale browsers use for this purpose: every catalogue string shown as ⟦…⟧. */
+export const PSEUDO_LOCALE = "en-XA";
+
+/** The locales with a complete catalogue. */
+export const LOCALES = Object.keys(CATALOGUES);
+
+/** `en` with every string wrapped in ⟦ ⟧, so text that bypasses the catalogue stands out. */
+function pseudoCatalogue() {
+  const wrap = (text) => `⟦${text}⟧`;
+  return Object.fromEntries(Object.entries(en).map(([k, v]) => [k, typeof v === "string" ? wrap(v) : Object.fromEntries(Object.entries(v).map(([c, text]) => [c, wrap(text)]))]));
+}
+
+/** The UI locale for the browser's preferred languages: the first one we have, else English. */
+export function pickLocale(languages = []) {
+  for (const tag of languages) {
+    if (typeof tag !== "string" || tag === "") continue;
+    if (tag.toLowerCase() === PSEUDO_LOCALE.toLowerCase()) return PSEUDO_LOCALE;
+    const primary = tag.toLowerCase().split("-")[0];
+    if (primary in CATALOGUES) return primary;
+  }
+  return "en";
+}
+
+let current = "en";
 let catalogue = en;
+let plurals = new Intl.PluralRules("en");
+let numbers = new Intl.NumberFormat("en");
+
+/** Use `tag` (one of LOCALES or the pseudo-locale) for every string from now on. */
+export function setLocale(tag) {
+  current = tag === PSEUDO_LOCALE || tag in CATALOGUES ? tag : "en";
+  catalogue = current === PSEUDO_LOCALE ? pseudoCatalogue() : { ...en, ...CATALOGUES[current] };
+  plurals = new Intl.PluralRules(current);
+  numbers = new Intl.NumberFormat(current);
+}
+
+/** The UI locale (a BCP 47 tag, for `lang` and Intl). */
+export function locale() {
+  return current;
+}
+
+/** The catalogue of `tag`, as written (for tests). */
+export function catalogueOf(tag) {
+  return CATALOGUES[tag];
+}
 
 /** Replace the catalogue (for a translation); missing keys fall back to English. */
 export function useCatalogue(messages) {
   catalogue = { ...en, ...messages };
 }
 
-/** The message for `key`, with `{name}` placeholders filled from `vars`. */
+/** A number as the UI locale writes it. */
+export function formatNumber(n) {
+  return numbers.format(n);
+}
+
+/**
+ * The message for `key`, with `{name}` placeholders filled from `vars` (numbers written
+ * as the locale writes them). A message with plural forms picks its form for
+ * `vars.count` through Intl.PluralRules, falling back to `other`.
+ */
 export function t(key, vars = {}) {
-  const text = catalogue[key] ?? en[key];
+  let text = catalogue[key] ?? en[key];
   if (text === undefined) {
     // A missing key is a bug; show the key so it is visible, never crash the view.
     console.warn(`i18n: missing key ${key}`);
     return key;
   }
-  return text.replace(/\{(\w+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m));
+  if (typeof text === "object") text = text[plurals.select(Number(vars.count ?? 0))] ?? text.other;
+  return text.replace(/\{(\w+)\}/g, (m, name) => {
+    if (!(name in vars)) return m;
+    const value = vars[name];
+    return typeof value === "number" ? numbers.format(value) : String(value);
+  });
 }
 
 /** Whether the catalogue has `key` (for values that may or may not have a label). */
 export function has(key) {
   return key in catalogue || key in en;
 }
+
+setLocale(pickLocale(globalThis.navigator?.languages ?? []));

@@ -3,11 +3,13 @@
 // linking to its session.
 
 import { api } from "./api.js";
-import { h, replace, formatTime } from "./dom.js";
-import { t } from "./i18n.js";
+import { h, replace, timeEl } from "./dom.js";
+import { formatNumber, t } from "./i18n.js";
+import { knownTitle, loadTitles, taskTitle } from "./titles.js";
 import * as ws from "./ws.js";
 
 const CLARIFICATION = "session.clarification_requested";
+const TURN_FINISHED = "session.turn_finished";
 const TOAST_MS = 12_000;
 
 /** A bell drawn as SVG (no icon font or emoji glyph needed). */
@@ -30,12 +32,28 @@ function sessionHref(n) {
   return n.session_id ? `#/sessions/${encodeURIComponent(n.session_id)}` : "#/";
 }
 
+// Known events are worded from the catalogue (the stored title and body are the server's
+// English); the body names the task, never the question (F9).
+const WORDING = {
+  [CLARIFICATION]: ["notif.clarification", "notif.clarificationBody"],
+  [TURN_FINISHED]: ["notif.turnFinished", "notif.turnFinishedBody"],
+};
+
+/** `{title, body}` of a notification in the UI language. */
+function wording(n) {
+  const keys = WORDING[n.event];
+  if (!keys) return { title: n.title || n.event, body: n.body };
+  const task = knownTitle(n.task_id);
+  return { title: t(keys[0]), body: task ? t(keys[1], { task }) : n.body };
+}
+
 function item(n) {
+  const { title, body } = wording(n);
   return h("li", { class: `notif notif-${n.event === CLARIFICATION ? "clar" : "other"}`, "data-testid": "notification-item", "data-event": n.event },
     h("a", { href: sessionHref(n), "data-testid": "notification-link" },
-      h("strong", {}, n.title || (n.event === CLARIFICATION ? t("notif.clarification") : n.event)),
-      n.body ? h("span", { class: "notif-body" }, n.body) : null,
-      h("time", { datetime: n.created_at }, formatTime(n.created_at))));
+      h("strong", {}, title),
+      body ? h("span", { class: "notif-body" }, body) : null,
+      timeEl(n.created_at)));
 }
 
 /**
@@ -45,9 +63,11 @@ function item(n) {
 export function mountNotifications(container, toasts) {
   let items = [];
   let unseen = 0;
+  // The name comes from the content (label, count, "new"), so what is seen is what is read.
   const count = h("span", { class: "badge", "data-testid": "notification-count", hidden: true });
+  const countWord = h("span", { class: "sr-only", hidden: true });
   const button = h("button", { type: "button", class: "icon-button", "aria-expanded": "false", "aria-controls": "notif-panel", "data-testid": "notifications-button" },
-    bellIcon(), h("span", { class: "label" }, t("nav.notifications")), count);
+    bellIcon(), h("span", { class: "label" }, t("nav.notifications")), " ", count, countWord);
   const list = h("ul", { class: "notif-list", "data-testid": "notifications-list" });
   const panel = h("section", { id: "notif-panel", class: "notif-panel", hidden: true, "aria-labelledby": "notif-h", "data-testid": "notifications-panel" },
     h("div", { class: "panel-head" },
@@ -58,31 +78,37 @@ export function mountNotifications(container, toasts) {
   function render() {
     replace(list, items.length ? items.map(item) : h("li", { class: "muted" }, t("notif.empty")));
     count.hidden = unseen === 0;
-    count.textContent = String(unseen);
-    button.setAttribute("aria-label", unseen ? t("nav.notificationsCount", { count: unseen }) : t("nav.notifications"));
+    count.textContent = formatNumber(unseen);
+    countWord.hidden = unseen === 0;
+    countWord.textContent = ` ${t("nav.notificationsNew", { count: unseen })}`;
   }
 
-  function setOpen(open) {
+  function setOpen(open, { refocus = true } = {}) {
     panel.hidden = !open;
     button.setAttribute("aria-expanded", String(open));
     if (open) {
       unseen = 0;
       render();
       panel.querySelector("a, button")?.focus();
-    } else {
+    } else if (refocus) {
       button.focus();
     }
   }
+  // Another page: the panel closes, and focus is the router's to place.
+  window.addEventListener("hashchange", () => !panel.hidden && setOpen(false, { refocus: false }));
 
   button.addEventListener("click", () => setOpen(panel.hidden));
   panel.addEventListener("keydown", (ev) => ev.key === "Escape" && setOpen(false));
   list.addEventListener("click", (ev) => ev.target.closest("a") && setOpen(false));
 
-  function toast(n) {
-    const el = h("div", { class: "toast", role: "status", "data-testid": "toast", "data-session-id": n.session_id ?? "" },
+  async function toast(n) {
+    await taskTitle(n.task_id);
+    const { title, body } = wording(n);
+    // The toast region is the live region; a toast is not one of its own.
+    const el = h("div", { class: "toast", "data-testid": "toast", "data-session-id": n.session_id ?? "" },
       h("div", { class: "toast-text" },
-        h("strong", {}, n.title || t("notif.clarification")),
-        n.body ? h("span", {}, n.body) : null),
+        h("strong", {}, title),
+        body ? h("span", {}, body) : null),
       h("a", { href: sessionHref(n), class: "button primary", "data-testid": "toast-link" }, t("notif.open")),
       h("button", { type: "button", class: "link", "aria-label": t("notif.dismiss"), "data-testid": "toast-dismiss" }, "×"));
     const remove = () => el.remove();
@@ -95,6 +121,7 @@ export function mountNotifications(container, toasts) {
   async function load() {
     try {
       items = await api.listNotifications();
+      if (items.some((n) => WORDING[n.event] && !knownTitle(n.task_id))) await loadTitles(true);
       items.sort((a, b) => String(b.created_at ?? "").localeCompare(String(a.created_at ?? "")));
       render();
     } catch {

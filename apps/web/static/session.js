@@ -1,86 +1,77 @@
 // The session view (`#/sessions/<id>`): the chat, the answer surface for a pending
 // clarification, a prompt box, cancel turn and stop session.
+//
+// Updates in place: one load of the session, task, messages and clarifications on mount
+// and on every (re)connect (events sent while offline are lost); in between, each
+// WebSocket payload is applied to what it names (the message, the record, the header),
+// so the view never rebuilds and focus and typed text survive every event.
 
 import { api } from "./api.js";
+import { createChat } from "./chat.js";
 import { createClarificationArea } from "./clarification.js";
-import { h, replace, formatTime } from "./dom.js";
-import { t, has } from "./i18n.js";
+import { createHistory } from "./history.js";
+import { agentLabel } from "./requester.js";
+import { announce, h, replace } from "./dom.js";
+import { t } from "./i18n.js";
+import { supersedes } from "./live.js";
 import { coalesce } from "./refresh.js";
 import { stateBadge } from "./state.js";
 import * as ws from "./ws.js";
 
-function text(value) {
-  if (value === null || value === undefined) return "";
-  if (typeof value === "string") return value;
-  if (typeof value === "object" && typeof value.text === "string") return value.text;
-  return JSON.stringify(value);
-}
-
-function answerSummary(answer) {
-  if (!answer) return "";
-  if (answer.rejected) return t("card.status.declined");
-  const parts = (answer.answers ?? []).map((a) => {
-    const chosen = (a.selected_options ?? []).join(", ");
-    const typed = (a.custom_text ?? "").trim();
-    return [chosen, typed].filter(Boolean).join(" — ");
-  });
-  return parts.filter(Boolean).join("; ");
-}
-
-function clarificationCard(msg, record) {
-  const meta = msg.metadata ?? {};
-  const pendingId = meta.pending_id;
-  const status = record?.status ?? meta.status ?? "pending";
-  const statusKey = `card.status.${status}`;
-  const answer = record?.answer ?? meta.answer;
-  const summary = status === "answered" || status === "agent_disconnected" ? answerSummary(answer) : "";
-  const questions = record?.questions ?? meta.questions ?? [];
-  return h("li", { class: `msg card-clar status-${status}`, "data-testid": `clarification-card-${pendingId}`, "data-status": status },
-    h("div", { class: "msg-head" },
-      h("span", { class: "author" }, t("card.heading")),
-      h("span", { class: `pill pill-${status}` }, has(statusKey) ? t(statusKey) : status),
-      h("time", { datetime: msg.created_at }, formatTime(msg.created_at))),
-    h("p", { class: "msg-body" }, text(msg.content) || record?.message || ""),
-    questions.length > 1 || (questions.length === 1 && questions[0].prompt !== text(msg.content))
-      ? h("ul", { class: "card-questions" }, questions.map((q) => h("li", {}, q.title ? `${q.title}: ${q.prompt}` : q.prompt)))
-      : null,
-    summary ? h("p", { class: "card-answer" }, t("card.answer", { answer: summary })) : null);
-}
-
-function toolCallItem(msg) {
-  const meta = msg.metadata ?? {};
-  const status = meta.status ?? meta.tool_status ?? "";
-  return h("li", { class: "msg tool", "data-testid": "message-tool-call", "data-tool-call-id": meta.tool_call_id ?? "" },
-    h("div", { class: "msg-head" },
-      h("span", { class: "author" }, t("message.toolCall")),
-      status ? h("span", { class: `pill pill-tool-${status}` }, status) : null,
-      h("time", { datetime: msg.created_at }, formatTime(msg.created_at))),
-    h("p", { class: "msg-body mono" }, text(msg.content) || meta.title || ""));
-}
-
-function messageItem(msg, recordsById) {
-  if (msg.type === "clarification_request" || msg.requests_input) {
-    return clarificationCard(msg, recordsById.get(msg.metadata?.pending_id));
-  }
-  if (msg.type === "tool_call" || msg.type === "tool_call_update") return toolCallItem(msg);
-  const author = msg.type === "status" || msg.author_type === "system" ? "system" : msg.author_type === "user" ? "user" : "agent";
-  const thought = msg.type === "thought";
-  return h("li", { class: `msg from-${author}${thought ? " thought" : ""}`, "data-testid": thought ? "message-thought" : `message-${author}` },
-    h("div", { class: "msg-head" },
-      h("span", { class: "author" }, thought ? t("author.thought") : t(`author.${author}`)),
-      h("time", { datetime: msg.created_at }, formatTime(msg.created_at))),
-    h("p", { class: "msg-body" }, text(msg.content)));
-}
+const ENDED = ["COMPLETED", "FAILED", "CANCELLED"];
 
 function belongs(data, sessionId) {
   return data?.session_id === sessionId || data?.id === sessionId || data?.session?.id === sessionId;
 }
 
+/** The header: title, state badge and agent line, each patched on its own. */
+function createHeader() {
+  const title = h("h1", {}, t("session.heading"));
+  const badge = h("span", {});
+  const agentLine = h("p", { class: "muted", "data-testid": "session-agent" });
+  const error = h("p", { class: "error", hidden: true });
+  const element = h("div", { class: "session-head" },
+    h("p", { class: "crumbs" }, h("a", { href: "#/" }, t("common.back"))),
+    h("div", { class: "session-title" }, title, badge),
+    agentLine,
+    error);
+  return {
+    element,
+    setTask(task) {
+      if (task?.title && title.textContent !== task.title) title.textContent = task.title;
+    },
+    setSession(session) {
+      error.hidden = true;
+      replace(badge, stateBadge(session));
+      const caps = session.client_capabilities;
+      replace(agentLine,
+        t("session.agent", { agent: agentLabel(session.agent, session.agent_info) }),
+        caps ? [" · ", caps.elicitation?.form ? t("session.elicitationOn") : t("session.elicitationOff")] : null);
+    },
+    setError(err) {
+      error.hidden = false;
+      error.textContent = err.status === 404 ? t("common.notFound") : t("common.error", { message: err.message });
+    },
+  };
+}
+
 /** Mount the session view for `sessionId`; returns the unmount function. */
 export function mountSession(root, { sessionId }) {
-  const header = h("div", { class: "session-head" });
-  const chat = h("ol", { class: "chat", "data-testid": "chat", "aria-live": "polite", "aria-label": t("session.chat") });
-  const area = createClarificationArea({ onSettled: () => refreshAll() });
+  const header = createHeader();
+  const records = new Map(); // pending id -> record
+  let session = null;
+  let taskId = null;
+
+  const chat = createChat({ recordFor: (id) => records.get(id) ?? null });
+  const area = createClarificationArea({ onSettled: () => {} });
+  const history = createHistory();
+  // Who asks, for the answer surface: the session's agent and the chat's tool calls.
+  const updateRequester = () => area.setContext({
+    agent: session?.agent,
+    agentInfo: session?.agent_info ?? null,
+    toolCall: (id) => chat.toolCall(id),
+    showToolCall: (id) => chat.showToolCall(id),
+  });
   const notice = h("p", { class: "form-status", role: "status", "data-testid": "session-notice" });
   const promptBox = h("textarea", { id: "prompt-text", rows: 3, placeholder: t("session.prompt.placeholder"), "data-testid": "prompt-input" });
   const sendButton = h("button", { type: "submit", class: "primary", "data-testid": "prompt-send" }, t("session.prompt.send"));
@@ -92,58 +83,56 @@ export function mountSession(root, { sessionId }) {
     h("div", { class: "actions" }, sendButton, cancelButton, stopButton),
     notice);
 
-  let records = new Map();
-  let session = null;
+  function pendingRecords() {
+    return [...records.values()].filter((r) => (r.status ?? "pending") === "pending");
+  }
 
-  const loadSession = coalesce(async () => {
-    try {
-      session = await api.getSession(sessionId);
-      let task = null;
-      try {
-        task = session.task_id ? await api.getTask(session.task_id) : null;
-      } catch {
-        task = null; // the header simply omits the title
-      }
-      const caps = session.client_capabilities;
-      replace(header,
-        h("p", { class: "crumbs" }, h("a", { href: "#/" }, t("common.back"))),
-        h("div", { class: "session-title" },
-          h("h1", {}, task?.title ?? t("session.heading")),
-          stateBadge(session)),
-        h("p", { class: "muted" },
-          t("session.agent", { agent: session.agent ?? "?" }),
-          caps ? [" · ", caps.elicitation?.form ? t("session.elicitationOn") : t("session.elicitationOff")] : null));
-      const live = !["COMPLETED", "FAILED", "CANCELLED"].includes(session.state);
-      promptBox.disabled = !live;
-      sendButton.disabled = !live;
-      cancelButton.disabled = !live;
-      stopButton.disabled = !live;
-    } catch (err) {
-      replace(header, h("p", { class: "crumbs" }, h("a", { href: "#/" }, t("common.back"))),
-        h("p", { class: "error" }, err.status === 404 ? t("common.notFound") : t("common.error", { message: err.message })));
+  function applySession(next) {
+    if (!supersedes("session", next, session)) return;
+    session = next;
+    taskId = next.task_id ?? taskId;
+    header.setSession(next);
+    updateRequester();
+    const live = !ENDED.includes(next.state);
+    for (const control of [promptBox, sendButton, cancelButton, stopButton]) control.disabled = !live;
+  }
+
+  /** Apply a record; returns whether it changed anything. */
+  function applyRecord(record) {
+    const prev = records.get(record.pending_id);
+    if (!supersedes("record", record, prev)) return false;
+    records.set(record.pending_id, record);
+    chat.recordChanged(record.pending_id);
+    history.apply(record);
+    if ((record.status ?? "pending") !== "pending" && area.currentPendingId === record.pending_id) {
+      area.settle(record.pending_id, record.status ?? null, record.outcome ?? null);
     }
-  });
+    area.update(pendingRecords());
+    if (!prev && record.status === "pending") announce(t("session.announce.question"));
+    return true;
+  }
 
-  const loadChat = coalesce(async () => {
+  function applyMessage(msg) {
+    const change = chat.upsert(msg);
+    if (change && (msg.type === "tool_call" || msg.type === "tool_call_update")) updateRequester();
+    if (change === "created" && msg.author_type === "agent" && msg.type === "message") announce(t("session.announce.message"));
+  }
+
+  const load = coalesce(async () => {
     try {
-      const [messages, clarifications] = await Promise.all([
+      const [fetched, messages, clarifications] = await Promise.all([
+        api.getSession(sessionId),
         api.listMessages(sessionId),
         api.listClarifications(sessionId),
       ]);
-      records = new Map(clarifications.map((r) => [r.pending_id, r]));
-      const atBottom = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 40;
-      replace(chat, messages.length ? messages.map((m) => messageItem(m, records)) : h("li", { class: "muted empty" }, t("session.chatEmpty")));
-      if (atBottom) chat.scrollTop = chat.scrollHeight;
-      area.update(clarifications.filter((r) => r.status === "pending"));
+      applySession(fetched);
+      for (const r of clarifications) applyRecord(r);
+      for (const m of messages) applyMessage(m);
+      if (taskId) header.setTask(await api.getTask(taskId).catch(() => null));
     } catch (err) {
-      replace(chat, h("li", { class: "error" }, t("common.error", { message: err.message })));
+      header.setError(err);
     }
   });
-
-  function refreshAll() {
-    loadSession();
-    loadChat();
-  }
 
   async function act(fn, doneKey) {
     try {
@@ -166,7 +155,7 @@ export function mountSession(root, { sessionId }) {
     } catch (err) {
       notice.textContent = t("common.error", { message: err.message });
     } finally {
-      sendButton.disabled = false;
+      sendButton.disabled = ENDED.includes(session?.state);
     }
   });
   promptBox.addEventListener("keydown", (ev) => {
@@ -177,23 +166,23 @@ export function mountSession(root, { sessionId }) {
 
   replace(root,
     h("div", { class: "session", "data-testid": "session-view", "data-session-id": sessionId },
-      header,
-      h("section", { class: "chat-wrap", "aria-label": t("session.chat") }, chat),
+      header.element,
+      h("section", { class: "chat-wrap", "aria-label": t("session.chat") }, chat.element),
       area.element,
-      promptForm));
+      promptForm,
+      history.element));
 
   const offs = [
-    ws.on("session.updated", (d) => belongs(d, sessionId) && loadSession()),
-    ws.on("message.created", (d) => belongs(d, sessionId) && loadChat()),
-    ws.on("message.updated", (d) => belongs(d, sessionId) && loadChat()),
-    ws.on("clarification.created", (d) => belongs(d, sessionId) && loadChat()),
+    ws.on("session.updated", (d) => belongs(d, sessionId) && applySession(d)),
+    ws.on("task.updated", (d) => d?.id && d.id === taskId && header.setTask(d)),
+    ws.on("message.created", (d) => d?.session_id === sessionId && applyMessage(d)),
+    ws.on("message.updated", (d) => d?.session_id === sessionId && applyMessage(d)),
+    ws.on("clarification.created", (d) => d?.session_id === sessionId && applyRecord(d)),
     ws.on("clarification.settled", (d) => {
-      const id = d?.pending_id;
-      if (id && area.currentPendingId === id) area.settle(id, d.status ?? null);
-      if (belongs(d, sessionId) || records.has(id)) refreshAll();
+      if (d?.session_id === sessionId || records.has(d?.pending_id)) applyRecord(d);
     }),
-    ws.onStatus((up) => up && refreshAll()),
+    ws.onStatus((up) => up && load()),
   ];
-  refreshAll();
+  load();
   return () => offs.forEach((off) => off());
 }

@@ -1,6 +1,7 @@
 // Settings (`#/settings`): the runtime flags with what they are, where their value comes
 // from, and a toggle that PATCHes an override. Env-locked flags say why they are locked.
 
+import { alertPrefs, chime, desktopAlertState, setDesktopAlerts, setSoundAlerts } from "./alerts.js";
 import { api } from "./api.js";
 import { h, replace } from "./dom.js";
 import { t, has } from "./i18n.js";
@@ -10,6 +11,12 @@ import * as ws from "./ws.js";
 function sourceLabel(source) {
   const key = `settings.source.${source}`;
   return has(key) ? t(key) : source;
+}
+
+/** A catalogue word for a known value (`settings.stabilityValue.beta`), else the value itself. */
+function word(prefix, value) {
+  const key = `${prefix}.${value}`;
+  return has(key) ? t(key) : value ?? "?";
 }
 
 function slug(key) {
@@ -62,11 +69,12 @@ function flagRow(flag, onChange) {
   });
   return h("li", { class: `flag${disabled ? " locked" : ""}`, "data-testid": `flag-${flag.key}`, "data-source": flag.source },
     h("div", { class: "flag-main" },
-      h("label", { for: id, class: "flag-label" }, flag.label ?? flag.key),
-      h("p", { class: "flag-desc", id: descId }, flag.description ?? ""),
+      // The registry's English text is the fallback for a flag the catalogue does not know yet.
+      h("label", { for: id, class: "flag-label" }, has(`flag.${flag.key}.label`) ? t(`flag.${flag.key}.label`) : flag.label ?? flag.key),
+      h("p", { class: "flag-desc", id: descId }, has(`flag.${flag.key}.description`) ? t(`flag.${flag.key}.description`) : flag.description ?? ""),
       h("p", { class: "flag-meta" },
-        h("span", { class: `pill pill-stability-${flag.stability}` }, t("settings.stability", { stability: flag.stability ?? "?" })),
-        h("span", { class: `pill pill-risk-${flag.risk_level}` }, t("settings.risk", { risk: flag.risk_level ?? "?" })),
+        h("span", { class: `pill pill-stability-${flag.stability}` }, t("settings.stability", { stability: word("settings.stabilityValue", flag.stability) })),
+        h("span", { class: `pill pill-risk-${flag.risk_level}` }, t("settings.risk", { risk: word("settings.riskValue", flag.risk_level) })),
         h("span", { class: "pill", "data-testid": `flag-source-${flag.key}` }, t("settings.source", { source: sourceLabel(flag.source) })),
         h("code", { class: "env" }, flag.env_var ?? flag.key)),
       reason ? h("p", { class: "flag-lock", id: lockId, "data-testid": `flag-lock-${flag.key}` }, reason) : null,
@@ -76,6 +84,58 @@ function flagRow(flag, onChange) {
       h("span", { class: "flag-value", "data-testid": `flag-value-${flag.key}` }, flag.value ? t("settings.on") : t("settings.off")),
       toggle,
       reset));
+}
+
+/** A switch with its label, description and status line. */
+function alertSwitch({ key, label, desc, checked, onToggle }) {
+  const id = `alerts-${key}`;
+  const status = h("p", { class: "form-status", role: "status", "data-testid": `alerts-${key}-status` });
+  const toggle = h("input", { type: "checkbox", role: "switch", id, class: "switch", checked, "aria-describedby": `${id}-desc`, "data-testid": `alerts-${key}` });
+  toggle.addEventListener("change", () => onToggle(toggle, status));
+  return {
+    status,
+    element: h("li", { class: "flag" },
+      h("div", { class: "flag-main" },
+        h("label", { for: id, class: "flag-label" }, label),
+        h("p", { class: "flag-desc", id: `${id}-desc` }, desc),
+        status),
+      h("div", { class: "flag-control" }, toggle)),
+  };
+}
+
+/** "Alerts on this device": desktop notifications (with the permission flow) and the chime. */
+function alertsSection() {
+  const desktop = alertSwitch({
+    key: "desktop",
+    label: t("alerts.desktop"),
+    desc: t("alerts.desktopDesc"),
+    checked: desktopAlertState() === "on",
+    async onToggle(toggle, status) {
+      toggle.disabled = true;
+      if (toggle.checked) status.textContent = t("alerts.status.asking");
+      const state = await setDesktopAlerts(toggle.checked);
+      toggle.checked = state === "on";
+      toggle.disabled = state === "unsupported";
+      status.textContent = t(`alerts.status.${state}`);
+    },
+  });
+  const initial = desktopAlertState();
+  if (initial === "unsupported" || initial === "denied") desktop.status.textContent = t(`alerts.status.${initial}`);
+  const sound = alertSwitch({
+    key: "sound",
+    label: t("alerts.sound"),
+    desc: t("alerts.soundDesc"),
+    checked: alertPrefs().sound,
+    onToggle(toggle, status) {
+      setSoundAlerts(toggle.checked);
+      status.textContent = toggle.checked ? t("alerts.status.soundOn") : t("alerts.status.soundOff");
+      if (toggle.checked) chime(); // what it sounds like (and a gesture that unlocks audio)
+    },
+  });
+  return h("section", { class: "card", "aria-labelledby": "alerts-h", "data-testid": "alerts-settings" },
+    h("h2", { id: "alerts-h" }, t("alerts.heading")),
+    h("p", { class: "note" }, t("alerts.intro")),
+    h("ul", { class: "flags" }, desktop.element, sound.element));
 }
 
 /** Mount Settings into `root`; returns the unmount function. */
@@ -100,7 +160,8 @@ export function mountSettings(root) {
         h("h2", { id: "flags-h" }, t("settings.flags")),
         h("p", { class: "note", "data-testid": "settings-applies-next" }, t("settings.appliesNext")),
         status,
-        list)));
+        list),
+      alertsSection()));
   const offs = [ws.onStatus((up) => up && load()), ws.on("runtime_flags.updated", load)];
   load();
   return () => offs.forEach((off) => off());

@@ -13,6 +13,8 @@ import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { createRequire } from "node:module";
+import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
@@ -21,6 +23,8 @@ export const repoRoot = path.resolve(here, "../../..");
 export const staticDir = path.resolve(here, "../static");
 export const pagesDir = path.join(here, "pages");
 export const fixturesDir = path.join(here, "fixtures");
+/** Mock-agent scenarios of the browser tests (`--scenario-dir`), beside the embedded ones. */
+export const scenarioDir = path.join(fixturesDir, "scenarios");
 const binDir = path.join(repoRoot, "target", "debug");
 export const bins = {
   kandev: path.join(binDir, "kandev"),
@@ -70,7 +74,8 @@ function tomlString(s) {
 
 /**
  * Start kandev. Options: `env` (extra environment, e.g. KANDEV_FEATURES_ACP_ELICITATION),
- * `executor` ({kind: "remote", url, token} or undefined for local), `agentEnv`.
+ * `executor` ({kind: "remote", url, token} or undefined for local), `agentEnv`; the mock
+ * agent also plays the scenarios of tests/fixtures/scenarios (`/e2e:NAME`).
  * Returns `{url, apiUrl, dir, agentLog, api, logs(), stop()}`.
  */
 export async function startKandev({ env = {}, executor, agentEnv = {} } = {}) {
@@ -86,7 +91,7 @@ export async function startKandev({ env = {}, executor, agentEnv = {} } = {}) {
     `database_url = ${tomlString(`sqlite://${path.join(dir, "kandev.db")}`)}`,
     ``,
     `[agents.mock]`,
-    `command = [${tomlString(bins.mockAgent)}]`,
+    `command = [${[bins.mockAgent, "--scenario-dir", scenarioDir].map(tomlString).join(", ")}]`,
     `env = { ${Object.entries({ MOCK_AGENT_LOG: agentLog, ...agentEnv }).map(([k, v]) => `${k} = ${tomlString(v)}`).join(", ")} }`,
   ];
   if (executor?.kind === "remote") {
@@ -418,8 +423,8 @@ export async function launchBrowser() {
 }
 
 /** A page at `width`×`height` that fails the test on uncaught page errors (collected in `errors`). */
-export async function newPage(browser, { width = 1280, height = 860 } = {}) {
-  const context = await browser.newContext({ viewport: { width, height } });
+export async function newPage(browser, { width = 1280, height = 860, locale } = {}) {
+  const context = await browser.newContext({ viewport: { width, height }, locale });
   const page = await context.newPage();
   page.errors = [];
   page.on("pageerror", (err) => page.errors.push(String(err)));
@@ -430,6 +435,18 @@ export async function newPage(browser, { width = 1280, height = 860 } = {}) {
     }
   });
   return page;
+}
+
+const axePath = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+
+/**
+ * Run axe-core (every rule axe runs by default, best practices included) on the page as
+ * it is now; returns its violations as readable lines (empty when clean).
+ */
+export async function axeViolations(page) {
+  if (!(await page.evaluate(() => typeof window.axe === "object"))) await page.addScriptTag({ path: axePath });
+  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+  return result.violations.flatMap((v) => v.nodes.map((n) => `${v.id} (${v.impact}): ${n.target.join(" ")} — ${n.failureSummary?.split("\n").slice(0, 3).join(" ")}`));
 }
 
 /** Save a full-page screenshot as target/browser-screenshots/<name>.png. */
@@ -459,4 +476,41 @@ export async function withKandev(options, body) {
 
 function readAgentLogTail(file) {
   return readAgentLog(file).slice(-12).map((e) => `${e.dir} ${JSON.stringify(e.frame).slice(0, 400)}`).join("\n");
+}
+
+/**
+ * One kandev and one browser for every test of a file (each test gets its own page):
+ * for files whose tests do not read the shared agent log by position. Call at the top
+ * level; `run(body, {viewport, locale})` runs a test body, printing kandev's log if it fails.
+ */
+export function sharedStack(options = {}) {
+  const stack = {};
+  before(async () => {
+    stack.kandev = await startKandev(options);
+    stack.browser = await launchBrowser();
+  });
+  after(async () => {
+    await stack.browser?.close();
+    await stack.kandev?.stop();
+  });
+  stack.run = async (body, { viewport, locale } = {}) => {
+    const page = await newPage(stack.browser, { ...viewport, locale });
+    try {
+      await body({ kandev: stack.kandev, page, browser: stack.browser });
+    } catch (err) {
+      process.stderr.write(`--- kandev log (tail) ---\n${stack.kandev.logs().slice(-6000)}\n--- agent frames ---\n${readAgentLogTail(stack.kandev.agentLog)}\n`);
+      throw err;
+    } finally {
+      await page.context().close();
+    }
+  };
+  return stack;
+}
+
+/** Skip every question still waiting (a shared stack's tests start from none). */
+export async function skipAllPending(kandev) {
+  const pending = await kandev.api.call("GET", "/api/v1/clarifications?status=pending").then((b) => b.clarifications);
+  for (const r of pending) {
+    await kandev.api.call("POST", `/api/v1/clarifications/${r.pending_id}/respond`, { answers: [], rejected: true, reject_reason: "skipped" }).catch(() => {});
+  }
 }

@@ -5,7 +5,9 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { launchBrowser, newPage, screenshot, startWebServer } from "./harness.mjs";
+import { copyFileSync, mkdirSync } from "node:fs";
+import path from "node:path";
+import { launchBrowser, newPage, repoRoot, screenshot, screenshotDir, startWebServer } from "./harness.mjs";
 
 let server;
 let browser;
@@ -20,9 +22,9 @@ after(async () => {
   await server?.close();
 });
 
-async function bench(fixture, viewport) {
+async function bench(fixture, viewport, query = "") {
   const page = await newPage(browser, viewport);
-  await page.goto(`${server.url}/__test__/overlay.html?fixture=${fixture}`);
+  await page.goto(`${server.url}/__test__/overlay.html?fixture=${fixture}${query}`);
   await page.locator("body[data-ready=true]").waitFor();
   await page.getByTestId("clarification-overlay").waitFor();
   return page;
@@ -179,6 +181,168 @@ describe("answer surface, elicitation rules (page-level)", () => {
       { question_id: "contact", selected_options: [], custom_text: "oncall@example.com" },
       { question_id: "ticket", selected_options: [], custom_text: "OPS-42" },
     ]);
+    await page.context().close();
+  });
+});
+
+describe("text that reads well (page-level)", () => {
+  test("line breaks kept; emphasis, code and lists rendered; links shown as text with their URL; markup stays text", async () => {
+    const page = await bench("elicitation-text");
+    const message = page.locator(".clar-message");
+    assert.equal(await message.locator("strong").textContent(), "merge");
+    assert.equal(await message.locator("code").first().textContent(), "feature/login");
+    assert.deepEqual(await message.locator("ul > li").allTextContents(), ["CI is green", "the design doc (https://example.com/doc?id=7) is approved"]);
+    assert.equal(await page.getByTestId("clarification-overlay").locator("a").count(), 0, "no link an agent could make the operator click");
+    assert.match(await message.locator("p").first().innerText(), /two things:\nthe branch is/, "the line break is kept");
+    assert.match(await message.textContent(), /<img src=x onerror="window.__injected=1"> stays text\./);
+    assert.equal(await message.locator("img").count(), 0);
+    assert.equal(await page.evaluate(() => window.__injected), undefined);
+    // A question's prompt too, and an option's description (inline only, inside its label).
+    assert.equal(await page.locator('[data-question-id="branch"] .prompt em').textContent(), "main");
+    assert.equal(await page.locator('[data-question-id="strategy"] .option-desc code').textContent(), "main");
+    await screenshot(page, "overlay-text-reads-well");
+    await page.context().close();
+  });
+
+  test("free text is multi-line; Ctrl+Enter submits; Escape never discards what was typed", async () => {
+    const page = await bench("elicitation-text");
+    const notes = page.getByTestId("clarification-custom-notes");
+    assert.equal(await notes.evaluate((el) => el.tagName), "TEXTAREA");
+    await notes.click();
+    await page.keyboard.type("Fixes the login form.");
+    await page.keyboard.press("Enter");
+    await page.keyboard.type("Adds a test.");
+    await page.keyboard.press("Escape");
+    assert.equal(await notes.inputValue(), "Fixes the login form.\nAdds a test.", "Enter adds a line, Escape keeps the text");
+    assert.equal((await calls(page)).length, 0, "Enter alone did not submit");
+    await page.keyboard.press("Control+Enter");
+    await page.getByTestId("clarification-outcome").waitFor();
+    assert.deepEqual((await calls(page))[0].payload.answers, [
+      { question_id: "branch", selected_options: [], custom_text: "main" },
+      { question_id: "notes", selected_options: [], custom_text: "Fixes the login form.\nAdds a test." },
+      { question_id: "strategy", selected_options: ["squash"], custom_text: "" },
+    ]);
+    await page.context().close();
+  });
+
+  test("defaults are pre-filled and shown as the agent's", async () => {
+    const page = await bench("elicitation-text");
+    const branch = page.getByTestId("clarification-custom-branch");
+    assert.equal(await branch.inputValue(), "main");
+    const described = await branch.evaluate((el) => el.getAttribute("aria-describedby").split(" ").map((id) => document.getElementById(id)?.textContent ?? "").join(" | "));
+    assert.match(described, /Pre-filled with the agent's default: main/, "the field says its value is the default");
+    assert.equal(await page.getByTestId("clarification-option-strategy-squash").isChecked(), true);
+    assert.equal(await page.locator('[data-question-id="strategy"] .option:has([value=squash]) .default-tag').textContent(), "default");
+    assert.equal(await page.locator('[data-question-id="strategy"] .default-tag').count(), 1, "only the default option is tagged");
+    await page.context().close();
+  });
+
+  test("what was typed survives the surface being rendered again while the question is open", async () => {
+    const page = await bench("elicitation-text");
+    await page.getByTestId("clarification-custom-notes").fill("Half a thought");
+    await page.getByTestId("clarification-option-strategy-rebase").check();
+    await page.evaluate(() => window.__area.update([])); // e.g. the operator left the session
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    await page.evaluate(() => fetch("/__fixtures__/elicitation-text.json").then((r) => r.json()).then((rec) => window.__area.update([rec])));
+    assert.equal(await page.getByTestId("clarification-custom-notes").inputValue(), "Half a thought");
+    assert.equal(await page.getByTestId("clarification-option-strategy-rebase").isChecked(), true);
+    await page.context().close();
+  });
+});
+
+describe("Submit, Skip, Cancel and who asks (page-level)", () => {
+  test("three controls, each explained in one line that is its description", async () => {
+    const page = await bench("elicitation-single");
+    const explained = {};
+    for (const id of ["clarification-submit", "clarification-skip", "clarification-cancel"]) {
+      explained[id] = await page.getByTestId(id).evaluate((el) => document.getElementById(el.getAttribute("aria-describedby")).textContent);
+    }
+    assert.deepEqual(explained, {
+      "clarification-submit": "The agent gets your answers and carries on.",
+      "clarification-skip": "The agent is told you declined; it carries on without an answer.",
+      "clarification-cancel": "The agent's request is aborted: the tool call it came from stops.",
+    });
+    await page.context().close();
+  });
+
+  test("Cancel sends a cancel (not a respond), says the agent was told to abort, and withdraws the surface", async () => {
+    const page = await bench("elicitation-single");
+    await page.getByTestId("clarification-custom-question_0").fill("typed, then cancelled");
+    await reply(page, { ok: true, body: { status: "cancelled" } });
+    await page.getByTestId("clarification-cancel").click();
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.deepEqual(await calls(page), [{ pendingId: "0d7c1c7e-0c38-4f43-8d7b-5a0f3f1b2c01", cancel: true }]);
+    const outcome = page.getByTestId("clarification-outcome");
+    assert.equal(await outcome.getAttribute("data-outcome"), "cancelled");
+    assert.match(await outcome.textContent(), /cancelled the request; the agent was told to abort it/);
+    await page.context().close();
+  });
+
+  test("a cancel after the question was settled elsewhere (404 from agentctl) says it is no longer open", async () => {
+    const page = await bench("elicitation-single");
+    await reply(page, { ok: false, status: 404, code: "NOT_FOUND", message: "no such pending" });
+    await page.getByTestId("clarification-cancel").click();
+    await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
+    assert.equal(await page.getByTestId("clarification-outcome").getAttribute("data-outcome"), "not_found");
+    await page.context().close();
+  });
+
+  test("the card names who asks: the agent's id and agentInfo, and the tool call, which it can show", async () => {
+    const page = await bench("elicitation-single", undefined, "&agent=mock");
+    const line = page.getByTestId("clarification-requester");
+    assert.equal(await line.getAttribute("data-tool-call-id"), "tool-42");
+    assert.match(await line.textContent(), /^Asked by mock \(mock-agent 0\.3\.0\) for the tool call “Choose the datastore” Show the tool call$/);
+    await page.getByTestId("clarification-show-tool-call").click();
+    assert.deepEqual(await page.evaluate(() => window.__shown), ["tool-42"]);
+    await screenshot(page, "overlay-who-asks");
+    await page.context().close();
+  });
+});
+
+describe("history of settled questions (page-level, tests/fixtures/history.json)", () => {
+  test("each with its answer, outcome, by whom and when, in the order they settled; pending ones left out", async () => {
+    const page = await newPage(browser);
+    await page.goto(`${server.url}/__test__/history.html`);
+    await page.locator("body[data-ready=true]").waitFor();
+    const rows = await page.getByTestId("history-item").evaluateAll((els) => els.map((el) => [
+      el.dataset.pendingId,
+      el.dataset.outcome,
+      el.querySelector("[data-testid=history-outcome]").textContent,
+      el.querySelector("[data-testid=history-answer]").textContent,
+      el.querySelector("[data-testid=history-by]")?.textContent ?? null,
+      el.querySelector("time")?.getAttribute("datetime") ?? null,
+    ]));
+    assert.deepEqual(rows, [
+      ["p1", "answered", "Answered", "Answer: SQLite (embedded) — with WAL", "By alice", "2026-01-05T10:01:30.000000Z"],
+      ["p2", "skipped", "Skipped", "No answer was given.", "By the operator (no sign-in)", "2026-01-05T10:02:30.000000Z"],
+      ["p3", "cancelled", "Cancelled by the operator", "No answer was given.", "By the operator (no sign-in)", "2026-01-05T10:03:30.000000Z"],
+      ["p4", "timed_out", "Timed out", "No answer was given.", null, "2026-01-05T10:04:30.000000Z"],
+      ["p5", "agent_cancelled", "Withdrawn by the agent", "No answer was given.", null, "2026-01-05T10:05:30.000000Z"],
+      ["p6", "withdrawn", "Closed: the session ended or the agent is gone", "No answer was given.", null, "2026-01-05T10:06:30.000000Z"],
+      ["p7", "skipped", "Skipped", "No answer was given.", null, "2026-01-05T10:07:30.000000Z"],
+    ]);
+    assert.equal(await page.getByRole("heading", { name: "Questions in this session" }).count(), 1);
+    await screenshot(page, "history-fixture");
+    await page.context().close();
+  });
+});
+
+describe("the README's picture of the card", () => {
+  // Always saved under target/browser-screenshots/; UPDATE_DOCS_SCREENSHOTS=1 also copies
+  // it to docs/screenshots/ (the README's), so a normal run never dirties the tree.
+  test("the card: who asks, markdown message, defaults shown, Submit / Skip / Cancel explained", async () => {
+    const page = await bench("clarification-card", { width: 760, height: 1000 }, "&agent=mock");
+    const overlay = page.getByTestId("clarification-overlay");
+    assert.match(await page.getByTestId("clarification-requester").textContent(), /Asked by mock \(mock-agent 0\.3\.0\)/);
+    assert.equal(await page.getByTestId("clarification-option-question_0-SQLite").isChecked(), true, "the default is pre-filled");
+    await page.getByTestId("clarification-custom-name").focus();
+    mkdirSync(screenshotDir, { recursive: true });
+    const file = path.join(screenshotDir, "clarification-card.png");
+    await overlay.screenshot({ path: file });
+    if (process.env.UPDATE_DOCS_SCREENSHOTS === "1") {
+      mkdirSync(path.join(repoRoot, "docs", "screenshots"), { recursive: true });
+      copyFileSync(file, path.join(repoRoot, "docs", "screenshots", "clarification-card.png"));
+    }
     await page.context().close();
   });
 });

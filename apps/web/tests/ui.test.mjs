@@ -181,6 +181,11 @@ test("AC-64 in the UI: the surface is withdrawn when the answer deadline passes"
     await overlay.waitFor({ state: "detached", timeout: 20_000 });
     assert.equal(await page.getByTestId("clarification-outcome").getAttribute("data-outcome"), "withdrawn");
     assert.deepEqual(elicitationResults(kandev.agentLog)[0], { action: "decline" });
+    // The history says it timed out, and that no operator settled it.
+    const item = page.getByTestId("history-item");
+    await item.waitFor();
+    assert.equal(await item.getAttribute("data-outcome"), "timed_out");
+    assert.equal(await item.getByTestId("history-by").count(), 0);
     await screenshot(page, "session-deadline-withdrawn");
   });
 });

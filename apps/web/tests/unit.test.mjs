@@ -15,11 +15,13 @@ import {
   outcomeOf,
   skipPayload,
   validate,
-} from "../static/clarification.js";
-import { has, t } from "../static/i18n.js";
+} from "../static/answer-rules.js";
+import { catalogueOf, has, LOCALES, locale, pickLocale, PSEUDO_LOCALE, setLocale, t } from "../static/i18n.js";
+import { compareMessages, supersedes } from "../static/live.js";
 import { coalesce } from "../static/refresh.js";
 import { parseRoute } from "../static/route.js";
 import { latestSession, stateVariant } from "../static/state.js";
+import { parseBlocks, parseInline } from "../static/text.js";
 import { backoffDelay } from "../static/ws.js";
 
 const staticDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "../static");
@@ -214,6 +216,76 @@ describe("plumbing", () => {
   });
 });
 
+describe("updates in place: the newer copy wins, whichever arrives last", () => {
+  test("messages by updated_at; an equal version takes the incoming copy", () => {
+    const older = { id: "m", updated_at: "2026-01-01T00:00:00.000001Z", content: "Hel" };
+    const newer = { id: "m", updated_at: "2026-01-01T00:00:00.000002Z", content: "Hello" };
+    assert.equal(supersedes("message", newer, older), true);
+    assert.equal(supersedes("message", older, newer), false, "a stale event after a fresher fetch is ignored");
+    assert.equal(supersedes("message", { ...older }, older), true);
+    assert.equal(supersedes("message", older, null), true);
+  });
+
+  test("a settled record never goes back to pending; a later answer or outcome still applies", () => {
+    const pending = { pending_id: "p", status: "pending" };
+    const settled = { pending_id: "p", status: "answered", settled_at: "2026-01-01T00:00:01Z", answer: null };
+    assert.equal(supersedes("record", settled, pending), true);
+    assert.equal(supersedes("record", pending, settled), false);
+    assert.equal(supersedes("record", { ...settled, answer: { answers: [] } }, settled), true);
+    assert.equal(supersedes("record", settled, { ...settled, answer: { answers: [] } }), false);
+  });
+
+  test("a task's version is the newest of the task and its sessions", () => {
+    const task = { id: "t", updated_at: "2026-01-01", sessions: [{ updated_at: "2026-01-03" }] };
+    assert.equal(supersedes("task", { ...task, sessions: [{ updated_at: "2026-01-02" }] }, task), false);
+    assert.equal(supersedes("task", { ...task, sessions: [{ updated_at: "2026-01-04" }] }, task), true);
+  });
+
+  test("chat order is seq when both have it, else creation time", () => {
+    assert.ok(compareMessages({ seq: 2, created_at: "b" }, { seq: 10, created_at: "a" }) < 0);
+    assert.ok(compareMessages({ created_at: "2026-01-02" }, { seq: 1, created_at: "2026-01-01" }) > 0);
+    assert.equal(compareMessages({ created_at: "x" }, { created_at: "x" }), 0);
+  });
+});
+
+describe("agent text: the safe markdown subset", () => {
+  test("blocks: paragraphs keep single line breaks; lists, fences and headings", () => {
+    assert.deepEqual(parseBlocks("a\nb\n\n- x\n- y\n  more\n3. three\n4. four\n```js\n<b>*raw*</b>\n```\n# Title"), [
+      { type: "p", text: "a\nb" },
+      { type: "ul", items: ["x", "y\nmore"] },
+      { type: "ol", start: 3, items: ["three", "four"] },
+      { type: "code", text: "<b>*raw*</b>" },
+      { type: "h", text: "Title" },
+    ]);
+    assert.deepEqual(parseBlocks("a\r\nb"), [{ type: "p", text: "a\nb" }]);
+    assert.deepEqual(parseBlocks("```\nunclosed"), [{ type: "code", text: "unclosed" }]);
+    assert.deepEqual(parseBlocks(""), []);
+  });
+
+  test("inline: code wins, then links, strong, emphasis; snake_case and lone stars stay text", () => {
+    const flat = (spans) => spans.map((s) => (s.type === "text" ? s.text : s.type === "code" ? `<code>${s.text}</code>` : s.type === "link" ? `<link ${s.url}>${flat(s.children)}</link>` : `<${s.type}>${flat(s.children)}</${s.type}>`)).join("");
+    assert.equal(flat(parseInline("**bold _and em_** and `a*b*c`")), "<strong>bold <em>and em</em></strong> and <code>a*b*c</code>");
+    assert.equal(flat(parseInline("see [the docs](https://x.test/a_b) now")), "see <link https://x.test/a_b>the docs</link> now");
+    assert.equal(flat(parseInline("my_var_name and 5 * 3 and a*")), "my_var_name and 5 * 3 and a*");
+    assert.equal(flat(parseInline("<script>alert(1)</script>")), "<script>alert(1)</script>", "markup is just text (rendered as a text node)");
+    assert.equal(flat(parseInline("``a ` b``")), "<code>a ` b</code>");
+  });
+
+  test("any text parses, and the text survives: property over 300 random strings", () => {
+    const alphabet = ["*", "_", "`", "[", "]", "(", ")", "-", " ", "\n", "a", "b", "1.", "#", "~"];
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+    const letters = (s) => s.replace(/[^ab]/g, "");
+    for (let i = 0; i < 300; i += 1) {
+      const text = Array.from({ length: next() % 40 }, () => alphabet[next() % alphabet.length]).join("");
+      const blocks = parseBlocks(text);
+      const spans = blocks.flatMap((b) => (b.type === "code" ? [{ type: "text", text: b.text }] : (b.items ?? [b.text]).flatMap((x) => parseInline(x))));
+      const collect = (ss) => ss.map((s) => (s.children ? collect(s.children) + (s.url ?? "") : s.text)).join("");
+      assert.equal(letters(collect(spans)), letters(text), `letters kept for ${JSON.stringify(text)}`);
+    }
+  });
+});
+
 describe("the message catalogue", () => {
   test("every t(\"key\") used by the UI exists in the one catalogue", () => {
     const missing = [];
@@ -224,7 +296,59 @@ describe("the message catalogue", () => {
     assert.deepEqual(missing, []);
   });
 
-  test("placeholders are filled", () => {
-    assert.equal(t("clar.err.minLength", { n: 3 }), "Use at least 3 character(s).");
+  test("placeholders are filled; numbers are written the locale's way", () => {
+    assert.equal(t("session.agent", { agent: "mock" }), "Agent: mock");
+    assert.equal(t("clar.hint.range", { min: 0.5, max: 1500 }), "Between 0.5 and 1,500.");
+  });
+
+  test("plural forms come from Intl.PluralRules, not \"(s)\"", () => {
+    assert.equal(t("board.sessionCount", { count: 1 }), "1 session");
+    assert.equal(t("board.sessionCount", { count: 0 }), "0 sessions");
+    assert.equal(t("clar.err.minLength", { count: 3 }), "Use at least 3 characters.");
+    for (const [k, v] of Object.entries(catalogueOf("en"))) {
+      if (typeof v === "string") assert.doesNotMatch(v, /\(s\)/, `${k} uses "(s)"`);
+    }
+  });
+
+  test("the locale is the first of the browser's languages we have, else English", () => {
+    assert.equal(pickLocale(["pt-BR", "en-US"]), "pt");
+    assert.equal(pickLocale(["de-DE", "pt-PT"]), "pt");
+    assert.equal(pickLocale(["de-DE", "fr"]), "en");
+    assert.equal(pickLocale([]), "en");
+    assert.equal(pickLocale(["en-XA"]), PSEUDO_LOCALE);
+  });
+
+  test("Portuguese: every string translated, in its plural forms, with the same placeholders", () => {
+    const en = catalogueOf("en");
+    const pt = catalogueOf("pt");
+    assert.deepEqual(Object.keys(pt).sort(), Object.keys(en).sort(), "same keys");
+    const holes = (v) => [...new Set(JSON.stringify(v).match(/\{\w+\}/g) ?? [])].sort();
+    const sameAsEnglish = ["app.title", "app.titleWaiting", "card.question", "clar.agentNamed", "clar.agentVersion", "clar.keys", "clar.keysMac", "clar.requiredMark", "settings.stabilityValue.experimental", "settings.stabilityValue.beta"];
+    const categories = new Intl.PluralRules("pt").resolvedOptions().pluralCategories;
+    for (const [key, value] of Object.entries(en)) {
+      assert.deepEqual(holes(pt[key]), holes(value), `${key}: placeholders`);
+      assert.equal(typeof pt[key], typeof value, `${key}: plural forms or one string`);
+      if (typeof value === "object") {
+        for (const c of categories) assert.ok(c in pt[key] || "other" in pt[key], `${key}: form ${c}`);
+        assert.ok("one" in pt[key] && "other" in pt[key], `${key}: one and other`);
+      } else if (!sameAsEnglish.includes(key)) {
+        assert.notEqual(pt[key], value, `${key} is not translated`);
+      }
+    }
+    assert.deepEqual(LOCALES, ["en", "pt"]);
+  });
+
+  test("Portuguese plurals and numbers", () => {
+    try {
+      setLocale("pt");
+      assert.equal(locale(), "pt");
+      assert.equal(t("board.sessionCount", { count: 1 }), "1 sessão");
+      assert.equal(t("board.sessionCount", { count: 2 }), "2 sessões");
+      assert.equal(t("clar.hint.range", { min: 0.5, max: 1500 }), "Entre 0,5 e 1.500.");
+      setLocale(PSEUDO_LOCALE);
+      assert.equal(t("board.sessionCount", { count: 2 }), "⟦2 sessions⟧");
+    } finally {
+      setLocale("en");
+    }
   });
 });

@@ -1,0 +1,57 @@
+// The session's settled questions (ARCHITECTURE §13): each with the answer given, how it
+// ended (answered, skipped, cancelled, timed out, agent cancelled, withdrawn), by whom and
+// when — kept in place from the records the session view applies.
+
+import { outcomeFor } from "./answer-rules.js";
+import { answerSummary } from "./chat.js";
+import { h, swap, timeEl } from "./dom.js";
+import { t } from "./i18n.js";
+import { KeyedList } from "./live.js";
+import { rich } from "./text.js";
+
+/** Who settled a record, in words; null when no operator did. */
+export function settledBy(record) {
+  const who = record?.answered_by;
+  if (!who) return null;
+  return who === "local" ? t("history.byLocal") : who;
+}
+
+function questionText(record) {
+  const questions = record.questions ?? [];
+  if (record.message) return record.message;
+  return questions.map((q) => q.title || q.prompt || q.id).join(" · ");
+}
+
+function historyItem(record) {
+  const outcome = outcomeFor(record) ?? "answered";
+  const summary = outcome === "answered" ? answerSummary(record.answer, record.questions ?? []) : "";
+  const who = settledBy(record);
+  return h("li", { class: `history-item outcome-${outcome}`, "data-testid": "history-item", "data-pending-id": record.pending_id, "data-outcome": outcome },
+    h("div", { class: "msg-head" },
+      h("span", { class: `pill pill-outcome-${outcome}`, "data-testid": "history-outcome" }, t(`history.outcome.${outcome}`)),
+      record.settled_at ? timeEl(record.settled_at, { "data-testid": "history-when" }) : null),
+    rich(questionText(record), { class: "history-question" }),
+    h("p", { class: "history-answer", "data-testid": "history-answer" }, summary ? t("history.answer", { answer: summary }) : t("history.noAnswer")),
+    who ? h("p", { class: "history-by", "data-testid": "history-by" }, t("history.by", { who })) : null);
+}
+
+function bySettled(a, b) {
+  return String(a.settled_at ?? "").localeCompare(String(b.settled_at ?? ""));
+}
+
+/** The history section; `apply(record)` shows a settled record (pending ones are ignored). */
+export function createHistory() {
+  const list = h("ol", { class: "history-list" });
+  const element = h("section", { class: "history", "aria-labelledby": "history-h", "data-testid": "clarification-history", hidden: true },
+    h("h2", { id: "history-h" }, t("history.heading")),
+    list);
+  const items = new KeyedList(list, { kind: "record", key: (r) => r.pending_id, render: historyItem, compare: bySettled, swap });
+  return {
+    element,
+    apply(record) {
+      if (!record?.pending_id || (record.status ?? "pending") === "pending") return;
+      items.upsert(record);
+      element.hidden = items.size === 0;
+    },
+  };
+}

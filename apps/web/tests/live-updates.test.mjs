@@ -1,0 +1,102 @@
+// Updates in place (issue 16 item 6): WebSocket payloads are applied to what they name,
+// nothing is refetched between (re)connects, and focus and typed text survive every
+// event. The mock agent streams text and tool-call updates while its question waits
+// (tests/fixtures/scenarios/stream-while-asking.json).
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { screenshot, sessionWithPendingClarification, sharedStack, waitForElicitationResult } from "./harness.mjs";
+
+const T = { timeout: 120_000 };
+// One stack for both tests: only the first answers a question, so the agent log's first
+// elicitation result is its own whatever runs alongside.
+const stack = sharedStack({ env: { KANDEV_FEATURES_ACP_ELICITATION: "true" } });
+
+/** Wait until the page is online and its loads have settled (the socket does not count). */
+async function settled(page) {
+  await page.getByTestId("connection").and(page.locator("[data-state=online]")).waitFor();
+  await page.waitForLoadState("networkidle");
+}
+
+/** Count the GETs of the page whose path matches `re`, from now on. */
+function countRequests(page, re) {
+  const seen = [];
+  page.on("request", (req) => {
+    const url = new URL(req.url());
+    if (req.method() === "GET" && re.test(url.pathname)) seen.push(url.pathname + url.search);
+  });
+  return seen;
+}
+
+test("session: typing an answer while the agent streams keeps focus and text; events are applied, never refetched", T, async () => {
+  await stack.run(async ({ kandev, page }) => {
+    const { session } = await sessionWithPendingClarification(kandev, "/e2e:stream-while-asking", "Stream while asking");
+    await page.goto(`${kandev.url}/#/sessions/${encodeURIComponent(session.id)}`);
+    const notes = page.getByTestId("clarification-custom-notes");
+    await notes.waitFor();
+    await settled(page);
+    // The question's text keeps its line breaks and its markdown (text.js).
+    const message = page.locator(".clar-message");
+    assert.equal(await message.locator("strong").textContent(), "laptop");
+    assert.deepEqual(await message.locator("li").allTextContents(), ["no server process", "file: URLs are fine"]);
+    const refetches = countRequests(page, /\/messages$|^\/api\/v1\/clarifications$|^\/api\/v1\/sessions\/[^/]+$/);
+    const streamed = page.getByTestId("message-agent").filter({ hasText: "Still indexing" });
+    const streamedLength = async () => (await streamed.allTextContents()).join("").length;
+    await streamed.first().waitFor({ timeout: 15_000 });
+    const before = await streamedLength();
+
+    await notes.click();
+    const typed = "Keep it in one file, please.";
+    await page.keyboard.type(typed, { delay: 35 });
+    const after = await streamedLength();
+    assert.ok(after > before, `the agent's text grew while typing (${before} → ${after} chars)`);
+    assert.equal(await page.evaluate(() => document.activeElement?.dataset.testid), "clarification-custom-notes", "focus stayed in the field");
+    assert.equal(await notes.inputValue(), typed, "every typed character kept");
+
+    // The tool call the question belongs to was updated in place (its title grew).
+    await page.getByTestId("message-tool-call").filter({ hasText: "files read" }).first().waitFor({ timeout: 15_000 });
+    assert.deepEqual(refetches, [], "nothing refetched while events stream");
+    await screenshot(page, "session-streaming-while-asking");
+
+    await page.getByTestId("clarification-option-question_0-SQLite").check();
+    await page.getByTestId("clarification-submit").click();
+    assert.deepEqual(await waitForElicitationResult(kandev.agentLog), {
+      action: "accept",
+      content: { question_0: "SQLite", notes: typed },
+    });
+    assert.deepEqual(page.errors, []);
+  });
+});
+
+test("board: an event patches only its task's row; another row keeps its node, open form, focus and typed text", T, async () => {
+  await stack.run(async ({ kandev, page }) => {
+    const first = await kandev.api.createTask("Row that changes");
+    const second = await kandev.api.createTask("Row being typed in");
+    await page.goto(`${kandev.url}/#/`);
+    await settled(page);
+    const taskFetches = countRequests(page, /^\/api\/v1\/tasks/);
+    const rowOf = (task) => page.locator(`[data-testid=task-row][data-task-id="${task.id}"]`);
+    await rowOf(first).waitFor();
+    await rowOf(second).waitFor();
+    // Tag both row nodes: a rebuilt row would lose its tag.
+    await page.evaluate(() => document.querySelectorAll("[data-testid=task-row]").forEach((el) => { el.kandevTag = el.dataset.taskId; }));
+    const prompt = rowOf(second).getByTestId("start-prompt");
+    await prompt.click();
+    await page.keyboard.type("/e2e:plain half-typed", { delay: 10 });
+
+    await kandev.api.startSession(first.id, "/e2e:single");
+    await rowOf(first).getByTestId("task-state-waiting-for-input").waitFor({ timeout: 20_000 });
+    await rowOf(first).getByTestId("open-session").and(page.getByText("Answer now")).waitFor();
+
+    const tags = await page.evaluate(() => [...document.querySelectorAll("[data-testid=task-row]")].map((el) => [el.dataset.taskId, el.kandevTag]));
+    const tagOf = Object.fromEntries(tags);
+    assert.equal(tagOf[first.id], first.id, "the updated row is the same node");
+    assert.equal(tagOf[second.id], second.id, "the other row is the same node");
+    assert.ok(tags.every(([id, tag]) => id === tag), "no row was rebuilt");
+    assert.equal(await page.evaluate(() => document.activeElement?.dataset.testid), "start-prompt");
+    assert.equal(await prompt.inputValue(), "/e2e:plain half-typed");
+    assert.deepEqual(taskFetches, [], "no task is refetched; events carry the rows");
+    await screenshot(page, "board-row-updated-in-place");
+    assert.deepEqual(page.errors, []);
+  });
+});
