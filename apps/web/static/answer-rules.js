@@ -12,7 +12,6 @@
 import { t } from "./i18n.js";
 
 const ASK_USER_QUESTION = "ask_user_question";
-const ASK_CUSTOM_MAX = 2000;
 
 /** Whether the record follows the legacy ask_user_question rules. */
 export function isExclusive(record) {
@@ -128,7 +127,6 @@ export function validate(record, question, state) {
     if (c.max_items != null && selected.length > c.max_items) return { key: "clar.err.maxItems", vars: { n: c.max_items } };
   }
   if (text !== "" && control !== "boolean") {
-    if (exclusive && charCount(text) > ASK_CUSTOM_MAX) return { key: "clar.err.tooLong", vars: { count: ASK_CUSTOM_MAX } };
     if (c.min_length != null && charCount(text) < c.min_length) return { key: "clar.err.minLength", vars: { count: c.min_length } };
     if (c.max_length != null && charCount(text) > c.max_length) return { key: "clar.err.maxLength", vars: { count: c.max_length } };
     if (c.pattern) {

@@ -65,8 +65,13 @@ export function swap(old, next) {
   const active = document.activeElement;
   const hadFocus = active && active !== document.body && old.contains(active);
   const key = hadFocus ? active.dataset?.testid ?? null : null;
+  const wasItself = active === old;
   old.replaceWith(next);
-  if (hadFocus) {
+  if (wasItself) {
+    // The item itself had focus (brought into view and focused): its new copy takes it.
+    if (next.tabIndex < 0 && !next.hasAttribute("tabindex")) next.tabIndex = -1;
+    next.focus({ preventScroll: true });
+  } else if (hadFocus) {
     const counterpart = (key && next.querySelector(`[data-testid="${CSS.escape(key)}"]`)) || (next.matches?.(":is(a, button, input, select, textarea)") ? next : null);
     (counterpart ?? next.closest("[tabindex], main"))?.focus({ preventScroll: true });
   }

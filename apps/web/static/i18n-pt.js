@@ -137,7 +137,6 @@ export const pt = {
   "clar.err.maximum": "Informe {n} ou menos.",
   "clar.err.minItems": "Escolha pelo menos {n}.",
   "clar.err.maxItems": "Escolha no máximo {n}.",
-  "clar.err.tooLong": { one: "Limite a resposta a {count} caractere.", other: "Limite a resposta a {count} caracteres." },
   "clar.hint.range": "Entre {min} e {max}.",
   "clar.hint.min": "Pelo menos {min}.",
   "clar.hint.max": "No máximo {max}.",

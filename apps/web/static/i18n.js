@@ -140,7 +140,6 @@ const en = {
   "clar.err.maximum": "Enter {n} or less.",
   "clar.err.minItems": "Choose at least {n}.",
   "clar.err.maxItems": "Choose at most {n}.",
-  "clar.err.tooLong": { one: "Keep the answer to {count} character.", other: "Keep the answer to {count} characters." },
   "clar.hint.range": "Between {min} and {max}.",
   "clar.hint.min": "At least {min}.",
   "clar.hint.max": "At most {max}.",

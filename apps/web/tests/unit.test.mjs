@@ -118,8 +118,10 @@ describe("inline checks", () => {
     assert.equal(problem(limited, { selected: ["dev"] }), "clar.err.minItems");
     assert.equal(problem(limited, { selected: ["dev", "prod", "staging"] }), "clar.err.maxItems");
     assert.equal(problem(limited, { selected: ["dev", "prod"] }), null);
-    const q = { id: "q", kind: "single_select", options: [{ id: "a" }], constraints: {} };
-    assert.equal(problem(q, { text: "x".repeat(2001) }, askUser), "clar.err.tooLong");
+    // The limit of the ask_user_question path travels in the question (agentctl sets it).
+    const q = { id: "q", kind: "single_select", options: [{ id: "a" }], constraints: { max_length: 2000 } };
+    assert.equal(problem(q, { text: "x".repeat(2000) }, askUser), null);
+    assert.equal(problem(q, { text: "x".repeat(2001) }, askUser), "clar.err.maxLength");
   });
 
   test("formats match kandev-elicitation's checks", () => {
