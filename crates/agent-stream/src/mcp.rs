@@ -271,7 +271,10 @@ mod tests {
         }))
         .expect("valid");
         let debug = format!("{servers:?}");
-        assert!(debug.contains("TOKEN") && debug.contains("Authorization"), "{debug}");
+        assert!(
+            debug.contains("TOKEN") && debug.contains("Authorization"),
+            "{debug}"
+        );
         assert!(!debug.contains("s3cret"), "{debug}");
     }
 }
