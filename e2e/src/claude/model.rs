@@ -109,10 +109,13 @@ impl ModelRequest {
             .unwrap_or_default()
     }
 
-    /// The `tool_result` blocks of the last message, when it is the user's.
+    /// The `tool_result` blocks of the last conversation message, when it is the user's.
+    /// Messages with role `system` (0.99.0 appends a token count after the result) are
+    /// not part of the conversation.
     pub fn tool_results(&self) -> Vec<ToolResult> {
         let messages = self.messages();
-        let Some(last) = messages.last().filter(|m| m["role"] == "user") else {
+        let last = messages.iter().rev().find(|m| m["role"] != "system");
+        let Some(last) = last.filter(|m| m["role"] == "user") else {
             return Vec::new();
         };
         blocks(last)
@@ -411,6 +414,13 @@ mod tests {
             script().reply(&second),
             Reply::Text("ECHO AskUserQuestion: answered Red".into())
         );
+        // A trailing `system` message (0.99.0) does not hide the result.
+        let mut with_system = second.clone();
+        with_system.body["messages"]
+            .as_array_mut()
+            .expect("messages")
+            .push(json!({"role": "system", "content": [{"type": "text", "text": "<total_tokens>9 tokens left</total_tokens>"}]}));
+        assert_eq!(with_system.tool_results(), second.tool_results());
     }
 
     #[test]

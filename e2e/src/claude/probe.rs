@@ -21,6 +21,8 @@ use super::model::{Offer, Script};
 pub const PROMPT: &str = "use the AskUserQuestion tool right now to ask me to pick a colour.";
 /// The agent id whose capabilities are sent (what kandev sends a Claude agent).
 pub const AGENT_ID: &str = "claude-acp";
+/// More forms than this in one run is a loop (the answer never reached the model).
+pub const MAX_ELICITATIONS: usize = 3;
 /// How long one run may take.
 pub const RUN_DEADLINE: Duration = Duration::from_secs(90);
 
@@ -74,7 +76,7 @@ pub enum ProbeError {
     /// It did not finish in time.
     #[error("no answer to session/prompt within {0:?}")]
     Timeout(Duration),
-    /// It ended or answered with an error.
+    /// It ended, answered with an error, or looped.
     #[error("{0}")]
     Protocol(String),
 }
@@ -188,6 +190,11 @@ pub async fn run(bridge: &Bridge, node: &Path, flag: bool) -> Result<Run, ProbeE
                     }
                 }
                 (Some("elicitation/create"), Some(id)) => {
+                    if out.elicitations.len() >= MAX_ELICITATIONS {
+                        return Err(ProbeError::Protocol(format!(
+                            "the bridge keeps asking ({MAX_ELICITATIONS} forms answered)"
+                        )));
+                    }
                     let answer = first_options(&frame["params"]);
                     out.elicitations.push(frame.clone());
                     out.answers.push(answer.clone());
@@ -247,9 +254,13 @@ pub async fn run(bridge: &Bridge, node: &Path, flag: bool) -> Result<Run, ProbeE
             "the bridge exited before answering session/prompt".into(),
         ))
     };
-    match tokio::time::timeout(RUN_DEADLINE, conversation).await {
-        Ok(result) => result?,
-        Err(_) => return Err(ProbeError::Timeout(RUN_DEADLINE)),
+    // A run that goes wrong still reports what it saw; the verdict then fails.
+    let ended = match tokio::time::timeout(RUN_DEADLINE, conversation).await {
+        Ok(result) => result,
+        Err(_) => Err(ProbeError::Timeout(RUN_DEADLINE)),
+    };
+    if let Err(err) = ended {
+        out.stop_reason = format!("none ({err})");
     }
     drop(stdin);
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
