@@ -1,5 +1,5 @@
-//! The agent's own MCP servers (`agents.<id>.mcp_servers` in `kandev.toml`), carried in
-//! [`crate::request::AgentSpec`] and listed by agentctl in `session/new` beside kandev's
+//! The agent's own MCP servers (`agents.<id>.mcp_servers` in `kandev.toml`), carried in the
+//! agent spec of `agent.session.start` and listed by agentctl in `session/new` beside kandev's
 //! own server.
 //!
 //! One type serves the configuration file and the wire, so what the backend validated is
