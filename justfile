@@ -45,14 +45,21 @@ e2e-browser: web-deps
     cargo build --workspace --bins
     node --test apps/web/tests/
 
-# Full-stack e2e suite (e2e/): real kandev, agentctl, mock-agent and a Node ACP agent using the real claude-agent-acp builders.
+# Full-stack e2e suite (e2e/): real kandev, agentctl, mock-agent, a Node ACP agent using the real claude-agent-acp builders, and the real claude-agent-acp bridge + Claude Code CLI (0.65.0, 0.101.0) against a fake Anthropic API.
 e2e:
     cargo build --workspace --bins
     cd e2e/foreign-agent && npm ci --ignore-scripts --no-audit --no-fund
     node crates/elicitation/tests/bridge/bridge.mjs ensure 0.65.0
     node crates/elicitation/tests/bridge/bridge.mjs ensure 0.101.0
+    e2e/claude/install.sh 0.65.0
+    e2e/claude/install.sh 0.101.0
     node --test e2e/foreign-agent/
     cargo test -p kandev-e2e -- --test-threads 4
+
+# The §K A/B against any published claude-agent-acp VERSION (installed into target/claude-bridge/VERSION): one-screen verdict, exit 1 on FAIL.
+probe-claude VERSION:
+    cargo build -p kandev-e2e --bin probe-claude
+    target/debug/probe-claude {{VERSION}}
 
 # Performance report (ARCHITECTURE §8): mapping criterion benches, full-stack round trip and load, each beside its baseline and target → target/bench/report.{json,md}. `just bench --quick` is the reduced CI run.
 bench *ARGS:

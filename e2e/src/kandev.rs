@@ -43,6 +43,7 @@ pub enum Executor {
 #[derive(Debug, Clone, Default)]
 pub struct KandevOptions {
     env: Vec<(String, String)>,
+    unset: Vec<String>,
     executor: Executor,
     extra_toml: String,
 }
@@ -56,6 +57,13 @@ impl KandevOptions {
     /// An environment variable of kandev (the local agentctl inherits it).
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Removes a variable of the test runner's environment from kandev's (and so from the
+    /// local agentctl's and its agents').
+    pub fn unset_env(mut self, name: &str) -> Self {
+        self.unset.push(name.to_owned());
         self
     }
 
@@ -192,6 +200,9 @@ impl Kandev {
         let mut command = Command::new(kandev_bin);
         command.arg("serve").current_dir(dir);
         clean_env(&mut command);
+        for name in &options.unset {
+            command.env_remove(name);
+        }
         command
             .env("KANDEV_CONFIG", &config)
             .env(

@@ -10,10 +10,12 @@
 //! - [`poll_until`] waits for an API condition with a deadline (never a fixed sleep).
 //! - [`FrameLog`] reads the agent's JSON-RPC frames.
 //! - [`FaultProxy`] sits between `kandev` and a remote `agentctl` and can be cut.
+//! - [`claude`] runs the real claude-agent-acp bridge and CLI against a fake model.
 //!
 //! The binaries come from `target/debug`; `just e2e` builds them first.
 
 pub mod bins;
+pub mod claude;
 pub mod frames;
 pub mod http;
 pub mod kandev;

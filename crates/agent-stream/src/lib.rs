@@ -12,6 +12,7 @@
 
 pub mod envelope;
 pub mod event;
+pub mod mcp;
 pub mod request;
 pub mod response;
 

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use kandev_elicitation::OperatorAnswer;
 use serde::{Deserialize, Serialize};
 
+use crate::mcp::McpServers;
+
 /// How agentctl answers the agent's `session/request_permission`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -37,6 +39,10 @@ pub struct AgentSpec {
     /// Answer to permission requests.
     #[serde(default)]
     pub permission_policy: PermissionPolicy,
+    /// The agent's own MCP servers, listed in `session/new` beside kandev's server.
+    /// Absent from the wire when empty, so older peers see the shape they know.
+    #[serde(default, skip_serializing_if = "McpServers::is_empty")]
+    pub mcp_servers: McpServers,
 }
 
 /// `agent.session.start`.
@@ -196,5 +202,27 @@ mod tests {
             serde_json::from_value::<SessionAttach>(wire).expect("decode"),
             attach
         );
+    }
+
+    #[test]
+    fn agent_spec_without_mcp_servers_keeps_the_old_wire_shape() {
+        let old = json!({"id": "claude", "command": ["claude-agent-acp"]});
+        let spec: AgentSpec = serde_json::from_value(old).expect("decode");
+        assert!(spec.mcp_servers.is_empty());
+        let wire = serde_json::to_value(&spec).expect("encode");
+        assert!(wire.get("mcp_servers").is_none(), "{wire}");
+    }
+
+    #[test]
+    fn agent_spec_carries_its_mcp_servers() {
+        let wire = json!({"id": "claude", "command": ["claude-agent-acp"], "env": {}, "cwd": null,
+            "permission_policy": "allow_once",
+            "mcp_servers": {"deploy": {"type": "stdio", "command": ["deploy-mcp"]}}});
+        let spec: AgentSpec = serde_json::from_value(wire.clone()).expect("decode");
+        assert!(matches!(
+            spec.mcp_servers.get("deploy"),
+            Some(crate::mcp::McpServer::Stdio { .. })
+        ));
+        assert_eq!(serde_json::to_value(&spec).expect("encode"), wire);
     }
 }

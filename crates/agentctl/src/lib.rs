@@ -14,7 +14,8 @@
 //! - [`config`]: the answer deadline and ACP idle timeout from agentctl's environment.
 //! - [`mcp`] and [`questions`]: the per-session MCP server with the
 //!   `ask_user_question_kandev` tool (the clarification path beside elicitation, F3),
-//!   and `agentctl mcp-stdio`, its stdio bridge.
+//!   and `agentctl mcp-stdio`, its stdio bridge; [`mcp_servers`]: the agent's own MCP
+//!   servers (`agents.<id>.mcp_servers`), listed beside it in `session/new`.
 //! - [`debug_cli`]: `agentctl elicitation map|respond`, the mapping on stdin/stdout.
 //!
 //! ## One elicitation
@@ -84,6 +85,7 @@ pub mod capabilities;
 pub mod config;
 pub mod debug_cli;
 pub mod mcp;
+pub mod mcp_servers;
 pub mod outbox;
 pub mod pending;
 pub mod questions;

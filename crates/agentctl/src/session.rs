@@ -242,11 +242,19 @@ impl Session {
             None => std::env::current_dir(),
         }
         .map_err(|err| format!("cannot resolve the working directory: {err}"))?;
+        let mut servers = self.mcp_servers(http_mcp);
+        let path = agent.env.get("PATH").map(std::ffi::OsString::from);
+        let path = path.or_else(|| std::env::var_os("PATH"));
+        let own =
+            crate::mcp_servers::acp_entries(&agent.mcp_servers, http_mcp, &cwd, path.as_deref())
+                .map_err(|err| err.to_string())?;
+        if !own.is_empty() {
+            let names: Vec<&str> = agent.mcp_servers.iter().map(|(name, _)| name).collect();
+            tracing::info!(?names, "the agent's own MCP servers listed in session/new");
+        }
+        servers.extend(own);
         let new = link
-            .request(
-                "session/new",
-                json!({"cwd": cwd, "mcpServers": self.mcp_servers(http_mcp)}),
-            )
+            .request("session/new", json!({"cwd": cwd, "mcpServers": servers}))
             .await
             .map_err(|err| err.to_string())?;
         new.get("sessionId")
@@ -255,16 +263,17 @@ impl Session {
             .ok_or_else(|| format!("session/new returned no sessionId: {new}"))
     }
 
-    /// `session/new`'s `mcpServers`: our MCP server over HTTP when the agent takes HTTP
-    /// servers, else through the `agentctl mcp-stdio` bridge.
-    fn mcp_servers(&self, http: bool) -> Value {
+    /// Kandev's entry of `session/new`'s `mcpServers`: our MCP server over HTTP when the
+    /// agent takes HTTP servers, else through the `agentctl mcp-stdio` bridge. The agent's
+    /// own servers ([`crate::mcp_servers`]) follow it.
+    fn mcp_servers(&self, http: bool) -> Vec<Value> {
         let Some(endpoint) = self.mcp.get() else {
-            return json!([]);
+            return Vec::new();
         };
         let bridge = std::env::current_exe()
             .map(|path| path.display().to_string())
             .unwrap_or_else(|_| "agentctl".to_owned());
-        json!([endpoint.acp_server(http, &bridge)])
+        vec![endpoint.acp_server(http, &bridge)]
     }
 
     /// The session's MCP server, when it started.

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use figment::providers::{Format, Serialized, Toml};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile as FigmentProfile, Provider};
+use kandev_agent_stream::mcp::McpServers;
 use kandev_agent_stream::request::{AgentSpec, PermissionPolicy};
 use kandev_flags::{Profile, Profiles};
 use serde::{Deserialize, Serialize};
@@ -47,6 +48,11 @@ pub struct AgentConfig {
     /// How agentctl answers the agent's permission requests.
     #[serde(default)]
     pub permission_policy: PermissionPolicy,
+    /// The agent's own MCP servers by name (`[agents.<id>.mcp_servers.<name>]`, `type =
+    /// "stdio"` with `command`/`env` or `"http"` with `url`/`headers`), listed in
+    /// `session/new` beside kandev's own server.
+    #[serde(default, skip_serializing_if = "McpServers::is_empty")]
+    pub mcp_servers: McpServers,
 }
 
 impl AgentConfig {
@@ -58,6 +64,7 @@ impl AgentConfig {
             env: self.env.clone(),
             cwd: self.cwd.clone(),
             permission_policy: self.permission_policy,
+            mcp_servers: self.mcp_servers.clone(),
         }
     }
 }
@@ -118,6 +125,7 @@ impl Default for Config {
             env: BTreeMap::new(),
             cwd: None,
             permission_policy: PermissionPolicy::default(),
+            mcp_servers: McpServers::default(),
         };
         Self {
             profile: Profile::Dev,

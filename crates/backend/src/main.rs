@@ -24,6 +24,12 @@ CONFIGURATION (layers: built-in defaults < kandev.toml (--config / KANDEV_CONFIG
   agents.<id>.env              extra environment of the agent process
   agents.<id>.cwd              working directory of the agent process
   agents.<id>.permission_policy  allow_once | allow_always | reject_once | cancel
+  agents.<id>.mcp_servers.<name>
+                               the agent's own MCP servers, passed in session/new beside
+                               kandev's (name `kandev` is taken): type = \"stdio\" with
+                               command = [program, args...] and env = {...}, or
+                               type = \"http\" with url and headers = {...} (the agent
+                               must accept HTTP MCP servers)
   The default agent `mock` runs the mock-agent beside kandev with `--scenario demo`.
   A double underscore in an env var nests: KANDEV_AGENTS__MOCK__CWD=/tmp.
 

@@ -64,6 +64,7 @@ fn session_start(session_id: &str, args: &[&str], elicitation: bool) -> SessionS
             env: BTreeMap::new(),
             cwd: None,
             permission_policy: Default::default(),
+            mcp_servers: Default::default(),
         },
         flags: BTreeMap::from([(FLAG.to_owned(), elicitation)]),
     }

@@ -219,6 +219,7 @@ async fn start_session(link: &AgentLink, conn: &mut Conn) {
             env: Default::default(),
             cwd: None,
             permission_policy: Default::default(),
+            mcp_servers: Default::default(),
         },
         flags: Default::default(),
     };
