@@ -6,10 +6,12 @@
 //! Layout (after launchbadge's realworld axum example): [`config`], [`error`],
 //! [`state`], [`db`], the [`http`] routes per domain, and the domain modules
 //! [`tasks`], [`sessions`], [`messages`], [`clarifications`], [`notifications`],
-//! [`flags`] and the operator [`events`] hub. [`app`] wires them and serves.
+//! [`flags`] and the operator [`events`] hub; [`auth`] says who is asking (the HTTP
+//! guard in [`http`] enforces it). [`app`] wires them and serves.
 
 pub mod agent_link;
 pub mod app;
+pub mod auth;
 pub mod clarifications;
 pub mod config;
 pub mod db;

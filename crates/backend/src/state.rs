@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::auth::Auth;
 use crate::config::Config;
 use crate::db::Db;
 use crate::events::EventHub;
@@ -22,11 +23,14 @@ pub struct AppState {
     pub hub: EventHub,
     /// Live sessions.
     pub runtime: Arc<SessionRuntime>,
+    /// Operators and their sessions (ARCHITECTURE §10).
+    pub auth: Arc<Auth>,
 }
 
 impl AppState {
     /// Wires the state from its parts.
     pub fn new(db: Db, config: Config, flags: Flags, connector: Arc<dyn AgentConnector>) -> Self {
+        let auth = Arc::new(Auth::from_config(&config));
         let config = Arc::new(config);
         let flags = Arc::new(flags);
         let hub = EventHub::new();
@@ -43,6 +47,7 @@ impl AppState {
             flags,
             hub,
             runtime,
+            auth,
         }
     }
 }

@@ -84,7 +84,10 @@ async fn https_get(addr: SocketAddr, ca: Option<&Path>) -> std::io::Result<(Sock
 async fn https_works_with_the_ca_that_signed_the_certificate() {
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = pki(dir.path(), "good");
-    let addr = serve(Some(server_config(&pki.cert, &pki.key).expect("server config"))).await;
+    let addr = serve(Some(
+        server_config(&pki.cert, &pki.key).expect("server config"),
+    ))
+    .await;
     let (local, response) = https_get(addr, Some(&pki.ca)).await.expect("https");
     assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
     assert!(
@@ -106,7 +109,9 @@ async fn a_certificate_from_another_ca_is_refused_and_the_server_serves_on() {
         err.to_string().contains("invalid peer certificate"),
         "refused for the certificate: {err}"
     );
-    let (_, response) = https_get(addr, Some(&good.ca)).await.expect("still serving");
+    let (_, response) = https_get(addr, Some(&good.ca))
+        .await
+        .expect("still serving");
     assert!(response.starts_with("HTTP/1.1 200 OK"));
 }
 
