@@ -4,6 +4,7 @@
 import { mountBoard } from "./board.js";
 import { h, replace } from "./dom.js";
 import { t } from "./i18n.js";
+import { currentOperator, mountLogin, signOutControl, watchForSignOut } from "./login.js";
 import { mountNotifications } from "./notifications.js";
 import { parseRoute } from "./route.js";
 import { mountSession } from "./session.js";
@@ -60,7 +61,15 @@ skip.addEventListener("click", (ev) => {
   ev.preventDefault();
   main.focus();
 });
-header();
-ws.connect();
-window.addEventListener("hashchange", route);
-route();
+// With operator auth on, nothing but the sign-in form until there is a session.
+const session = await currentOperator();
+if (session === null) {
+  mountLogin(main);
+} else {
+  header();
+  if (session.auth_required) nav.querySelector(".tools")?.prepend(signOutControl(session.operator));
+  watchForSignOut();
+  ws.connect();
+  window.addEventListener("hashchange", route);
+  route();
+}

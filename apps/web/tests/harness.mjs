@@ -70,10 +70,11 @@ function tomlString(s) {
 
 /**
  * Start kandev. Options: `env` (extra environment, e.g. KANDEV_FEATURES_ACP_ELICITATION),
- * `executor` ({kind: "remote", url, token} or undefined for local), `agentEnv`.
+ * `executor` ({kind: "remote", url, token} or undefined for local), `agentEnv`, `toml`
+ * (extra kandev.toml, e.g. an `[auth]` section).
  * Returns `{url, apiUrl, dir, agentLog, api, logs(), stop()}`.
  */
-export async function startKandev({ env = {}, executor, agentEnv = {} } = {}) {
+export async function startKandev({ env = {}, executor, agentEnv = {}, toml = "" } = {}) {
   for (const [name, file] of Object.entries(bins)) {
     if (!existsSync(file)) throw new Error(`${name} binary missing at ${file}: run \`cargo build --workspace --bins\` (just e2e-browser does)`);
   }
@@ -95,7 +96,7 @@ export async function startKandev({ env = {}, executor, agentEnv = {} } = {}) {
     lines.push(``, `[executor]`, `kind = "local"`, `agentctl = ${tomlString(bins.agentctl)}`);
   }
   const configPath = path.join(dir, "kandev.toml");
-  writeFileSync(configPath, `${lines.join("\n")}\n`);
+  writeFileSync(configPath, `${lines.join("\n")}\n${toml}\n`);
   const output = [];
   const child = spawn(bins.kandev, [], {
     cwd: dir,
