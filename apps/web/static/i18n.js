@@ -16,7 +16,7 @@ const en = {
 
   "auth.heading": "Sign in",
   "auth.token": "Operator token",
-  "auth.hint": "The token `kandev operator add` printed for you. It is exchanged for a session cookie and not kept by this page.",
+  "auth.hint": "The token “kandev operator add” printed for you. It is exchanged for a session cookie and not kept by this page.",
   "auth.submit": "Sign in",
   "auth.tokenRequired": "Paste your operator token.",
   "auth.invalidToken": "That token is not valid.",

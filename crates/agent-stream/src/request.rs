@@ -38,7 +38,7 @@ pub struct AgentSpec {
     #[serde(default)]
     pub permission_policy: PermissionPolicy,
     /// Names of agentctl's own environment variables the agent also gets, beyond the
-    /// allowlist of [`crate::agent_env`] (`agents.<id>.inherit_env`, e.g. an API key).
+    /// allowlist of the `agent_env` module (`agents.<id>.inherit_env`, e.g. an API key).
     /// Absent on the wire when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inherit_env: Vec<String>,
