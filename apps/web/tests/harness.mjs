@@ -352,7 +352,9 @@ export async function startWebServer({ backend } = {}) {
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, "http://x");
     if (target && (url.pathname.startsWith("/api/") || url.pathname === "/healthz")) {
-      const upstream = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+      // Like a dev proxy's changeOrigin: kandev serves only its own Host and Origin.
+      const headers = { ...req.headers, host: target.host, ...(req.headers.origin ? { origin: target.origin } : {}) };
+      const upstream = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers }, (up) => {
         res.writeHead(up.statusCode, up.headers);
         up.pipe(res);
       });
@@ -373,7 +375,11 @@ export async function startWebServer({ backend } = {}) {
     if (!target) return socket.destroy();
     const upstream = net.connect(Number(target.port), target.hostname, () => {
       const headers = [];
-      for (let i = 0; i < req.rawHeaders.length; i += 2) headers.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      for (let i = 0; i < req.rawHeaders.length; i += 2) {
+        const name = req.rawHeaders[i].toLowerCase();
+        const value = name === "host" ? target.host : name === "origin" ? target.origin : req.rawHeaders[i + 1];
+        headers.push(`${req.rawHeaders[i]}: ${value}`);
+      }
       upstream.write(`${req.method} ${req.url} HTTP/1.1\r\n${headers.join("\r\n")}\r\n\r\n`);
       upstream.write(head);
       socket.pipe(upstream);
