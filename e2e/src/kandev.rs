@@ -27,7 +27,7 @@ pub const ANSWER_TIMEOUT_ENV: &str = "KANDEV_ELICITATION_ANSWER_TIMEOUT";
 /// Where kandev runs agentctl.
 #[derive(Debug, Clone, Default)]
 pub enum Executor {
-    /// kandev starts `target/debug/agentctl` per session (with kandev's environment).
+    /// kandev starts `target/debug/agentctl` per session (with a chosen part of kandev's environment).
     #[default]
     Local,
     /// kandev connects to an agentctl at `url` with `token`.
@@ -45,6 +45,7 @@ pub struct KandevOptions {
     env: Vec<(String, String)>,
     unset: Vec<String>,
     executor: Executor,
+    executor_ca_cert: Option<PathBuf>,
     extra_toml: String,
 }
 
@@ -54,7 +55,8 @@ impl KandevOptions {
         Self::default()
     }
 
-    /// An environment variable of kandev (the local agentctl inherits it).
+    /// An environment variable of kandev. A local agentctl gets only its own settings
+    /// (`KANDEV_ELICITATION_ANSWER_TIMEOUT`, …), the agent allowlist and `inherit_env` names.
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.env.push((name.to_owned(), value.to_owned()));
         self
@@ -83,6 +85,12 @@ impl KandevOptions {
             url: url.to_owned(),
             token: token.to_owned(),
         };
+        self
+    }
+
+    /// The CA a remote `wss://` agentctl is verified against (`executor.ca_cert`).
+    pub fn executor_ca_cert(mut self, path: &Path) -> Self {
+        self.executor_ca_cert = Some(path.to_owned());
         self
     }
 
@@ -187,11 +195,17 @@ impl Kandev {
                 "[executor]\nkind = \"local\"\nagentctl = {}\n\n",
                 toml_path(&agentctl)
             )),
-            Executor::Remote { url, token } => toml.push_str(&format!(
-                "[executor]\nkind = \"remote\"\nurl = {}\ntoken = {}\n\n",
-                toml_str(url),
-                toml_str(token)
-            )),
+            Executor::Remote { url, token } => {
+                toml.push_str(&format!(
+                    "[executor]\nkind = \"remote\"\nurl = {}\ntoken = {}\n",
+                    toml_str(url),
+                    toml_str(token)
+                ));
+                if let Some(ca) = &options.executor_ca_cert {
+                    toml.push_str(&format!("ca_cert = {}\n", toml_path(ca)));
+                }
+                toml.push('\n');
+            }
         }
         toml.push_str(&options.extra_toml);
         let config = dir.join("kandev.toml");

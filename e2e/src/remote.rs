@@ -2,6 +2,7 @@
 //! test (not by kandev), in its own process group.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::Command;
 
 use crate::bins;
@@ -21,6 +22,17 @@ pub struct RemoteAgentctl {
 impl RemoteAgentctl {
     /// Starts it with `env` (e.g. the answer timeout) and waits for `AGENTCTL_LISTENING`.
     pub async fn start(env: &[(&str, &str)]) -> Self {
+        Self::start_with_args(&[], env).await
+    }
+
+    /// Like [`RemoteAgentctl::start`], serving `wss://` with this certificate and key.
+    pub async fn start_tls(cert: &Path, key: &Path, env: &[(&str, &str)]) -> Self {
+        let cert = cert.display().to_string();
+        let key = key.display().to_string();
+        Self::start_with_args(&["--tls-cert", &cert, "--tls-key", &key], env).await
+    }
+
+    async fn start_with_args(args: &[&str], env: &[(&str, &str)]) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("kandev-e2e-agentctl-")
             .tempdir()
@@ -34,7 +46,9 @@ impl RemoteAgentctl {
                 .unwrap_or_default()
         );
         let mut command = Command::new(bins::agentctl());
-        command.args(["serve", "--listen", "127.0.0.1:0"]);
+        command
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args);
         clean_env(&mut command);
         command
             .env("AGENTCTL_TOKEN", &token)

@@ -35,7 +35,11 @@ async function request(method, path, body) {
   }
   if (!res.ok) {
     const err = parsed?.error ?? {};
-    throw new ApiError(res.status, err.code ?? `HTTP_${res.status}`, err.message ?? res.statusText, parsed);
+    const error = new ApiError(res.status, err.code ?? `HTTP_${res.status}`, err.message ?? res.statusText, parsed);
+    error.retryAfter = Number(res.headers.get("Retry-After")) || undefined;
+    // A session that expired mid-use: login.js brings the sign-in form back.
+    if (res.status === 401 && !path.startsWith("/api/v1/auth/")) window.dispatchEvent(new CustomEvent("kandev:unauthorized"));
+    throw error;
   }
   return parsed ?? {};
 }
@@ -43,6 +47,9 @@ async function request(method, path, body) {
 const enc = encodeURIComponent;
 
 export const api = {
+  me: () => request("GET", "/api/v1/auth/me"),
+  login: (token) => request("POST", "/api/v1/auth/login", { token }),
+  logout: () => request("POST", "/api/v1/auth/logout"),
   listTasks: () => request("GET", "/api/v1/tasks").then((b) => b.tasks ?? []),
   getTask: (id) => request("GET", `/api/v1/tasks/${enc(id)}`),
   createTask: (title, description) => request("POST", "/api/v1/tasks", { title, description }),

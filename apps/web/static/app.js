@@ -5,6 +5,7 @@ import { mountAlerts, setPageTitle } from "./alerts.js";
 import { mountBoard } from "./board.js";
 import { h, replace } from "./dom.js";
 import { locale, t } from "./i18n.js";
+import { currentOperator, mountLogin, signOutControl, watchForSignOut } from "./login.js";
 import { mountNotifications } from "./notifications.js";
 import { parseRoute } from "./route.js";
 import { mountSession } from "./session.js";
@@ -61,8 +62,16 @@ skip.addEventListener("click", (ev) => {
   ev.preventDefault();
   main.focus();
 });
-header();
-mountAlerts();
-ws.connect();
-window.addEventListener("hashchange", route);
-route();
+// With operator auth on, nothing but the sign-in form until there is a session.
+const session = await currentOperator();
+if (session === null) {
+  mountLogin(main);
+} else {
+  header();
+  mountAlerts();
+  if (session.auth_required) nav.querySelector(".tools")?.prepend(signOutControl(session.operator));
+  watchForSignOut();
+  ws.connect();
+  window.addEventListener("hashchange", route);
+  route();
+}

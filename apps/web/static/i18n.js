@@ -18,6 +18,16 @@ const en = {
   "conn.offline": "Reconnecting…",
   "conn.status": "Connection: {state}",
 
+  "auth.heading": "Sign in",
+  "auth.token": "Operator token",
+  "auth.hint": "The token “kandev operator add” printed for you. It is exchanged for a session cookie and not kept by this page.",
+  "auth.submit": "Sign in",
+  "auth.tokenRequired": "Paste your operator token.",
+  "auth.invalidToken": "That token is not valid.",
+  "auth.tooManyAttempts": "Too many failed attempts. Try again in {seconds} s.",
+  "auth.signedInAs": "Signed in as {name}",
+  "auth.signOut": "Sign out",
+
   "common.loading": "Loading…",
   "common.error": "Something went wrong: {message}",
   "common.networkError": "The server could not be reached.",

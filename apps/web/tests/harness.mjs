@@ -74,11 +74,12 @@ function tomlString(s) {
 
 /**
  * Start kandev. Options: `env` (extra environment, e.g. KANDEV_FEATURES_ACP_ELICITATION),
- * `executor` ({kind: "remote", url, token} or undefined for local), `agentEnv`; the mock
- * agent also plays the scenarios of tests/fixtures/scenarios (`/e2e:NAME`).
+ * `executor` ({kind: "remote", url, token} or undefined for local), `agentEnv`, `toml`
+ * (extra kandev.toml, e.g. an `[auth]` section); the mock agent also plays the scenarios
+ * of tests/fixtures/scenarios (`/e2e:NAME`).
  * Returns `{url, apiUrl, dir, agentLog, api, logs(), stop()}`.
  */
-export async function startKandev({ env = {}, executor, agentEnv = {} } = {}) {
+export async function startKandev({ env = {}, executor, agentEnv = {}, toml = "" } = {}) {
   for (const [name, file] of Object.entries(bins)) {
     if (!existsSync(file)) throw new Error(`${name} binary missing at ${file}: run \`cargo build --workspace --bins\` (just e2e-browser does)`);
   }
@@ -100,7 +101,7 @@ export async function startKandev({ env = {}, executor, agentEnv = {} } = {}) {
     lines.push(``, `[executor]`, `kind = "local"`, `agentctl = ${tomlString(bins.agentctl)}`);
   }
   const configPath = path.join(dir, "kandev.toml");
-  writeFileSync(configPath, `${lines.join("\n")}\n`);
+  writeFileSync(configPath, `${lines.join("\n")}\n${toml}\n`);
   const output = [];
   const child = spawn(bins.kandev, [], {
     cwd: dir,
@@ -356,7 +357,9 @@ export async function startWebServer({ backend } = {}) {
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, "http://x");
     if (target && (url.pathname.startsWith("/api/") || url.pathname === "/healthz")) {
-      const upstream = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+      // Like a dev proxy's changeOrigin: kandev serves only its own Host and Origin.
+      const headers = { ...req.headers, host: target.host, ...(req.headers.origin ? { origin: target.origin } : {}) };
+      const upstream = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers }, (up) => {
         res.writeHead(up.statusCode, up.headers);
         up.pipe(res);
       });
@@ -377,7 +380,11 @@ export async function startWebServer({ backend } = {}) {
     if (!target) return socket.destroy();
     const upstream = net.connect(Number(target.port), target.hostname, () => {
       const headers = [];
-      for (let i = 0; i < req.rawHeaders.length; i += 2) headers.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      for (let i = 0; i < req.rawHeaders.length; i += 2) {
+        const name = req.rawHeaders[i].toLowerCase();
+        const value = name === "host" ? target.host : name === "origin" ? target.origin : req.rawHeaders[i + 1];
+        headers.push(`${req.rawHeaders[i]}: ${value}`);
+      }
       upstream.write(`${req.method} ${req.url} HTTP/1.1\r\n${headers.join("\r\n")}\r\n\r\n`);
       upstream.write(head);
       socket.pipe(upstream);

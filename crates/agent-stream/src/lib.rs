@@ -10,6 +10,7 @@
 //! - agentctl sends `notification` frames with action [`action::AGENT_EVENT`] whose
 //!   payload is an [`event::AgentEvent`].
 
+pub mod agent_env;
 pub mod envelope;
 pub mod event;
 pub mod mcp;

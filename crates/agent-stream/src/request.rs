@@ -43,6 +43,11 @@ pub struct AgentSpec {
     /// Absent from the wire when empty, so older peers see the shape they know.
     #[serde(default, skip_serializing_if = "McpServers::is_empty")]
     pub mcp_servers: McpServers,
+    /// Names of agentctl's own environment variables the agent also gets, beyond the
+    /// allowlist of the `agent_env` module (`agents.<id>.inherit_env`, e.g. an API key).
+    /// Absent on the wire when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit_env: Vec<String>,
 }
 
 /// `agent.session.start`.

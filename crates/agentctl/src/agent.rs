@@ -1,6 +1,7 @@
 //! One agent subprocess and the ACP client connection to it.
 //!
-//! agentctl spawns the agent itself (command, env, cwd from the session's `AgentSpec`),
+//! agentctl spawns the agent itself (command, cwd from the session's `AgentSpec`; its
+//! environment chosen by [`agent_environment`]),
 //! speaks ACP over its stdin/stdout with the `agent-client-protocol` SDK's client side,
 //! turns its stderr into lines and its exit into a callback. Incoming agent requests are
 //! handled from their **raw** params (an untyped handler), so a malformed
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use agent_client_protocol::{Agent, Client, Handled, Lines, UntypedMessage};
 use futures::{SinkExt, StreamExt};
+use kandev_agent_stream::agent_env::agent_environment;
 use kandev_agent_stream::request::AgentSpec;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -97,12 +99,18 @@ impl AgentLink {
         handler: Arc<dyn AgentHandler>,
     ) -> Result<Self, SpawnError> {
         let (program, args) = spec.command.split_first().ok_or(SpawnError::EmptyCommand)?;
+        // Chosen, not inherited (ARCHITECTURE §10): the agent runs model-driven code, so it
+        // never sees the stream token (it could answer its own elicitations), kandev's
+        // settings or credentials it was not deliberately given.
+        let (env, dropped) = agent_environment(std::env::vars(), spec);
+        if !dropped.is_empty() {
+            tracing::warn!(agent = %spec.id, ?dropped, "withheld variables not passed to the agent");
+        }
         let mut command = Command::new(program);
         command
             .args(args)
-            // The agent must never be able to answer its own elicitations over the stream.
-            .env_remove(crate::server::TOKEN_ENV)
-            .envs(&spec.env)
+            .env_clear()
+            .envs(&env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! AGENTCTL_TOKEN=secret agentctl serve --listen 127.0.0.1:7740
+//! AGENTCTL_TOKEN=secret agentctl serve --listen 0.0.0.0:7740 --tls-cert cert.pem --tls-key key.pem
 //! KANDEV_MCP_URL=… KANDEV_MCP_TOKEN=… agentctl mcp-stdio
 //! agentctl elicitation map < params.json
 //! agentctl elicitation respond --request params.json < answer.json
@@ -11,11 +12,13 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use kandev_agentctl::config::Timeouts;
 use kandev_agentctl::debug_cli;
 use kandev_agentctl::server::{AgentCtl, TOKEN_ENV as TOKEN_VAR};
+use kandev_tls::ServeListener;
 
 #[derive(Parser)]
 #[command(
@@ -24,6 +27,8 @@ use kandev_agentctl::server::{AgentCtl, TOKEN_ENV as TOKEN_VAR};
     about = "Runs one ACP agent per session and serves the Kandev agent stream.",
     long_about = "Runs one ACP agent per session and serves the Kandev agent stream.\n\n\
         Start it:   AGENTCTL_TOKEN=secret agentctl serve --listen 127.0.0.1:7740\n\
+        Over TLS:   AGENTCTL_TOKEN=secret agentctl serve --listen 0.0.0.0:7740 --tls-cert cert.pem --tls-key key.pem\n\
+        (the backend then uses executor.url = \"wss://host:7740\", and executor.ca_cert for a private CA)\n\
         Talk to it: websocat -H 'Authorization: Bearer secret' ws://127.0.0.1:7740/api/v1/agent/stream\n\
         then send one JSON request per line, e.g.\n  \
         {\"id\":\"1\",\"type\":\"request\",\"action\":\"agent.session.start\",\"payload\":{\"session_id\":\"s1\",\
@@ -34,7 +39,10 @@ use kandev_agentctl::server::{AgentCtl, TOKEN_ENV as TOKEN_VAR};
         Environment: AGENTCTL_TOKEN (required unless --insecure-no-token), \
         KANDEV_ELICITATION_ANSWER_TIMEOUT (default 55m), KANDEV_ACP_IDLE_TIMEOUT (default 1h; must exceed \
         the answer timeout), KANDEV_ASK_USER_QUESTION_TIMEOUT (default 2h; the ask_user_question_kandev \
-        tool call's own deadline), RUST_LOG (log filter; logs go to stderr)."
+        tool call's own deadline), RUST_LOG (log filter; logs go to stderr).\n\n\
+        Agents get a chosen environment, not agentctl's: PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, \
+        SHELL, the names in the session's agent.inherit_env and its agent.env; never AGENTCTL_TOKEN, \
+        DATABASE_URL or any KANDEV_* variable."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -56,6 +64,12 @@ enum Command {
         /// backend even when the backend is killed outright.
         #[arg(long)]
         exit_on_stdin_eof: bool,
+        /// Serve the stream over TLS (wss://) with this PEM certificate chain (needs --tls-key).
+        #[arg(long, value_name = "PEM", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The PEM private key of --tls-cert.
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Serve the session's ask_user_question_kandev MCP server on stdin/stdout, relaying
     /// to its HTTP endpoint (for agents without HTTP MCP support; agentctl lists this
@@ -93,7 +107,12 @@ fn main() -> ExitCode {
             listen,
             insecure_no_token,
             exit_on_stdin_eof,
-        } => serve(listen, insecure_no_token, exit_on_stdin_eof),
+            tls_cert,
+            tls_key,
+        } => {
+            let tls = tls_cert.zip(tls_key);
+            serve(listen, insecure_no_token, exit_on_stdin_eof, tls)
+        }
         Command::McpStdio { url, token } => mcp_stdio(url, token),
         Command::Elicitation(ElicitationCommand::Map) => {
             let Some(stdin) = read_stdin() else {
@@ -187,10 +206,20 @@ fn mcp_stdio(url: String, token: String) -> ExitCode {
     }
 }
 
-fn serve(listen: SocketAddr, insecure_no_token: bool, exit_on_stdin_eof: bool) -> ExitCode {
+fn serve(
+    listen: SocketAddr,
+    insecure_no_token: bool,
+    exit_on_stdin_eof: bool,
+    tls: Option<(PathBuf, PathBuf)>,
+) -> ExitCode {
     let timeouts = match Timeouts::from_env() {
         Ok(timeouts) => timeouts,
         Err(err) => return config_error(&err.to_string()),
+    };
+    let tls = match tls.map(|(cert, key)| kandev_tls::server_config(&cert, &key)) {
+        None => None,
+        Some(Ok(config)) => Some(config),
+        Some(Err(err)) => return config_error(&err.to_string()),
     };
     let token = std::env::var(TOKEN_VAR)
         .ok()
@@ -219,7 +248,7 @@ fn serve(listen: SocketAddr, insecure_no_token: bool, exit_on_stdin_eof: bool) -
         Ok(runtime) => runtime,
         Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),
     };
-    runtime.block_on(run_server(listen, token, timeouts, exit_on_stdin_eof))
+    runtime.block_on(run_server(listen, token, timeouts, exit_on_stdin_eof, tls))
 }
 
 async fn run_server(
@@ -227,6 +256,7 @@ async fn run_server(
     token: Option<String>,
     timeouts: Timeouts,
     exit_on_stdin_eof: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
@@ -236,6 +266,13 @@ async fn run_server(
         Ok(bound) => bound,
         Err(err) => return config_error(&format!("cannot read the bound address: {err}")),
     };
+    // Sets TCP_NODELAY on every connection: frames are small and latency-bound, and
+    // without it every answer waits on Nagle's algorithm meeting the peer's delayed ACK.
+    let listener = match ServeListener::new(listener, tls) {
+        Ok(listener) => listener,
+        Err(err) => return config_error(&format!("cannot serve on {bound}: {err}")),
+    };
+    let scheme = if listener.is_tls() { "wss" } else { "ws" };
     if token.is_none() {
         tracing::warn!(
             "--insecure-no-token: the agent stream accepts anyone who can reach {bound}"
@@ -245,20 +282,13 @@ async fn run_server(
         %bound,
         answer_timeout = %humantime::format_duration(timeouts.answer),
         idle_timeout = %humantime::format_duration(timeouts.idle),
-        "agentctl listening"
+        "agentctl listening on {scheme}://{bound}"
     );
     let app = AgentCtl::new(token, timeouts);
     let router = app.router();
     println!("AGENTCTL_LISTENING {bound}");
     let _ = std::io::stdout().flush();
 
-    // Frames are small and latency-bound: without TCP_NODELAY every answer waits on
-    // Nagle's algorithm meeting the peer's delayed ACK (~40 ms a round trip).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
-        }
-    });
     let server = axum::serve(listener, router);
     tokio::select! {
         result = server => match result {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kandev_flags::{EnvSource, FlagService, ProcessEnv, Profiles, resolve_all};
+use kandev_tls::{PeerAddr, ServeListener};
 use tokio::net::TcpListener;
 
 use crate::agent_link::StreamConnector;
@@ -62,7 +63,30 @@ pub fn prepare(config: &Config, cwd: &Path, env: &dyn EnvSource) -> Result<Profi
 }
 
 /// Runs `kandev serve` until SIGINT/SIGTERM.
-pub async fn serve(config: Config, profiles: Profiles) -> Result<(), StartError> {
+pub async fn serve(mut config: Config, profiles: Profiles) -> Result<(), StartError> {
+    let tls = match &config.server.tls {
+        Some(tls) => Some(
+            kandev_tls::server_config(&tls.cert, &tls.key).map_err(|err| ConfigError {
+                key: "server.tls".to_owned(),
+                message: err.to_string(),
+            })?,
+        ),
+        None => None,
+    };
+    let listen = config.listen;
+    // Bound before the state is built: the Host check compares against the real port
+    // when `listen` asked for port 0. Connections wait in the backlog until we serve.
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: listen.to_string(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: listen.to_string(),
+        source,
+    })?;
+    config.listen = addr;
     let stores = crate::store::open(&config.database_url).await?;
     let flags = FlagService::new(
         config.profile,
@@ -70,7 +94,6 @@ pub async fn serve(config: Config, profiles: Profiles) -> Result<(), StartError>
         ProcessEnv,
         StoredOverrides(stores.flag_overrides.clone()),
     );
-    let listen = config.listen;
     let state = AppState::new(stores, config, flags, Arc::new(StreamConnector));
     let reconciled = state
         .sessions
@@ -89,30 +112,27 @@ pub async fn serve(config: Config, profiles: Profiles) -> Result<(), StartError>
             "sessions left live by a previous run re-attached to their agentctl"
         );
     }
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: listen.to_string(),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Listen {
-        addr: listen.to_string(),
+    // TCP_NODELAY on every connection: small latency-bound frames (operator WS, respond).
+    let listener = ServeListener::new(listener, tls).map_err(|source| StartError::Listen {
+        addr: addr.to_string(),
         source,
     })?;
+    let scheme = if listener.is_tls() { "https" } else { "http" };
     println!("{LISTENING_PREFIX}{addr}");
-    tracing::info!(%addr, profile = %state.config.profile, "kandev listening on http://{addr}");
+    tracing::info!(
+        %addr,
+        profile = %state.config.profile,
+        auth = if state.auth.required() { "operators" } else { "off (loopback)" },
+        "kandev listening on {scheme}://{addr}"
+    );
 
     let sessions = Arc::clone(&state.sessions);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
         axum::serve(
-            // Small latency-bound frames (operator WS, respond): no Nagle delay.
-            axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                if let Err(err) = tcp.set_nodelay(true) {
-                    tracing::debug!(error = %err, "cannot set TCP_NODELAY");
-                }
-            }),
-            crate::http::router(state).into_make_service(),
+            listener,
+            // The peer address feeds the failed-attempt limit.
+            crate::http::router(state).into_make_service_with_connect_info::<PeerAddr>(),
         )
         .with_graceful_shutdown(async {
             let _ = stop_rx.await;

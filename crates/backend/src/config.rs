@@ -1,7 +1,17 @@
 //! The backend's configuration (ARCHITECTURE §4.5): figment layers, built-in
 //! defaults < `kandev.toml` (`--config` / `KANDEV_CONFIG`) < `KANDEV_*` env.
 //!
-//! A bad value stops start-up with one line naming the key ([`ConfigError`]).
+//! A bad value stops start-up with one line naming the key ([`ConfigError`]), and so
+//! does an unknown key, in the file or as a `KANDEV_*` variable: the line names the
+//! nearest valid one (a mistyped `[auth]` must never silently mean "no auth").
+//! `[server]` and `[auth]` live in [`security`].
+
+mod security;
+mod strict;
+
+pub use security::{
+    AuthConfig, OperatorConfig, ServerConfig, TlsConfig, is_valid_operator_name, normalize_origin,
+};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -24,14 +34,22 @@ pub const BUILTIN_PROFILES: &str = include_str!("../../../profiles.yaml");
 /// Env var naming the config file (same as `--config`).
 pub const CONFIG_FILE_VAR: &str = "KANDEV_CONFIG";
 
-/// Env vars with the `KANDEV_` prefix that belong to other layers and are not config keys.
+/// Env vars with the `KANDEV_` prefix that belong to other layers and are not config
+/// keys: the config file's own, agentctl's settings (the local executor passes them on),
+/// `agentctl mcp-stdio`'s. Runtime flags (`KANDEV_FEATURES_*`) are checked against the
+/// flag registry instead.
 const FOREIGN_ENV: &[&str] = &[
     "config",
-    "features_acp_elicitation",
     "elicitation_answer_timeout",
     "acp_idle_timeout",
+    "ask_user_question_timeout",
+    "mcp_url",
+    "mcp_token",
     "log",
 ];
+
+/// The `KANDEV_*` prefix of runtime-flag variables.
+const FLAG_ENV_PREFIX: &str = "features_";
 
 /// One configured agent, `[agents.<id>]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +71,11 @@ pub struct AgentConfig {
     /// `session/new` beside kandev's own server.
     #[serde(default, skip_serializing_if = "McpServers::is_empty")]
     pub mcp_servers: McpServers,
+    /// Names of agentctl's environment variables the agent also gets (an API key, …),
+    /// beyond the allowlist (`PATH`, `HOME`, `USER`, `LANG`, `LC_*`, `TERM`, `TMPDIR`,
+    /// `SHELL`). With the local executor they come from kandev's environment.
+    #[serde(default)]
+    pub inherit_env: Vec<String>,
 }
 
 impl AgentConfig {
@@ -65,6 +88,7 @@ impl AgentConfig {
             cwd: self.cwd.clone(),
             permission_policy: self.permission_policy,
             mcp_servers: self.mcp_servers.clone(),
+            inherit_env: self.inherit_env.clone(),
         }
     }
 }
@@ -96,6 +120,7 @@ impl Default for NotificationsConfig {
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Config {
     /// Deployment profile, selecting the `profiles.yaml` column.
     pub profile: Profile,
@@ -112,6 +137,12 @@ pub struct Config {
     /// `profiles.yaml` to read; `None` means `./profiles.yaml` if present, else the built-in copy.
     #[serde(default)]
     pub profiles_file: Option<PathBuf>,
+    /// `[server]`: allowed hosts and origins, TLS.
+    #[serde(default)]
+    pub server: ServerConfig,
+    /// `[auth]`: operators.
+    #[serde(default)]
+    pub auth: AuthConfig,
 }
 
 impl Default for Config {
@@ -126,6 +157,7 @@ impl Default for Config {
             cwd: None,
             permission_policy: PermissionPolicy::default(),
             mcp_servers: McpServers::default(),
+            inherit_env: Vec::new(),
         };
         Self {
             profile: Profile::Dev,
@@ -135,6 +167,8 @@ impl Default for Config {
             executor: ExecutorConfig::default(),
             notifications: NotificationsConfig::default(),
             profiles_file: None,
+            server: ServerConfig::default(),
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -159,7 +193,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             key: key.into(),
             message: message.into(),
@@ -184,20 +218,43 @@ impl Config {
             }
             figment = figment.merge(Toml::file_exact(path));
         }
+        let env: Vec<(String, String)> = env.into_iter().collect();
+        strict::check_env_names(env.iter().map(|(name, _)| name.as_str()))?;
         let env = EnvLayer::from_vars(env);
         figment = figment.merge(env.clone());
         let config: Config = figment
             .extract()
             .map_err(|err| figment_error(err, Some(&env)))?;
         config.validate()?;
-        Ok(config)
+        Ok(config.with_local_pass_env())
     }
 
     /// Extracts and validates a config from any figment (tests build their own).
     pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
         let config: Config = figment.extract().map_err(|err| figment_error(err, None))?;
         config.validate()?;
-        Ok(config)
+        Ok(config.with_local_pass_env())
+    }
+
+    /// Hands the local executor every agent's `inherit_env`, so the agentctl it starts
+    /// has those variables to pass on.
+    fn with_local_pass_env(mut self) -> Self {
+        let mut names: Vec<String> = self
+            .agents
+            .values()
+            .flat_map(|agent| agent.inherit_env.iter().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        if let ExecutorConfig::Local { pass_env, .. } = &mut self.executor {
+            *pass_env = names;
+        }
+        self
+    }
+
+    /// Whether every API call needs an operator's credentials.
+    pub fn auth_required(&self) -> bool {
+        self.auth.is_required(self.listen)
     }
 
     /// Checks what serde cannot.
@@ -222,7 +279,7 @@ impl Config {
                 ));
             }
         }
-        if let ExecutorConfig::Remote { url, token } = &self.executor {
+        if let ExecutorConfig::Remote { url, token, .. } = &self.executor {
             if !(url.starts_with("ws://") || url.starts_with("wss://")) {
                 return Err(ConfigError::new(
                     "executor.url",
@@ -244,7 +301,7 @@ impl Config {
                 format!("{} does not exist", path.display()),
             ));
         }
-        Ok(())
+        security::validate(self)
     }
 
     /// The per-profile flag values: the configured file, else `profiles.yaml` in
@@ -279,8 +336,10 @@ impl EnvLayer {
             .into_iter()
             .filter_map(|(name, value)| {
                 let key = name.strip_prefix("KANDEV_")?.to_ascii_lowercase();
-                (!key.is_empty() && !FOREIGN_ENV.contains(&key.as_str()))
-                    .then(|| (key.replace("__", "."), value))
+                (!key.is_empty()
+                    && !FOREIGN_ENV.contains(&key.as_str())
+                    && !key.starts_with(FLAG_ENV_PREFIX))
+                .then(|| (key.replace("__", "."), value))
             })
             .collect();
         Self { vars }
@@ -354,6 +413,9 @@ fn figment_error(err: figment::Error, env: Option<&EnvLayer>) -> ConfigError {
             None => format!(" (from {})", md.name),
         })
         .unwrap_or_default();
+    if let figment::error::Kind::UnknownField(field, expected) = &first.kind {
+        return strict::unknown_key(&first.path, field, expected, env.map(|e| e.vars.as_slice()));
+    }
     let kind = first.kind.to_string().replace('\n', " ");
     ConfigError::new(key, format!("{kind}{source}"))
 }
@@ -375,7 +437,9 @@ mod tests {
         assert_eq!(c.profile, Profile::Dev);
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.database_url, "sqlite://data/kandev.db");
-        assert_eq!(c.executor, ExecutorConfig::Local { agentctl: None });
+        assert_eq!(c.executor, ExecutorConfig::local(None));
+        assert!(!c.auth_required(), "loopback: auth is optional");
+        assert_eq!(c.server, ServerConfig::default());
         let mock = &c.agents["mock"];
         assert!(mock.command[0].ends_with("mock-agent"));
         assert_eq!(mock.command[1..], ["--scenario", "demo"]);
@@ -424,10 +488,7 @@ mod tests {
         assert_eq!(claude.spec("claude").id, "claude");
         assert_eq!(
             c.executor,
-            ExecutorConfig::Remote {
-                url: "ws://10.0.0.5:7740".into(),
-                token: "secret".into()
-            }
+            ExecutorConfig::remote("ws://10.0.0.5:7740", "secret")
         );
     }
 

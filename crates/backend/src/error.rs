@@ -54,6 +54,30 @@ pub enum AppError {
         /// Why.
         message: String,
     },
+    /// 401: missing, wrong or expired credentials (`AUTH_REQUIRED`, `INVALID_TOKEN`,
+    /// `INVALID_SESSION`, `SESSION_EXPIRED`).
+    #[error("{message}")]
+    Unauthorized {
+        /// Which of the above.
+        code: &'static str,
+        /// What to do about it.
+        message: String,
+    },
+    /// 403: refused whoever asks (`HOST_NOT_ALLOWED`, `ORIGIN_NOT_ALLOWED`).
+    #[error("{message}")]
+    Forbidden {
+        /// Which check refused it.
+        code: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// 429 `TOO_MANY_ATTEMPTS`: this address failed to authenticate too often; a
+    /// `Retry-After` header says for how long.
+    #[error("too many failed sign-in attempts from this address; retry in {retry_after_secs} s")]
+    TooManyAttempts {
+        /// Seconds until attempts are accepted again.
+        retry_after_secs: u64,
+    },
     /// 405 `METHOD_NOT_ALLOWED`: the route exists, not with this method.
     #[error("method not allowed on this route")]
     MethodNotAllowed,
@@ -96,6 +120,9 @@ impl AppError {
             Self::NotFound { .. } => StatusCode::NOT_FOUND,
             Self::BadRequest(_) | Self::InvalidAnswer(_) => StatusCode::BAD_REQUEST,
             Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            Self::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Self::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::AgentStreamNotConnected(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -113,6 +140,8 @@ impl AppError {
             Self::BadRequest(_) => "BAD_REQUEST",
             Self::InvalidAnswer(_) => "INVALID_ANSWER",
             Self::Conflict { code, .. } => code,
+            Self::Unauthorized { code, .. } | Self::Forbidden { code, .. } => code,
+            Self::TooManyAttempts { .. } => "TOO_MANY_ATTEMPTS",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
             Self::AgentStreamNotConnected(_) => "AGENT_STREAM_NOT_CONNECTED",
@@ -147,7 +176,14 @@ impl IntoResponse for AppError {
         {
             error["origin"] = json!(origin.as_str());
         }
-        (status, Json(json!({ "error": error }))).into_response()
+        let mut response = (status, Json(json!({ "error": error }))).into_response();
+        if let Self::TooManyAttempts { retry_after_secs } = &self {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(*retry_after_secs),
+            );
+        }
+        response
     }
 }
 
@@ -246,6 +282,29 @@ mod tests {
             ),
             (AppError::Agentctl("x".into()), 502, "AGENTCTL_ERROR"),
             (
+                AppError::Unauthorized {
+                    code: "AUTH_REQUIRED",
+                    message: "x".into(),
+                },
+                401,
+                "AUTH_REQUIRED",
+            ),
+            (
+                AppError::Forbidden {
+                    code: "ORIGIN_NOT_ALLOWED",
+                    message: "x".into(),
+                },
+                403,
+                "ORIGIN_NOT_ALLOWED",
+            ),
+            (
+                AppError::TooManyAttempts {
+                    retry_after_secs: 3,
+                },
+                429,
+                "TOO_MANY_ATTEMPTS",
+            ),
+            (
                 AppError::AgentctlTimeout("x".into()),
                 504,
                 "AGENTCTL_TIMEOUT",
@@ -266,6 +325,19 @@ mod tests {
             assert_eq!(s.as_u16(), status);
             assert_eq!(v["error"]["code"], code);
         }
+    }
+
+    #[tokio::test]
+    async fn too_many_attempts_says_when_to_retry() {
+        let resp = AppError::TooManyAttempts {
+            retry_after_secs: 42,
+        }
+        .into_response();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            resp.headers().get(axum::http::header::RETRY_AFTER),
+            Some(&axum::http::HeaderValue::from(42u64))
+        );
     }
 
     #[tokio::test]

@@ -15,10 +15,12 @@
 //!   across processes is a transaction or a conditional update there. [`model`] holds the
 //!   records and their rules, with no I/O.
 //! - [`events`] — rooms publish committed changes; one feed turns them into operator events.
-//! - [`notifications`], [`flags`], [`config`]; [`app`] wires it all and serves.
+//! - [`auth`] says who is asking (the guard in [`http`] enforces it); [`notifications`],
+//!   [`flags`], [`config`]; [`app`] wires it all and serves.
 
 pub mod agent_link;
 pub mod app;
+pub mod auth;
 pub mod clarifications;
 pub mod config;
 pub mod error;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use kandev_backend::app;
-use kandev_backend::config::{CONFIG_FILE_VAR, Config};
+use kandev_backend::config::{CONFIG_FILE_VAR, Config, is_valid_operator_name};
 
 const CONFIG_HELP: &str = "\
 CONFIGURATION (layers: built-in defaults < kandev.toml (--config / KANDEV_CONFIG) < KANDEV_* env)
@@ -19,9 +19,19 @@ CONFIGURATION (layers: built-in defaults < kandev.toml (--config / KANDEV_CONFIG
   notifications.turn_finished  KANDEV_NOTIFICATIONS__TURN_FINISHED    false
   executor.kind                KANDEV_EXECUTOR__KIND                  local  (local | remote)
   executor.agentctl            KANDEV_EXECUTOR__AGENTCTL              the agentctl beside kandev (local)
-  executor.url, executor.token KANDEV_EXECUTOR__URL, KANDEV_EXECUTOR__TOKEN  (remote: ws://host:port, bearer token)
+  executor.url, executor.token KANDEV_EXECUTOR__URL, KANDEV_EXECUTOR__TOKEN  (remote: ws://host:port or wss://, bearer token)
+  executor.ca_cert             KANDEV_EXECUTOR__CA_CERT               system roots (wss://: PEM CA to verify agentctl against)
+  server.allowed_hosts         extra Host names served (kandev.example.com, host:port, .example.com); always 127.0.0.1, localhost, [::1]
+  server.allowed_origins       extra origins allowed to open the WebSocket and POST (https://ops.example.com); always the server's own
+  server.tls.cert, server.tls.key  PEM certificate chain and key: serve HTTPS/WSS
+  auth.required                KANDEV_AUTH__REQUIRED                  true unless listen is loopback (false is refused elsewhere)
+  [[auth.operators]] name, token_sha256   who may operate; `kandev operator add NAME` prints both
+  auth.session_secret          KANDEV_AUTH__SESSION_SECRET            unset (mixed into the session-cookie key; same on every replica)
   agents.<id>.command          program and arguments, e.g. [\"claude-agent-acp\"]
   agents.<id>.env              extra environment of the agent process
+  agents.<id>.inherit_env      names of variables the agent also gets from agentctl's environment, e.g. [\"ANTHROPIC_API_KEY\"]
+                               (agents otherwise get only PATH HOME USER LANG LC_* TERM TMPDIR SHELL, never KANDEV_*,
+                               AGENTCTL_TOKEN or DATABASE_URL)
   agents.<id>.cwd              working directory of the agent process
   agents.<id>.permission_policy  allow_once | allow_always | reject_once | cancel
   agents.<id>.mcp_servers.<name>
@@ -36,12 +46,15 @@ CONFIGURATION (layers: built-in defaults < kandev.toml (--config / KANDEV_CONFIG
 OTHER ENVIRONMENT
   KANDEV_FEATURES_ACP_ELICITATION  true|false: forces features.acpElicitation and locks
                                    the Settings toggle (PATCH answers 409).
-  KANDEV_ELICITATION_ANSWER_TIMEOUT, KANDEV_ACP_IDLE_TIMEOUT
-                                   read by agentctl, which the local executor starts with
-                                   kandev's environment (defaults 55m and 1h).
+  KANDEV_ELICITATION_ANSWER_TIMEOUT, KANDEV_ACP_IDLE_TIMEOUT, KANDEV_ASK_USER_QUESTION_TIMEOUT
+                                   read by agentctl; the local executor passes them on
+                                   (defaults 55m, 1h and 2h), with RUST_LOG, NO_COLOR, the
+                                   agent allowlist and the inherit_env names, nothing else.
   RUST_LOG                         log filter (default info).
 
-A bad value stops start-up with one line naming the key, exit code 2.
+A bad value, an unknown key or an unknown KANDEV_* variable stops start-up with one line
+naming the key (and the nearest valid one), exit code 2. So does a listen address that is
+not loopback without [[auth.operators]].
 Once listening, kandev prints KANDEV_LISTENING=<addr> on stdout.";
 
 /// The Kandev backend: operator HTTP/WS API, SQLite store, sessions, clarifications.
@@ -59,6 +72,19 @@ struct Cli {
 enum Command {
     /// Serve the operator API (the default).
     Serve,
+    /// Manage operators (who may use the API when auth is on).
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum OperatorCommand {
+    /// Make a new token for NAME: prints the token once and the [[auth.operators]] lines
+    /// to paste into kandev.toml (only the token's SHA-256 is stored).
+    Add {
+        /// The operator's name, shown as who answered (letters, digits, `.`, `_`, `@`, `-`).
+        name: String,
+    },
 }
 
 fn main() {
@@ -73,7 +99,28 @@ fn main() {
         .init();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config),
+        Command::Operator(OperatorCommand::Add { name }) => operator_add(&name),
     }
+}
+
+fn operator_add(name: &str) {
+    if !is_valid_operator_name(name) {
+        eprintln!(
+            "kandev: `{name}` is not a usable operator name: 1 to 64 letters, digits, `.`, `_`, `@` or `-`"
+        );
+        std::process::exit(2);
+    }
+    let token = kandev_backend::auth::fresh_token();
+    let hash = kandev_backend::auth::token_sha256(&token);
+    println!("Token for {name} (shown only now; hand it to {name}, kandev keeps only its hash):");
+    println!();
+    println!("  {token}");
+    println!();
+    println!("Add to kandev.toml (and restart kandev):");
+    println!();
+    println!("[[auth.operators]]");
+    println!("name = \"{name}\"");
+    println!("token_sha256 = \"{hash}\"");
 }
 
 fn serve(config_file: Option<PathBuf>) {

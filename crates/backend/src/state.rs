@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::agent_link::AgentConnector;
+use crate::auth::Auth;
 use crate::clarifications::Clarifications;
 use crate::config::Config;
 use crate::events::{EventHub, Publisher};
@@ -28,6 +29,8 @@ pub struct AppState {
     pub sessions: Arc<SessionRegistry>,
     /// The clarification rooms.
     pub clarifications: Clarifications,
+    /// Operators and their sessions (ARCHITECTURE §10).
+    pub auth: Arc<Auth>,
 }
 
 impl AppState {
@@ -39,6 +42,7 @@ impl AppState {
         flags: Flags,
         connector: Arc<dyn AgentConnector>,
     ) -> Self {
+        let auth = Arc::new(Auth::from_config(&config));
         let config = Arc::new(config);
         let flags = Arc::new(flags);
         let hub = EventHub::new();
@@ -66,6 +70,7 @@ impl AppState {
             hub,
             sessions,
             clarifications,
+            auth,
         }
     }
 }

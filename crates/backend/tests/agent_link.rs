@@ -48,9 +48,7 @@ fn binary(name: &str) -> PathBuf {
 }
 
 fn local() -> ExecutorConfig {
-    ExecutorConfig::Local {
-        agentctl: Some(binary("agentctl")),
-    }
+    ExecutorConfig::local(Some(binary("agentctl")))
 }
 
 fn session_start(session_id: &str, args: &[&str], elicitation: bool) -> SessionStart {
@@ -65,6 +63,7 @@ fn session_start(session_id: &str, args: &[&str], elicitation: bool) -> SessionS
             cwd: None,
             permission_policy: Default::default(),
             mcp_servers: Default::default(),
+            inherit_env: Vec::new(),
         },
         flags: BTreeMap::from([(FLAG.to_owned(), elicitation)]),
     }
@@ -326,7 +325,7 @@ async fn local_executor_runs_a_session_and_shutdown_stops_agentctl() {
 async fn the_default_local_agentctl_is_the_one_beside_the_executable() {
     // Under cargo the test executable lives in target/<profile>/deps; the link also
     // looks one level up, where cargo puts the workspace's binaries.
-    let executor = ExecutorConfig::Local { agentctl: None };
+    let executor = ExecutorConfig::local(None);
     let (link, mut events) = AgentLink::connect(&executor, "it-default")
         .await
         .expect("connect");
@@ -406,9 +405,7 @@ async fn a_local_agentctl_that_cannot_start_reports_its_stderr() {
         binary("agentctl").display()
     );
     write_executable(&wrapper, &script);
-    let misconfigured = ExecutorConfig::Local {
-        agentctl: Some(wrapper),
-    };
+    let misconfigured = ExecutorConfig::local(Some(wrapper));
     let Err(LinkError::Unreachable(message)) = AgentLink::connect(&misconfigured, "it-bad").await
     else {
         panic!("a misconfigured agentctl is unreachable");
@@ -442,10 +439,8 @@ fn write_executable(path: &Path, body: &str) {
 #[tokio::test]
 async fn remote_executor_runs_an_elicitation_round_trip() {
     let agentctl = serve_agentctl().await;
-    let executor = ExecutorConfig::Remote {
-        url: format!("ws://{}", agentctl.addr),
-        token: agentctl.token.clone(),
-    };
+    let executor =
+        ExecutorConfig::remote(format!("ws://{}", agentctl.addr), agentctl.token.clone());
     let (link, mut events) = AgentLink::connect(&executor, "it-remote")
         .await
         .expect("connect");
@@ -507,10 +502,8 @@ async fn remote_executor_runs_an_elicitation_round_trip() {
 #[tokio::test]
 async fn a_wrong_token_is_unreachable_with_a_clear_message() {
     let agentctl = serve_agentctl().await;
-    let executor = ExecutorConfig::Remote {
-        url: format!("ws://{}", agentctl.addr),
-        token: "certainly-not-the-token".into(),
-    };
+    let executor =
+        ExecutorConfig::remote(format!("ws://{}", agentctl.addr), "certainly-not-the-token");
     let Err(LinkError::Unreachable(message)) = AgentLink::connect(&executor, "it-token").await
     else {
         panic!("a wrong token is refused");
@@ -527,10 +520,7 @@ async fn a_wrong_token_is_unreachable_with_a_clear_message() {
 async fn a_dropped_stream_reattaches_with_the_pending_elicitation() {
     let agentctl = serve_agentctl().await;
     let proxy = CuttableProxy::start(agentctl.addr).await;
-    let executor = ExecutorConfig::Remote {
-        url: format!("ws://{}", proxy.addr),
-        token: agentctl.token.clone(),
-    };
+    let executor = ExecutorConfig::remote(format!("ws://{}", proxy.addr), agentctl.token.clone());
     let (link, mut events) = AgentLink::connect(&executor, "it-drop")
         .await
         .expect("connect");
@@ -625,10 +615,7 @@ async fn events_emitted_while_detached_arrive_after_reattach_in_order() {
         .env
         .insert("MOCK_AGENT_LOG".into(), agent_log.display().to_string());
 
-    let executor = ExecutorConfig::Remote {
-        url: format!("ws://{}", proxy.addr),
-        token: agentctl.token.clone(),
-    };
+    let executor = ExecutorConfig::remote(format!("ws://{}", proxy.addr), agentctl.token.clone());
     let options = LinkOptions {
         reconnect_window: WAIT,
         ..LinkOptions::default()
@@ -711,10 +698,7 @@ async fn a_pending_settled_while_detached_is_reported_before_the_snapshot() {
         .env
         .insert("MOCK_AGENT_LOG".into(), agent_log.display().to_string());
 
-    let executor = ExecutorConfig::Remote {
-        url: format!("ws://{}", proxy.addr),
-        token: agentctl.token.clone(),
-    };
+    let executor = ExecutorConfig::remote(format!("ws://{}", proxy.addr), agentctl.token.clone());
     let (link, mut events) = AgentLink::connect(&executor, "it-timeout")
         .await
         .expect("connect");

@@ -1,11 +1,15 @@
-//! Opening one authenticated agent-stream WebSocket to an agentctl.
+//! Opening one authenticated agent-stream WebSocket to an agentctl, over `ws://` or
+//! `wss://` (verified against the system roots or the configured CA).
+
+use std::path::Path;
+use std::sync::Arc;
 
 use kandev_agent_stream::STREAM_PATH;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 /// An open agent stream.
 pub(crate) type WsStream = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -15,6 +19,8 @@ pub(crate) type WsStream = WebSocketStream<MaybeTlsStream<TcpStream>>;
 pub(crate) struct Endpoint {
     url: String,
     token: String,
+    /// Set for `wss://`: whom to trust.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -22,6 +28,7 @@ impl std::fmt::Debug for Endpoint {
         // Never print the token.
         f.debug_struct("Endpoint")
             .field("url", &self.url)
+            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -29,11 +36,27 @@ impl std::fmt::Debug for Endpoint {
 impl Endpoint {
     /// `base` is agentctl's address (`ws://host:port`, `http://…` or bare `host:port`);
     /// the stream path is appended unless already there.
+    /// A plain `ws://` endpoint (the local executor).
     pub fn new(base: &str, token: &str) -> Self {
         Self {
             url: stream_url(base),
             token: token.to_owned(),
+            tls: None,
         }
+    }
+
+    /// A remote endpoint: for `wss://`, verified against `ca_cert` (PEM) or, without
+    /// one, the system's root certificates.
+    pub fn remote(
+        base: &str,
+        token: &str,
+        ca_cert: Option<&Path>,
+    ) -> Result<Self, kandev_tls::TlsError> {
+        let mut endpoint = Self::new(base, token);
+        if endpoint.url.starts_with("wss://") {
+            endpoint.tls = Some(kandev_tls::client_config(ca_cert)?);
+        }
+        Ok(endpoint)
     }
 
     /// The full stream URL.
@@ -83,8 +106,9 @@ pub(crate) async fn open(endpoint: &Endpoint) -> Result<WsStream, DialError> {
         DialError::Rejected("the agentctl token has characters not allowed in a header".into())
     })?;
     request.headers_mut().insert(header::AUTHORIZATION, bearer);
+    let connector = endpoint.tls.clone().map(Connector::Rustls);
     // TCP_NODELAY: agent-stream frames are small and every answer is latency-bound.
-    match tokio_tungstenite::connect_async_with_config(request, None, true).await {
+    match tokio_tungstenite::connect_async_tls_with_config(request, None, true, connector).await {
         Ok((ws, _response)) => Ok(ws),
         Err(err) => Err(classify(url, err)),
     }
@@ -105,12 +129,24 @@ fn classify(url: &str, err: WsError) -> DialError {
             }
         }
         WsError::Url(err) => DialError::Rejected(format!("invalid agentctl url {url}: {err}")),
-        WsError::Io(err) => DialError::Failed(format!("could not connect to {url}: {err}")),
-        WsError::Tls(err) => DialError::Rejected(format!(
-            "could not open {url}: {err} (this build speaks plain ws:// only)"
+        // A certificate that does not verify will not verify on the next try either.
+        WsError::Io(err) if tls_failure(&err).is_some() => DialError::Rejected(format!(
+            "TLS with agentctl at {url} failed: {}; check executor.ca_cert and agentctl's --tls-cert",
+            tls_failure(&err)
+                .map(ToString::to_string)
+                .unwrap_or_default()
         )),
+        WsError::Io(err) => DialError::Failed(format!("could not connect to {url}: {err}")),
+        WsError::Tls(err) => {
+            DialError::Rejected(format!("TLS with agentctl at {url} failed: {err}"))
+        }
         other => DialError::Failed(format!("could not open the agent stream at {url}: {other}")),
     }
+}
+
+/// The rustls error inside an I/O error from the handshake, if that is what it is.
+fn tls_failure(err: &std::io::Error) -> Option<&rustls::Error> {
+    err.get_ref()?.downcast_ref::<rustls::Error>()
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
 //! The local executor: one `agentctl serve --listen 127.0.0.1:0` per session, started
-//! with a fresh random token and the backend's own environment.
+//! with a fresh random token and a chosen environment: agentctl's own settings, the agent
+//! allowlist and the configured `inherit_env` names — never the rest of kandev's
+//! environment (its database URL, cloud credentials, …), which agentctl has no use for
+//! and an agent could otherwise read from its parent.
 //!
 //! The child is owned by a watcher task that reports its exit on a watch channel and
 //! kills it when asked, or when the [`LocalAgentctl`] handle is dropped (so a dropped
@@ -31,6 +34,30 @@ const DROPPED_GRACE: Duration = Duration::from_secs(5);
 
 /// How many stderr lines are kept for error messages.
 const STDERR_TAIL: usize = 20;
+
+/// What agentctl itself reads from its environment (see `agentctl --help`).
+const AGENTCTL_SETTINGS: &[&str] = &[
+    "KANDEV_ELICITATION_ANSWER_TIMEOUT",
+    "KANDEV_ACP_IDLE_TIMEOUT",
+    "KANDEV_ASK_USER_QUESTION_TIMEOUT",
+    "RUST_LOG",
+    "NO_COLOR",
+];
+
+/// The part of `own` (kandev's environment) a local agentctl gets: its settings, the
+/// agent allowlist and the `pass_env` names (never a withheld one).
+pub(crate) fn agentctl_environment(
+    own: impl IntoIterator<Item = (String, String)>,
+    pass_env: &[String],
+) -> Vec<(String, String)> {
+    use kandev_agent_stream::agent_env::{is_allowlisted, is_withheld};
+    own.into_iter()
+        .filter(|(name, _)| {
+            AGENTCTL_SETTINGS.contains(&name.as_str())
+                || (!is_withheld(name) && (is_allowlisted(name) || pass_env.contains(name)))
+        })
+        .collect()
+}
 
 /// A running agentctl started by this backend.
 pub(crate) struct LocalAgentctl {
@@ -132,10 +159,17 @@ pub(crate) fn fresh_token() -> String {
 }
 
 /// Starts `binary serve --listen 127.0.0.1:0` and waits for `AGENTCTL_LISTENING`.
-pub(crate) async fn start(binary: &Path, listen_timeout: Duration) -> Result<Started, LinkError> {
+/// `pass_env` names the variables of kandev's environment agentctl may hand to agents.
+pub(crate) async fn start(
+    binary: &Path,
+    pass_env: &[String],
+    listen_timeout: Duration,
+) -> Result<Started, LinkError> {
     let token = fresh_token();
     let mut child = Command::new(binary)
         .args(["serve", "--listen", "127.0.0.1:0", "--exit-on-stdin-eof"])
+        .env_clear()
+        .envs(agentctl_environment(std::env::vars(), pass_env))
         .env(AGENTCTL_TOKEN_VAR, &token)
         // The watcher holds the pipe: when this backend dies, even by SIGKILL, the OS
         // closes it and agentctl shuts down instead of living on as an orphan.
@@ -378,6 +412,37 @@ mod tests {
     }
 
     #[test]
+    fn agentctl_gets_its_settings_and_the_allowlist_not_kandevs_secrets() {
+        let own = [
+            ("PATH", "/bin"),
+            ("LC_CTYPE", "C.UTF-8"),
+            ("RUST_LOG", "debug"),
+            ("KANDEV_ELICITATION_ANSWER_TIMEOUT", "2s"),
+            ("KANDEV_ASK_USER_QUESTION_TIMEOUT", "3s"),
+            ("KANDEV_DATABASE_URL", "sqlite://secret.db"),
+            ("KANDEV_AUTH__SESSION_SECRET", "s3cr3t"),
+            ("DATABASE_URL", "postgres://u:pw@db"),
+            ("AGENTCTL_TOKEN", "stale"),
+            ("AWS_SECRET_ACCESS_KEY", "cloud"),
+            ("ANTHROPIC_API_KEY", "model"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let passed = agentctl_environment(own, &["ANTHROPIC_API_KEY".to_owned()]);
+        let names: Vec<&str> = passed.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "PATH",
+                "LC_CTYPE",
+                "RUST_LOG",
+                "KANDEV_ELICITATION_ANSWER_TIMEOUT",
+                "KANDEV_ASK_USER_QUESTION_TIMEOUT",
+                "ANTHROPIC_API_KEY"
+            ]
+        );
+    }
+
+    #[test]
     fn tokens_are_fresh_64_hex_digits() {
         let a = fresh_token();
         let b = fresh_token();
@@ -390,7 +455,8 @@ mod tests {
     async fn a_missing_binary_is_unreachable_naming_the_path() {
         let dir = tempfile::tempdir().expect("tempdir");
         let missing = dir.path().join("no-agentctl-here");
-        let Err(LinkError::Unreachable(message)) = start(&missing, Duration::from_secs(5)).await
+        let Err(LinkError::Unreachable(message)) =
+            start(&missing, &[], Duration::from_secs(5)).await
         else {
             panic!("expected Unreachable");
         };
@@ -405,7 +471,8 @@ mod tests {
             "agentctl",
             "echo 'starting' >&2\necho 'error: KANDEV_ACP_IDLE_TIMEOUT too short' >&2\nexit 3",
         );
-        let Err(LinkError::Unreachable(message)) = start(&binary, Duration::from_secs(10)).await
+        let Err(LinkError::Unreachable(message)) =
+            start(&binary, &[], Duration::from_secs(10)).await
         else {
             panic!("expected Unreachable");
         };
@@ -429,7 +496,8 @@ mod tests {
                 pid_file.display()
             ),
         );
-        let Err(LinkError::Unreachable(message)) = start(&binary, Duration::from_millis(500)).await
+        let Err(LinkError::Unreachable(message)) =
+            start(&binary, &[], Duration::from_millis(500)).await
         else {
             panic!("expected Unreachable");
         };
@@ -447,7 +515,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_token_and_the_backend_environment_reach_agentctl() {
+    async fn the_token_and_the_allowlisted_environment_reach_agentctl() {
         let dir = tempfile::tempdir().expect("tempdir");
         let seen = dir.path().join("seen");
         // Reports what it got, then pretends to listen and waits to be killed.
@@ -460,7 +528,7 @@ mod tests {
                 seen.display()
             ),
         );
-        let started = start(&binary, Duration::from_secs(10))
+        let started = start(&binary, &[], Duration::from_secs(10))
             .await
             .expect("started");
         assert_eq!(started.addr, "127.0.0.1:4321".parse().expect("addr"));
@@ -493,7 +561,7 @@ mod tests {
             "agentctl",
             "echo 'AGENTCTL_LISTENING 127.0.0.1:4321'\nexec sleep 30",
         );
-        let started = start(&binary, Duration::from_secs(10))
+        let started = start(&binary, &[], Duration::from_secs(10))
             .await
             .expect("started");
         let mut exit = started.process.exit_watch();
@@ -520,7 +588,7 @@ mod tests {
                 farewell.display()
             ),
         );
-        let started = start(&binary, Duration::from_secs(10))
+        let started = start(&binary, &[], Duration::from_secs(10))
             .await
             .expect("started");
         let mut exit = started.process.exit_watch();
@@ -538,7 +606,7 @@ mod tests {
             "agentctl",
             "trap '' TERM\necho 'AGENTCTL_LISTENING 127.0.0.1:4321'\nexec sleep 30",
         );
-        let started = start(&binary, Duration::from_secs(10))
+        let started = start(&binary, &[], Duration::from_secs(10))
             .await
             .expect("started");
         let mut exit = started.process.exit_watch();

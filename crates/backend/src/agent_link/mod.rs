@@ -58,33 +58,52 @@ pub use self::local::AGENTCTL_TOKEN_VAR;
 
 /// Where agentctl runs. Its `Debug` output never shows the remote token.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum ExecutorConfig {
     /// Start the sibling `agentctl serve` per session, with a fresh random token.
     Local {
         /// The agentctl binary; by default the one beside `kandev`.
-        #[serde(default)]
+        // Left out when unset, so the built-in default layer adds no key that a file
+        // switching to `kind = "remote"` would then carry as unknown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         agentctl: Option<PathBuf>,
+        /// Variables of kandev's environment the local agentctl gets besides the agent
+        /// allowlist and its own settings: every agent's `inherit_env`. Not a config key;
+        /// [`crate::config::Config`] fills it in.
+        #[serde(skip)]
+        pass_env: Vec<String>,
     },
     /// Connect to an agentctl deployed elsewhere.
     Remote {
-        /// Base URL, e.g. `ws://10.0.0.5:7740` (the stream path is appended).
+        /// Base URL, e.g. `ws://10.0.0.5:7740` or `wss://agents.example.com:7740` (the
+        /// stream path is appended).
         url: String,
         /// Its bearer token.
         token: String,
+        /// For `wss://`: the PEM CA certificate(s) to verify agentctl against, instead of
+        /// the system's root certificates.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_cert: Option<PathBuf>,
     },
 }
 
 impl std::fmt::Debug for ExecutorConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Local { agentctl } => {
-                f.debug_struct("Local").field("agentctl", agentctl).finish()
-            }
-            Self::Remote { url, token: _ } => f
+            Self::Local { agentctl, pass_env } => f
+                .debug_struct("Local")
+                .field("agentctl", agentctl)
+                .field("pass_env", pass_env)
+                .finish(),
+            Self::Remote {
+                url,
+                token: _,
+                ca_cert,
+            } => f
                 .debug_struct("Remote")
                 .field("url", url)
                 .field("token", &"<redacted>")
+                .field("ca_cert", ca_cert)
                 .finish(),
         }
     }
@@ -92,7 +111,26 @@ impl std::fmt::Debug for ExecutorConfig {
 
 impl Default for ExecutorConfig {
     fn default() -> Self {
-        Self::Local { agentctl: None }
+        Self::local(None)
+    }
+}
+
+impl ExecutorConfig {
+    /// A local executor running `agentctl` (the one beside kandev when `None`).
+    pub fn local(agentctl: Option<PathBuf>) -> Self {
+        Self::Local {
+            agentctl,
+            pass_env: Vec::new(),
+        }
+    }
+
+    /// A remote executor at `url` over plain `ws://` or against the system roots.
+    pub fn remote(url: impl Into<String>, token: impl Into<String>) -> Self {
+        Self::Remote {
+            url: url.into(),
+            token: token.into(),
+            ca_cert: None,
+        }
     }
 }
 
@@ -437,16 +475,24 @@ async fn open(
     options: &LinkOptions,
 ) -> Result<(Endpoint, Option<local::LocalAgentctl>, dial::WsStream), LinkError> {
     let (endpoint, process) = match executor {
-        ExecutorConfig::Local { agentctl } => {
+        ExecutorConfig::Local { agentctl, pass_env } => {
             let binary = match agentctl {
                 Some(path) => path.clone(),
                 None => local::default_binary()?,
             };
-            let started = local::start(&binary, options.listen_timeout).await?;
+            let started = local::start(&binary, pass_env, options.listen_timeout).await?;
             let endpoint = Endpoint::new(&format!("ws://{}", started.addr), &started.token);
             (endpoint, Some(started.process))
         }
-        ExecutorConfig::Remote { url, token } => (Endpoint::new(url, token), None),
+        ExecutorConfig::Remote {
+            url,
+            token,
+            ca_cert,
+        } => {
+            let endpoint = Endpoint::remote(url, token, ca_cert.as_deref())
+                .map_err(|err| LinkError::Unreachable(err.to_string()))?;
+            (endpoint, None)
+        }
     };
     // On failure `process` is dropped here, which kills the agentctl just started.
     let ws = match tokio::time::timeout(options.connect_timeout, dial::open(&endpoint)).await {

@@ -54,10 +54,7 @@ impl TestServer {
     }
 
     fn executor(&self, token: &str) -> ExecutorConfig {
-        ExecutorConfig::Remote {
-            url: format!("ws://{}", self.addr),
-            token: token.into(),
-        }
+        ExecutorConfig::remote(format!("ws://{}", self.addr), token)
     }
 
     /// The next TCP connection, not yet upgraded.
@@ -220,6 +217,7 @@ async fn start_session(link: &AgentLink, conn: &mut Conn) {
             cwd: None,
             permission_policy: Default::default(),
             mcp_servers: Default::default(),
+            inherit_env: Vec::new(),
         },
         flags: Default::default(),
     };
@@ -709,10 +707,7 @@ async fn a_replaced_stream_is_lost_without_reconnecting() {
 
 #[test]
 fn the_remote_token_never_shows_in_debug_output() {
-    let executor = ExecutorConfig::Remote {
-        url: "ws://h:1".into(),
-        token: "s3cr3t".into(),
-    };
+    let executor = ExecutorConfig::remote("ws://h:1", "s3cr3t");
     let shown = format!("{executor:?}");
     assert!(shown.contains("ws://h:1"));
     assert!(!shown.contains("s3cr3t"), "{shown}");

@@ -8,14 +8,12 @@ use kandev_elicitation::OperatorAnswer;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::auth::Operator;
 use crate::error::{AppError, Origin};
 use crate::http::ApiJson;
 use crate::model::{Clarification, ClarificationStatus};
 use crate::state::AppState;
 use crate::store::ClarificationFilter;
-
-/// Who answers when operator auth is off.
-const LOCAL_OPERATOR: &str = "local";
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -68,25 +66,29 @@ async fn get_one(
         })
 }
 
+/// Answered by the signed-in operator (`"local"` without auth): the record, its message
+/// and the history say who.
 async fn respond(
     State(state): State<AppState>,
+    operator: Operator,
     Path(pending_id): Path<String>,
     ApiJson(answer): ApiJson<OperatorAnswer>,
 ) -> Result<Json<Value>, AppError> {
     let status = state
         .clarifications
-        .respond(&*state.sessions, &pending_id, answer, LOCAL_OPERATOR)
+        .respond(&*state.sessions, &pending_id, answer, &operator.name)
         .await?;
     Ok(Json(json!({ "status": status })))
 }
 
 async fn cancel(
     State(state): State<AppState>,
+    operator: Operator,
     Path(pending_id): Path<String>,
 ) -> Result<Json<Value>, AppError> {
     let status = state
         .clarifications
-        .cancel(&*state.sessions, &pending_id, LOCAL_OPERATOR)
+        .cancel(&*state.sessions, &pending_id, &operator.name)
         .await?;
     Ok(Json(json!({ "status": status })))
 }

@@ -1,8 +1,11 @@
-//! The operator API (ARCHITECTURE §4.4): one router, one module per domain.
+//! The operator API (ARCHITECTURE §4.4): one router, one module per domain, behind
+//! the `guard` (Host/Origin checks, operator auth; ARCHITECTURE §10).
 
 mod agents;
 mod clarifications;
+pub mod guard;
 mod health;
+mod login;
 mod notifications;
 mod runtime_flags;
 mod sessions;
@@ -53,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .nest(
             "/api/v1",
             Router::new()
+                .merge(login::routes())
                 .merge(agents::routes())
                 .merge(runtime_flags::routes())
                 .merge(tasks::routes())
@@ -65,6 +69,14 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::from_fn(limit_body))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::screen,
+        ))
         .with_state(state)
 }
 

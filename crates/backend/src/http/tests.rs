@@ -1086,10 +1086,7 @@ fn next_process(
 
 fn remote_config() -> Config {
     Config {
-        executor: crate::agent_link::ExecutorConfig::Remote {
-            url: "ws://127.0.0.1:7740".into(),
-            token: "t".into(),
-        },
+        executor: crate::agent_link::ExecutorConfig::remote("ws://127.0.0.1:7740", "t"),
         ..Config::default()
     }
 }

@@ -154,6 +154,7 @@ mod tests {
             "clarification.js",
             "settings.js",
             "notifications.js",
+            "login.js",
         ] {
             assert!(
                 names.iter().any(|n| n == module),

@@ -1,5 +1,6 @@
 //! `GET /api/v1/ws`: the operator event stream, `{"type", "data"}` JSON text frames,
-//! so a UI never polls.
+//! so a UI never polls. The guard has checked the upgrade's `Host` and `Origin` and, with
+//! auth on, its Bearer token or session cookie before this handler runs.
 
 use axum::Router;
 use axum::extract::State;
@@ -8,13 +9,19 @@ use axum::response::Response;
 use axum::routing::get;
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::auth::Operator;
 use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/ws", get(upgrade))
 }
 
-async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+async fn upgrade(
+    State(state): State<AppState>,
+    operator: Operator,
+    ws: WebSocketUpgrade,
+) -> Response {
+    tracing::debug!(operator = %operator.name, "operator event stream opened");
     // Subscribe before the upgrade completes, so nothing published after the
     // handshake response can be missed.
     let events = state.hub.subscribe();
