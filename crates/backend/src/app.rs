@@ -87,7 +87,7 @@ pub async fn serve(mut config: Config, profiles: Profiles) -> Result<(), StartEr
         source,
     })?;
     config.listen = addr;
-    let stores = crate::store::open(&config.database_url).await?;
+    let stores = crate::store::open(&config.database_url, &config.database_options()).await?;
     let flags = FlagService::new(
         config.profile,
         profiles,

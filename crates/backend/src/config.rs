@@ -126,8 +126,14 @@ pub struct Config {
     pub profile: Profile,
     /// Address of the operator API.
     pub listen: SocketAddr,
-    /// sqlx database URL.
+    /// sqlx database URL: `sqlite://…` (embedded) or `postgres://user@host:port/db`.
     pub database_url: String,
+    /// Connections in the pool of a server database.
+    #[serde(default = "default_pool_size")]
+    pub database_pool_size: u32,
+    /// How long one statement may run on a server database (humantime, e.g. `30s`).
+    #[serde(default = "default_statement_timeout", with = "humantime_text")]
+    pub database_statement_timeout: std::time::Duration,
     /// Agents by id.
     pub agents: BTreeMap<String, AgentConfig>,
     /// Where agentctl runs.
@@ -143,6 +149,40 @@ pub struct Config {
     /// `[auth]`: operators.
     #[serde(default)]
     pub auth: AuthConfig,
+}
+
+fn default_pool_size() -> u32 {
+    crate::store::DatabaseOptions::default().pool_size
+}
+
+fn default_statement_timeout() -> std::time::Duration {
+    crate::store::DatabaseOptions::default().statement_timeout
+}
+
+/// A duration written as humantime text (`30s`, `2m`).
+mod humantime_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text)
+            .map_err(|err| serde::de::Error::custom(format!("`{text}` is not a duration: {err}")))
+    }
+}
+
+impl Config {
+    /// How the database is reached.
+    pub fn database_options(&self) -> crate::store::DatabaseOptions {
+        crate::store::DatabaseOptions {
+            pool_size: self.database_pool_size,
+            statement_timeout: self.database_statement_timeout,
+        }
+    }
 }
 
 impl Default for Config {
@@ -163,6 +203,8 @@ impl Default for Config {
             profile: Profile::Dev,
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             database_url: "sqlite://data/kandev.db".to_owned(),
+            database_pool_size: default_pool_size(),
+            database_statement_timeout: default_statement_timeout(),
             agents: BTreeMap::from([("mock".to_owned(), mock)]),
             executor: ExecutorConfig::default(),
             notifications: NotificationsConfig::default(),
@@ -259,14 +301,17 @@ impl Config {
 
     /// Checks what serde cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !self.database_url.starts_with("sqlite:") {
+        if crate::store::Engine::of(&self.database_url).is_none() {
             return Err(ConfigError::new(
                 "database_url",
                 format!(
-                    "`{}` is not supported; use a sqlite: URL such as sqlite://data/kandev.db",
-                    self.database_url
+                    "`{}` is not supported; use sqlite://data/kandev.db or postgres://user@host:5432/kandev",
+                    crate::store::redact_url(&self.database_url)
                 ),
             ));
+        }
+        if self.database_pool_size == 0 {
+            return Err(ConfigError::new("database_pool_size", "must be at least 1"));
         }
         if self.agents.is_empty() {
             return Err(ConfigError::new("agents", "at least one agent is required"));
@@ -505,9 +550,27 @@ mod tests {
         assert_eq!(err.key, "listen");
         assert!(err.to_string().contains("KANDEV_LISTEN=`nowhere`"), "{err}");
 
-        let err =
-            Config::load(None, env(&[("KANDEV_DATABASE_URL", "postgres://x")])).expect_err("db");
+        let err = Config::load(None, env(&[("KANDEV_DATABASE_URL", "mysql://x")])).expect_err("db");
         assert_eq!(err.key, "database_url");
+        let pg = Config::load(
+            None,
+            env(&[
+                ("KANDEV_DATABASE_URL", "postgres://kandev@db:5432/kandev"),
+                ("KANDEV_DATABASE_STATEMENT_TIMEOUT", "5s"),
+                ("KANDEV_DATABASE_POOL_SIZE", "4"),
+            ]),
+        )
+        .expect("postgres is supported");
+        assert_eq!(
+            pg.database_options(),
+            crate::store::DatabaseOptions {
+                pool_size: 4,
+                statement_timeout: std::time::Duration::from_secs(5)
+            }
+        );
+        let err = Config::load(None, env(&[("KANDEV_DATABASE_STATEMENT_TIMEOUT", "soon")]))
+            .expect_err("duration");
+        assert_eq!(err.key, "database_statement_timeout");
 
         let err = Config::load(
             None,

@@ -6,8 +6,9 @@
 //!
 //! - a pending record takes any settlement;
 //! - a status the backend set provisionally (`settled_by = backend`, e.g. after agentctl
-//!   said `NOT_FOUND` before its own settled event was applied) is corrected by
-//!   agentctl's event when that event says something else;
+//!   said `NOT_FOUND` to a losing respond before the winner's settlement was applied) is
+//!   corrected by what agentctl decided: its own event, or an operator's verb it accepted,
+//!   when that says something else;
 //! - a record agentctl settled first keeps its status, and the operator's settlement of
 //!   the same status (the respond whose reply lost the race against the event) still
 //!   records the answer and who gave it;
@@ -342,7 +343,9 @@ impl Settlement {
         }
         let differs = (current.status, current.outcome) != (self.status, Some(self.outcome));
         match (current.settled_by, self.by) {
-            (Some(SettledBy::Backend), SettledBy::Agentctl) if differs => Effect::Settle,
+            (Some(SettledBy::Backend), SettledBy::Agentctl | SettledBy::Operator) if differs => {
+                Effect::Settle
+            }
             (Some(SettledBy::Agentctl), SettledBy::Operator)
                 if current.status == self.status && !current.has_operator =>
             {
@@ -438,8 +441,9 @@ mod tests {
     }
 
     proptest! {
-        /// A pending record takes anything; once settled, only agentctl corrects the
-        /// backend, only the operator adds its answer to agentctl's settlement, and a
+        /// A pending record takes anything; once settled, only agentctl's word (its event
+        /// or a verb it accepted) corrects the backend, only the operator adds its answer
+        /// to agentctl's settlement, and a
         /// settlement applied twice changes nothing the second time.
         #[test]
         fn settlement_rules(
@@ -461,7 +465,7 @@ mod tests {
                 match effect {
                     Effect::Settle => {
                         prop_assert_eq!(current.settled_by, Some(SettledBy::Backend));
-                        prop_assert_eq!(s.by, SettledBy::Agentctl);
+                        prop_assert_ne!(s.by, SettledBy::Backend);
                     }
                     Effect::RecordAnswer => {
                         prop_assert_eq!(current.settled_by, Some(SettledBy::Agentctl));

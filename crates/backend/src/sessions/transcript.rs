@@ -160,10 +160,20 @@ mod tests {
 
     #[tokio::test]
     async fn chunks_aggregate_until_a_tool_call_and_tool_calls_update_in_place() {
-        let (db, task, session) = crate::store::sqlite::tests_support::seeded().await;
+        let stores = crate::testing::memory_stores().await;
+        let task = crate::model::Task::new("T", "");
+        stores.tasks.create_task(&task).await.expect("task");
+        let session = stores
+            .sessions
+            .insert_session(&task.id, "mock")
+            .await
+            .expect("session")
+            .id;
+        let task = task.id;
+        let db = &*stores.messages;
         let (publisher, mut changes) = Publisher::new();
         let to = Target {
-            messages: &db,
+            messages: db,
             publisher: &publisher,
             session_id: &session,
             task_id: &task,

@@ -6,15 +6,19 @@
 //!   that must hold across processes (first answer wins, one turn at a time, a message
 //!   number per session, the session state machine) is a constraint or a conditional
 //!   update inside it, never a lock in memory.
-//! - [`sqlite`] implements them on SQLite (the embedded default).
+//! - [`sqlite`] implements them on SQLite (the embedded default), [`postgres`] on a
+//!   PostgreSQL server (what a team and its replicas share).
 //! - [`Stores`] bundles one handle per domain; [`open`] picks the engine by URL.
 //!
 //! Database errors stop here: callers see [`StoreError`], never `sqlx::Error`.
 
 mod clarifications;
+#[cfg(test)]
+mod conformance;
 mod flags;
 mod messages;
 mod notifications;
+pub mod postgres;
 mod sessions;
 pub mod sqlite;
 mod tasks;
@@ -43,6 +47,21 @@ pub enum StoreError {
     /// A stored value does not decode (an unknown state name, broken JSON).
     #[error("stored data does not decode: {0}")]
     Corrupt(String),
+}
+
+/// Both engines speak sqlx; its errors become [`StoreError`] here and go no further.
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+                StoreError::Unavailable(err.to_string())
+            }
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+                StoreError::Corrupt(err.to_string())
+            }
+            other => StoreError::Query(other.to_string()),
+        }
+    }
 }
 
 /// Why the database could not be opened.
@@ -123,14 +142,100 @@ impl Stores {
     }
 }
 
-/// Opens (creating it when the engine allows) and migrates the database `url` names.
-pub async fn open(url: &str) -> Result<Stores, OpenError> {
-    if url.starts_with("sqlite:") {
-        let db = sqlite::SqliteDb::open(url).await?;
-        return Ok(Stores::from_engine(Arc::new(db)));
+/// How a server database is reached (SQLite ignores these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatabaseOptions {
+    /// Connections in the pool.
+    pub pool_size: u32,
+    /// How long one statement may run before the server cancels it.
+    pub statement_timeout: std::time::Duration,
+}
+
+impl Default for DatabaseOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 16,
+            statement_timeout: std::time::Duration::from_secs(30),
+        }
     }
-    Err(OpenError::Url {
-        url: url.to_owned(),
-        message: "unsupported engine; use a sqlite: URL such as sqlite://data/kandev.db".into(),
-    })
+}
+
+/// Which engine a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// `sqlite:`.
+    Sqlite,
+    /// `postgres://` or `postgresql://`.
+    Postgres,
+}
+
+impl Engine {
+    /// The engine of `url`, if kandev has one for it.
+    pub fn of(url: &str) -> Option<Self> {
+        if url.starts_with("sqlite:") {
+            Some(Self::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Some(Self::Postgres)
+        } else {
+            None
+        }
+    }
+}
+
+/// `url` with its password, if any, replaced by `***` (for errors and logs).
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{path}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// Opens (creating it when the engine allows) and migrates the database `url` names.
+pub async fn open(url: &str, options: &DatabaseOptions) -> Result<Stores, OpenError> {
+    match Engine::of(url) {
+        Some(Engine::Sqlite) => {
+            let db = sqlite::SqliteDb::open(url).await?;
+            Ok(Stores::from_engine(Arc::new(db)))
+        }
+        Some(Engine::Postgres) => {
+            let db = postgres::PostgresDb::open(url, options).await?;
+            Ok(Stores::from_engine(Arc::new(db)))
+        }
+        None => Err(OpenError::Url {
+            url: redact_url(url),
+            message:
+                "unsupported engine; use sqlite://data/kandev.db or postgres://user@host:5432/db"
+                    .into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show_in_a_url_we_print() {
+        assert_eq!(
+            redact_url("postgres://kandev:s3cret@db.internal:5432/kandev"),
+            "postgres://kandev:***@db.internal:5432/kandev"
+        );
+        assert_eq!(
+            redact_url("postgres://kandev@db/k"),
+            "postgres://kandev@db/k"
+        );
+        assert_eq!(
+            redact_url("sqlite://data/kandev.db"),
+            "sqlite://data/kandev.db"
+        );
+        assert_eq!(Engine::of("postgresql://x/y"), Some(Engine::Postgres));
+        assert_eq!(Engine::of("mysql://x/y"), None);
+    }
 }

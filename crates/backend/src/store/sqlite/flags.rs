@@ -41,26 +41,3 @@ impl FlagOverrideStore for SqliteDb {
         Ok(())
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn set_replace_and_clear() {
-        let db = SqliteDb::memory().await.expect("db");
-        assert!(db.overrides().await.expect("read").is_empty());
-        db.set_override("features.a", Some(true))
-            .await
-            .expect("set");
-        db.set_override("features.a", Some(false))
-            .await
-            .expect("replace");
-        assert_eq!(
-            db.overrides().await.expect("read"),
-            BTreeMap::from([("features.a".to_owned(), false)])
-        );
-        db.set_override("features.a", None).await.expect("clear");
-        assert!(db.overrides().await.expect("read").is_empty());
-    }
-}

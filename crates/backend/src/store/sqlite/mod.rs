@@ -95,20 +95,6 @@ impl SqliteDb {
     }
 }
 
-impl From<sqlx::Error> for StoreError {
-    fn from(err: sqlx::Error) -> Self {
-        match err {
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
-                StoreError::Unavailable(err.to_string())
-            }
-            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
-                StoreError::Corrupt(err.to_string())
-            }
-            other => StoreError::Query(other.to_string()),
-        }
-    }
-}
-
 /// A timestamp column.
 fn time(row: &SqliteRow, column: &str) -> Result<Timestamp, StoreError> {
     let text: String = row.try_get(column)?;
@@ -162,31 +148,6 @@ fn name_opt<T>(
         parse(&t).ok_or_else(|| StoreError::Corrupt(format!("{column}: unknown value `{t}`")))
     })
     .transpose()
-}
-
-/// Databases for the stores' tests.
-#[cfg(test)]
-pub(crate) mod tests_support {
-    use super::SqliteDb;
-    use crate::model::Task;
-    use crate::store::{SessionStore, TaskStore};
-
-    /// A migrated database in a temporary file (kept alive by the returned directory).
-    pub(crate) async fn file_db() -> (SqliteDb, tempfile::TempDir, String) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let url = format!("sqlite://{}", dir.path().join("kandev.db").display());
-        let db = SqliteDb::open(&url).await.expect("opens");
-        (db, dir, url)
-    }
-
-    /// An in-memory database with a task and a session to hang records on.
-    pub(crate) async fn seeded() -> (SqliteDb, String, String) {
-        let db = SqliteDb::memory().await.expect("db");
-        let task = Task::new("T", "");
-        db.create_task(&task).await.expect("task");
-        let session = db.insert_session(&task.id, "mock").await.expect("session");
-        (db, task.id, session.id)
-    }
 }
 
 #[cfg(test)]

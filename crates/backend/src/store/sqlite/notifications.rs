@@ -63,19 +63,3 @@ impl NotificationStore for SqliteDb {
         .collect()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn stored_newest_first() {
-        let db = SqliteDb::memory().await.expect("db");
-        let a = Notification::clarification_requested("Fix the login page", "t1", "s1");
-        db.insert_notification(&a).await.expect("a");
-        let b = Notification::turn_finished("Fix the login page", "t1", "s1");
-        db.insert_notification(&b).await.expect("b");
-        assert_eq!(db.notifications().await.expect("list"), vec![b, a.clone()]);
-        assert_eq!(db.notification(&a.id).await.expect("get"), Some(a));
-    }
-}

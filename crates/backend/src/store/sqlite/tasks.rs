@@ -57,21 +57,3 @@ impl TaskStore for SqliteDb {
         .collect()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn create_get_list_newest_first() {
-        let db = SqliteDb::memory().await.expect("db");
-        assert!(db.tasks().await.expect("list").is_empty());
-        let a = Task::new("First", "");
-        db.create_task(&a).await.expect("a");
-        let b = Task::new("Second", "more");
-        db.create_task(&b).await.expect("b");
-        assert_eq!(db.task(&a.id).await.expect("get"), Some(a.clone()));
-        assert_eq!(db.task("nope").await.expect("get"), None);
-        assert_eq!(db.tasks().await.expect("list"), vec![b, a]);
-    }
-}

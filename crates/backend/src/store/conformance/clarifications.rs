@@ -1,0 +1,534 @@
+//! Clarification records: opening, the settlement rule, claims, tool calls.
+
+use kandev_agent_stream::SettleOutcome;
+use kandev_elicitation::{Constraints, OperatorAnswer, Question, QuestionKind, QuestionOption};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::{Engine, on_every_engine, seeded};
+use crate::model::clarification::Effect;
+use crate::model::{
+    Clarification, ClarificationStatus, Message, MessageKind, NewClarification, NewMessage,
+    Outcome, SettledBy, Settlement, Source, author,
+};
+use crate::store::{Claim, ClarificationFilter, QuestionOpened, Stores};
+
+on_every_engine!(
+    identical_questions_make_two_records_under_their_ids_and_a_replay_makes_none,
+    settlement_happens_once_its_message_follows_and_agentctl_corrects_the_backend,
+    an_answer_arriving_after_agentctls_settlement_is_still_recorded,
+    an_accepted_answer_corrects_the_withdrawal_of_the_losing_respond,
+    two_store_handles_on_one_database_settle_one_record_and_exactly_one_wins,
+    settle_pending_keeps_what_it_is_told_to_and_filters_by_source,
+    a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_last_call,
+    one_claim_at_a_time_and_a_settled_record_takes_none,
+    the_sql_follows_the_settlement_rule,
+);
+
+fn question(prompt: &str) -> Question {
+    Question {
+        id: "question_0".into(),
+        kind: QuestionKind::SingleSelect,
+        title: Some("Colour".into()),
+        prompt: prompt.into(),
+        options: vec![QuestionOption {
+            id: "Red".into(),
+            label: "Red".into(),
+            description: None,
+        }],
+        custom_answer: None,
+        required: false,
+        default: None,
+        constraints: Constraints::default(),
+    }
+}
+
+fn new_record(id: &str, session: &str, task: &str, source: Source) -> NewClarification {
+    NewClarification {
+        pending_id: id.into(),
+        source,
+        task_id: task.into(),
+        session_id: session.into(),
+        tool_call_id: Some("tool-1".into()),
+        message: "Pick a colour".into(),
+        questions: vec![question("Pick a colour")],
+    }
+}
+
+fn new_message(session: &str, task: &str, id: &str) -> NewMessage {
+    NewMessage {
+        requests_input: true,
+        ..NewMessage::new(
+            session,
+            task,
+            MessageKind::ClarificationRequest,
+            author::AGENT,
+            "Pick a colour",
+        )
+        .with_metadata(
+            json!({"pending_id": id, "status": "pending"})
+                .as_object()
+                .cloned()
+                .expect("object"),
+        )
+    }
+}
+
+async fn open(s: &Stores, id: &str, session: &str, task: &str) -> (Clarification, Message) {
+    s.clarifications
+        .open_clarification(
+            &new_record(id, session, task, Source::Elicitation),
+            &new_message(session, task, id),
+        )
+        .await
+        .expect("open")
+        .expect("new")
+}
+
+fn answer() -> OperatorAnswer {
+    OperatorAnswer {
+        answers: vec![kandev_elicitation::Answer {
+            question_id: "question_0".into(),
+            selected_options: vec!["Red".into()],
+            custom_text: String::new(),
+        }],
+        ..OperatorAnswer::default()
+    }
+}
+
+async fn identical_questions_make_two_records_under_their_ids_and_a_replay_makes_none(
+    engine: &dyn Engine,
+) {
+    let (db, task, session) = seeded(engine).await;
+    let (a, message) = open(&db, "6f1c0a52-0000-4000-8000-000000000001", &session, &task).await;
+    assert_eq!(a.message_id.as_deref(), Some(message.id.as_str()));
+    assert_eq!(message.metadata["pending_id"], a.pending_id);
+    open(&db, "6f1c0a52-0000-4000-8000-000000000002", &session, &task).await;
+    let replay = db
+        .clarifications
+        .open_clarification(
+            &new_record(&a.pending_id, &session, &task, Source::Elicitation),
+            &new_message(&session, &task, &a.pending_id),
+        )
+        .await
+        .expect("replay");
+    assert!(replay.is_none());
+    assert_eq!(
+        db.messages
+            .messages(&session)
+            .await
+            .expect("messages")
+            .len(),
+        2,
+        "no message for the replay"
+    );
+    let all = db
+        .clarifications
+        .clarifications(&ClarificationFilter {
+            session_id: Some(session.clone()),
+            status: Some(ClarificationStatus::Pending),
+        })
+        .await
+        .expect("list");
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].pending_id, a.pending_id);
+    assert_eq!(
+        db.sessions
+            .session(&session)
+            .await
+            .expect("s")
+            .expect("row")
+            .pending,
+        2
+    );
+    let view = serde_json::to_value(&all[0]).expect("json");
+    assert_eq!(view["source"], "elicitation");
+    assert_eq!(view["questions"][0]["id"], "question_0");
+    assert_eq!(view["answer"], Value::Null);
+}
+
+async fn settlement_happens_once_its_message_follows_and_agentctl_corrects_the_backend(
+    engine: &dyn Engine,
+) {
+    let (db, task, session) = seeded(engine).await;
+    open(&db, "p-1", &session, &task).await;
+    let won = db
+        .clarifications
+        .settle("p-1", &Settlement::answered(answer(), "alice"))
+        .await
+        .expect("settle")
+        .expect("won");
+    assert_eq!(won.effect, Effect::Settle);
+    assert_eq!(won.record.status, ClarificationStatus::Answered);
+    assert_eq!(won.record.answered_by.as_deref(), Some("alice"));
+    let message = won.message.expect("message");
+    assert_eq!(message.metadata["status"], "answered");
+    assert_eq!(message.metadata["outcome"], "answered");
+    assert_eq!(message.metadata["answered_by"], "alice");
+    assert_eq!(
+        message.metadata["answer"]["answers"][0]["selected_options"],
+        json!(["Red"])
+    );
+    assert!(
+        db.clarifications
+            .settle("p-1", &Settlement::from_agentctl(SettleOutcome::Answered))
+            .await
+            .expect("event")
+            .is_none(),
+        "agentctl's event arriving second changes nothing"
+    );
+
+    open(&db, "p-2", &session, &task).await;
+    let provisional = Settlement::by_backend(ClarificationStatus::Cancelled, Outcome::Withdrawn);
+    db.clarifications
+        .settle("p-2", &provisional)
+        .await
+        .expect("provisional")
+        .expect("changed");
+    assert!(
+        db.clarifications
+            .settle("p-2", &Settlement::disconnected())
+            .await
+            .expect("backend")
+            .is_none(),
+        "the backend never overwrites its own provisional status"
+    );
+    let fixed = db
+        .clarifications
+        .settle("p-2", &Settlement::from_agentctl(SettleOutcome::TimedOut))
+        .await
+        .expect("fix")
+        .expect("changed");
+    assert_eq!(fixed.record.status, ClarificationStatus::Expired);
+    assert_eq!(fixed.record.outcome, Some(Outcome::TimedOut));
+    assert!(
+        db.clarifications
+            .settle("p-2", &Settlement::from_agentctl(SettleOutcome::Answered))
+            .await
+            .expect("again")
+            .is_none()
+    );
+    assert!(
+        db.clarifications
+            .settle("p-2", &Settlement::answered(answer(), "bob"))
+            .await
+            .expect("late answer")
+            .is_none(),
+        "agentctl's settlement stands"
+    );
+}
+
+/// Two responds race: agentctl takes one and says `NOT_FOUND` to the other, whose
+/// provisional withdrawal may land first. The accepted answer still wins, with its
+/// answer and its operator, and agentctl's own event for it changes nothing after.
+async fn an_accepted_answer_corrects_the_withdrawal_of_the_losing_respond(engine: &dyn Engine) {
+    let (db, task, session) = seeded(engine).await;
+    open(&db, "p-1", &session, &task).await;
+    let losing = Settlement::by_backend(ClarificationStatus::Cancelled, Outcome::Withdrawn);
+    db.clarifications
+        .settle("p-1", &losing)
+        .await
+        .expect("lose")
+        .expect("provisional");
+    let won = db
+        .clarifications
+        .settle("p-1", &Settlement::answered(answer(), "alice"))
+        .await
+        .expect("win")
+        .expect("corrected");
+    assert_eq!(won.effect, Effect::Settle);
+    assert_eq!(
+        (won.record.status, won.record.answered_by.as_deref()),
+        (ClarificationStatus::Answered, Some("alice"))
+    );
+    assert_eq!(won.record.answer, Some(answer()));
+    assert!(
+        db.clarifications
+            .settle("p-1", &Settlement::from_agentctl(SettleOutcome::Answered))
+            .await
+            .expect("event")
+            .is_none()
+    );
+}
+
+async fn an_answer_arriving_after_agentctls_settlement_is_still_recorded(engine: &dyn Engine) {
+    let (db, task, session) = seeded(engine).await;
+    open(&db, "p-1", &session, &task).await;
+    db.clarifications
+        .settle("p-1", &Settlement::from_agentctl(SettleOutcome::Answered))
+        .await
+        .expect("event")
+        .expect("changed");
+    let late = db
+        .clarifications
+        .settle("p-1", &Settlement::answered(answer(), "alice"))
+        .await
+        .expect("respond")
+        .expect("recorded");
+    assert_eq!(late.effect, Effect::RecordAnswer);
+    assert_eq!(late.record.status, ClarificationStatus::Answered);
+    assert_eq!(late.record.answer, Some(answer()));
+    assert_eq!(
+        late.message.expect("message").metadata["answered_by"],
+        "alice"
+    );
+    assert!(
+        db.clarifications
+            .settle("p-1", &Settlement::answered(answer(), "bob"))
+            .await
+            .expect("again")
+            .is_none(),
+        "the first recorded answer stays"
+    );
+}
+
+/// The check: two independent handles (two processes' pools) on one database
+/// settle the same record at once, again and again; exactly one wins each time.
+async fn two_store_handles_on_one_database_settle_one_record_and_exactly_one_wins(
+    engine: &dyn Engine,
+) {
+    let (db, task, session) = seeded(engine).await;
+    let other = engine.second().await.stores();
+    for round in 0..20 {
+        let id = format!("p-{round}");
+        open(&db, &id, &session, &task).await;
+        let a = Settlement::answered(answer(), "alice");
+        let b = Settlement::answered(
+            OperatorAnswer {
+                rejected: true,
+                ..OperatorAnswer::default()
+            },
+            "bob",
+        );
+        let (x, y) = tokio::join!(
+            db.clarifications.settle(&id, &a),
+            other.clarifications.settle(&id, &b)
+        );
+        let wins = [x.expect("x"), y.expect("y")]
+            .into_iter()
+            .flatten()
+            .filter(|s| s.effect == Effect::Settle)
+            .count();
+        assert_eq!(wins, 1, "round {round}");
+    }
+}
+
+async fn settle_pending_keeps_what_it_is_told_to_and_filters_by_source(engine: &dyn Engine) {
+    let (db, task, session) = seeded(engine).await;
+    open(&db, "a", &session, &task).await;
+    open(&db, "b", &session, &task).await;
+    db.clarifications
+        .open_question(
+            "r1",
+            "k",
+            &new_record("q", &session, &task, Source::AskUserQuestion),
+            &new_message(&session, &task, "q"),
+        )
+        .await
+        .expect("question");
+    let gone = db
+        .clarifications
+        .settle_pending(
+            &session,
+            Some(Source::Elicitation),
+            &["b".to_owned()],
+            &Settlement::disconnected(),
+        )
+        .await
+        .expect("settle");
+    assert_eq!(
+        gone.iter()
+            .map(|s| s.record.pending_id.as_str())
+            .collect::<Vec<_>>(),
+        ["a"]
+    );
+    let all = db
+        .clarifications
+        .settle_pending(&session, None, &[], &Settlement::disconnected())
+        .await
+        .expect("settle all");
+    assert_eq!(all.len(), 2);
+    assert_eq!(
+        db.sessions
+            .session(&session)
+            .await
+            .expect("s")
+            .expect("row")
+            .pending,
+        0
+    );
+}
+
+async fn a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_last_call(
+    engine: &dyn Engine,
+) {
+    let (db, task, session) = seeded(engine).await;
+    let rec = new_record("q1", &session, &task, Source::AskUserQuestion);
+    let first = db
+        .clarifications
+        .open_question("r1", "key", &rec, &new_message(&session, &task, "q1"))
+        .await
+        .expect("r1");
+    assert!(matches!(first, QuestionOpened::Opened { .. }));
+    let other = new_record("q2", &session, &task, Source::AskUserQuestion);
+    assert_eq!(
+        db.clarifications
+            .open_question("r2", "key", &other, &new_message(&session, &task, "q2"))
+            .await
+            .expect("r2"),
+        QuestionOpened::Joined {
+            pending_id: "q1".into()
+        }
+    );
+    assert_eq!(
+        db.clarifications
+            .open_question("r1", "key", &rec, &new_message(&session, &task, "q1"))
+            .await
+            .expect("again"),
+        QuestionOpened::Duplicate
+    );
+    let cancelled = Settlement::from_agentctl(SettleOutcome::AgentCancelled);
+    assert!(
+        db.clarifications
+            .call_returned("r1", "agent_cancelled", &cancelled)
+            .await
+            .expect("r1")
+            .is_none(),
+        "r2 still waits"
+    );
+    let done = db
+        .clarifications
+        .call_returned(
+            "r2",
+            "timed_out",
+            &Settlement::from_agentctl(SettleOutcome::TimedOut),
+        )
+        .await
+        .expect("r2")
+        .expect("settled");
+    assert_eq!(done.record.status, ClarificationStatus::Expired);
+    assert!(
+        db.clarifications
+            .call_returned("r2", "timed_out", &cancelled)
+            .await
+            .expect("again")
+            .is_none()
+    );
+    assert!(
+        db.clarifications
+            .waiting_calls_of_session(&session)
+            .await
+            .expect("calls")
+            .is_empty()
+    );
+}
+
+async fn one_claim_at_a_time_and_a_settled_record_takes_none(engine: &dyn Engine) {
+    let (db, task, session) = seeded(engine).await;
+    let rec = new_record("q1", &session, &task, Source::AskUserQuestion);
+    db.clarifications
+        .open_question("r1", "key", &rec, &new_message(&session, &task, "q1"))
+        .await
+        .expect("open");
+    let Claim::Claimed { calls, .. } = db.clarifications.claim("q1", "t1").await.expect("claim")
+    else {
+        panic!("first claim wins");
+    };
+    assert_eq!(calls, ["r1"]);
+    assert_eq!(
+        db.clarifications.claim("q1", "t2").await.expect("claim"),
+        Claim::Busy
+    );
+    db.clarifications
+        .release_claim("q1", "t1")
+        .await
+        .expect("release");
+    assert!(matches!(
+        db.clarifications.claim("q1", "t2").await.expect("claim"),
+        Claim::Claimed { .. }
+    ));
+    // A claim whose holder died is taken over once stale.
+    engine.age_claim("q1").await;
+    assert!(matches!(
+        db.clarifications.claim("q1", "t3").await.expect("claim"),
+        Claim::Claimed { .. }
+    ));
+    db.clarifications
+        .mark_call_returned("r1", "answered")
+        .await
+        .expect("returned");
+    let won = db
+        .clarifications
+        .settle_claimed("q1", "t3", &Settlement::answered(answer(), "alice"))
+        .await
+        .expect("settle")
+        .expect("won");
+    assert_eq!(won.record.status, ClarificationStatus::Answered);
+    assert_eq!(
+        db.clarifications.claim("q1", "t4").await.expect("claim"),
+        Claim::NotActive(ClarificationStatus::Answered)
+    );
+    assert_eq!(
+        db.clarifications.claim("nope", "t4").await.expect("claim"),
+        Claim::Missing
+    );
+    open(&db, "e1", &session, &task).await;
+    assert_eq!(
+        db.clarifications.claim("e1", "t5").await.expect("claim"),
+        Claim::Busy,
+        "elicitations are never claimed"
+    );
+}
+
+/// The SQL does exactly what [`Settlement::effect_on`] says, from any standing: 200
+/// cases drawn by proptest (deterministically), each on a record of its own.
+async fn the_sql_follows_the_settlement_rule(engine: &dyn Engine) {
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest::test_runner::TestRunner;
+    let (db, task, session) = seeded(engine).await;
+    let cases = (
+        (0usize..6, 0usize..6, 0usize..3, any::<bool>()),
+        (1usize..6, 0usize..6, 0usize..3),
+    );
+    let mut runner = TestRunner::deterministic();
+    for case in 0..200 {
+        let ((status, outcome, by, has_op), (new_status, new_outcome, new_by)) =
+            cases.new_tree(&mut runner).expect("case").current();
+        let id = format!("p-{case}");
+        open(&db, &id, &session, &task).await;
+        let st = ClarificationStatus::ALL[status];
+        if st != ClarificationStatus::Pending {
+            engine
+                .stand(
+                    &id,
+                    st,
+                    Outcome::ALL[outcome],
+                    SettledBy::ALL[by],
+                    has_op.then_some("someone"),
+                )
+                .await;
+        }
+        let before = db
+            .clarifications
+            .clarification(&id)
+            .await
+            .expect("get")
+            .expect("row");
+        let s = Settlement {
+            status: ClarificationStatus::ALL[new_status],
+            outcome: Outcome::ALL[new_outcome],
+            by: SettledBy::ALL[new_by],
+            answer: None,
+            answered_by: (SettledBy::ALL[new_by] == SettledBy::Operator).then(|| "op".to_owned()),
+        };
+        let expected = s.effect_on(before.standing());
+        let got = db
+            .clarifications
+            .settle(&id, &s)
+            .await
+            .expect("settle")
+            .map(|r| r.effect)
+            .unwrap_or(Effect::Nothing);
+        assert_eq!(got, expected, "{before:?} with {s:?}");
+    }
+}

@@ -1,0 +1,184 @@
+//! Sessions: the state machine enforced in the update, the turn claim, the views.
+
+use serde_json::json;
+
+use super::{Engine, on_every_engine, seeded};
+use crate::model::{MessageKind, NewMessage, Session, SessionState, Task, author};
+use crate::store::{StartFacts, TurnStart};
+
+on_every_engine!(
+    the_state_machine_is_enforced_in_the_update,
+    one_turn_at_a_time_and_an_abandoned_prompt_leaves_no_trace,
+    two_handles_racing_for_the_turn_start_one,
+    the_last_applied_event_is_stored_without_touching_updated_at,
+    the_board_reads_every_task_with_its_sessions,
+);
+
+async fn the_state_machine_is_enforced_in_the_update(engine: &dyn Engine) {
+    let (s, task, id) = seeded(engine).await;
+    let row = s.sessions.session(&id).await.expect("get").expect("row");
+    assert_eq!(row.state, SessionState::Created);
+    assert!(
+        !s.sessions
+            .transition(&id, SessionState::Running, None)
+            .await
+            .expect("t")
+    );
+    assert!(
+        s.sessions
+            .transition(&id, SessionState::Starting, None)
+            .await
+            .expect("t")
+    );
+    assert_eq!(s.sessions.live_sessions().await.expect("live").len(), 1);
+    let facts = StartFacts {
+        acp_session_id: "acp-1".into(),
+        client_capabilities: json!({"elicitation": {"form": {}}}),
+        flags: json!({"features.acpElicitation": true}),
+        agent_info: Some(json!({"name": "mock-agent", "version": "0.1.0"})),
+    };
+    s.sessions.record_start(&id, &facts).await.expect("started");
+    assert!(
+        !s.sessions
+            .transition(&id, SessionState::WaitingForInput, None)
+            .await
+            .expect("t"),
+        "waiting is shown, never stored"
+    );
+    assert!(
+        s.sessions
+            .transition(&id, SessionState::Failed, Some("agent exited"))
+            .await
+            .expect("t")
+    );
+    assert!(
+        !s.sessions
+            .transition(&id, SessionState::Idle, None)
+            .await
+            .expect("t"),
+        "terminal states go nowhere"
+    );
+    let view = Session::from(s.sessions.session(&id).await.expect("get").expect("row"));
+    assert_eq!(view.state, SessionState::Failed);
+    assert_eq!(view.client_capabilities, facts.client_capabilities);
+    assert_eq!(view.agent_info["name"], "mock-agent");
+    assert_eq!(view.error.as_deref(), Some("agent exited"));
+    assert!(s.sessions.live_sessions().await.expect("live").is_empty());
+    assert_eq!(
+        s.sessions
+            .sessions_of_tasks(&[task])
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
+    assert!(
+        s.sessions
+            .sessions_of_tasks(&[])
+            .await
+            .expect("none")
+            .is_empty()
+    );
+}
+
+async fn idle(engine: &dyn Engine) -> (crate::store::Stores, String, String) {
+    let (s, task, id) = seeded(engine).await;
+    s.sessions
+        .transition(&id, SessionState::Starting, None)
+        .await
+        .expect("t");
+    s.sessions
+        .transition(&id, SessionState::Idle, None)
+        .await
+        .expect("t");
+    (s, task, id)
+}
+
+async fn one_turn_at_a_time_and_an_abandoned_prompt_leaves_no_trace(engine: &dyn Engine) {
+    let (s, task, id) = seeded(engine).await;
+    let prompt = NewMessage::new(&id, &task, MessageKind::Message, author::USER, "go");
+    assert_eq!(
+        s.sessions.begin_turn(&id, &prompt).await.expect("turn"),
+        TurnStart::Refused(SessionState::Created)
+    );
+    s.sessions
+        .transition(&id, SessionState::Starting, None)
+        .await
+        .expect("t");
+    s.sessions
+        .transition(&id, SessionState::Idle, None)
+        .await
+        .expect("t");
+    let TurnStart::Started(message) = s.sessions.begin_turn(&id, &prompt).await.expect("turn")
+    else {
+        panic!("the turn should start");
+    };
+    assert_eq!(
+        s.sessions.begin_turn(&id, &prompt).await.expect("turn"),
+        TurnStart::Refused(SessionState::Running)
+    );
+    s.sessions
+        .abandon_turn(&id, &message.id)
+        .await
+        .expect("abandon");
+    let row = s.sessions.session(&id).await.expect("get").expect("row");
+    assert_eq!(row.state, SessionState::Idle);
+    assert!(s.messages.messages(&id).await.expect("list").is_empty());
+    assert!(matches!(
+        s.sessions.begin_turn(&id, &prompt).await.expect("turn"),
+        TurnStart::Started(_)
+    ));
+    assert!(s.sessions.end_turn(&id).await.expect("end"));
+    assert!(
+        !s.sessions.end_turn(&id).await.expect("end"),
+        "only a running turn ends"
+    );
+    assert_eq!(
+        s.sessions.begin_turn("nope", &prompt).await.expect("turn"),
+        TurnStart::Missing
+    );
+}
+
+async fn two_handles_racing_for_the_turn_start_one(engine: &dyn Engine) {
+    let (s, task, id) = idle(engine).await;
+    let other = engine.second().await.stores();
+    for round in 0..10 {
+        let prompt = NewMessage::new(&id, &task, MessageKind::Message, author::USER, "go");
+        let (a, b) = tokio::join!(
+            s.sessions.begin_turn(&id, &prompt),
+            other.sessions.begin_turn(&id, &prompt)
+        );
+        let started = [a.expect("a"), b.expect("b")]
+            .iter()
+            .filter(|t| matches!(t, TurnStart::Started(_)))
+            .count();
+        assert_eq!(started, 1, "round {round}");
+        assert!(s.sessions.end_turn(&id).await.expect("end"));
+    }
+}
+
+async fn the_last_applied_event_is_stored_without_touching_updated_at(engine: &dyn Engine) {
+    let (s, _task, id) = seeded(engine).await;
+    let row = s.sessions.session(&id).await.expect("get").expect("row");
+    s.sessions.set_last_event_seq(&id, 41).await.expect("seq");
+    let after = s.sessions.session(&id).await.expect("get").expect("row");
+    assert_eq!(after.last_event_seq, Some(41));
+    assert_eq!(after.updated_at, row.updated_at);
+}
+
+async fn the_board_reads_every_task_with_its_sessions(engine: &dyn Engine) {
+    let (s, first, _) = seeded(engine).await;
+    let second = Task::new("Second", "");
+    s.tasks.create_task(&second).await.expect("task");
+    let board = s.board().await.expect("board");
+    assert_eq!(
+        board
+            .iter()
+            .map(|v| (v.task.id.as_str(), v.sessions.len()))
+            .collect::<Vec<_>>(),
+        [(second.id.as_str(), 0), (first.as_str(), 1)]
+    );
+    let view = s.task_view(&first).await.expect("view").expect("task");
+    assert_eq!(view.state, Some(SessionState::Created));
+    assert!(s.task_view("nope").await.expect("view").is_none());
+}

@@ -1,0 +1,198 @@
+//! Tasks, notifications, flag overrides and messages.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::{Engine, on_every_engine, seeded};
+use crate::model::{MessageKind, NewMessage, Notification, Task, author};
+
+on_every_engine!(
+    tasks_are_listed_newest_first,
+    notifications_are_listed_newest_first,
+    flag_overrides_set_replace_and_clear,
+    messages_are_numbered_per_session_and_grow_in_place,
+    the_same_seq_twice_in_a_session_is_refused_by_the_database,
+    two_handles_writing_one_session_never_share_a_seq,
+    metadata_merges_keys_and_tool_calls_are_found_by_id,
+);
+
+async fn tasks_are_listed_newest_first(engine: &dyn Engine) {
+    let s = engine.stores();
+    assert!(s.tasks.tasks().await.expect("list").is_empty());
+    let a = Task::new("First", "");
+    s.tasks.create_task(&a).await.expect("a");
+    let b = Task::new("Second", "more");
+    s.tasks.create_task(&b).await.expect("b");
+    assert_eq!(s.tasks.task(&a.id).await.expect("get"), Some(a.clone()));
+    assert_eq!(s.tasks.task("nope").await.expect("get"), None);
+    assert_eq!(s.tasks.tasks().await.expect("list"), vec![b, a]);
+}
+
+async fn notifications_are_listed_newest_first(engine: &dyn Engine) {
+    let s = engine.stores();
+    let a = Notification::clarification_requested("Fix the login page", "t1", "s1");
+    s.notifications.insert_notification(&a).await.expect("a");
+    let b = Notification::turn_finished("Fix the login page", "t1", "s1");
+    s.notifications.insert_notification(&b).await.expect("b");
+    assert_eq!(
+        s.notifications.notifications().await.expect("list"),
+        vec![b, a.clone()]
+    );
+    assert_eq!(
+        s.notifications.notification(&a.id).await.expect("get"),
+        Some(a)
+    );
+}
+
+async fn flag_overrides_set_replace_and_clear(engine: &dyn Engine) {
+    let s = engine.stores();
+    assert!(s.flag_overrides.overrides().await.expect("read").is_empty());
+    s.flag_overrides
+        .set_override("features.a", Some(true))
+        .await
+        .expect("set");
+    s.flag_overrides
+        .set_override("features.a", Some(false))
+        .await
+        .expect("replace");
+    // A second process sees the same rows: they are persisted.
+    let other = engine.second().await.stores();
+    assert_eq!(
+        other.flag_overrides.overrides().await.expect("read"),
+        BTreeMap::from([("features.a".to_owned(), false)])
+    );
+    other
+        .flag_overrides
+        .set_override("features.a", None)
+        .await
+        .expect("clear");
+    other
+        .flag_overrides
+        .set_override("features.never", None)
+        .await
+        .expect("clear absent");
+    assert!(s.flag_overrides.overrides().await.expect("read").is_empty());
+}
+
+fn text(session: &str, task: &str, content: &str) -> NewMessage {
+    NewMessage::new(session, task, MessageKind::Message, author::AGENT, content)
+}
+
+async fn messages_are_numbered_per_session_and_grow_in_place(engine: &dyn Engine) {
+    let (s, task, session) = seeded(engine).await;
+    let a = s
+        .messages
+        .insert_message(&text(&session, &task, "Hel"))
+        .await
+        .expect("a");
+    let b = s
+        .messages
+        .insert_message(&text(&session, &task, "second"))
+        .await
+        .expect("b");
+    assert_eq!((a.seq, b.seq), (1, 2));
+    let a2 = s
+        .messages
+        .append_content(&a.id, "lo")
+        .await
+        .expect("append");
+    assert_eq!(a2.content, "Hello");
+    let all = s.messages.messages(&session).await.expect("list");
+    assert_eq!(
+        all.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        [a.id.as_str(), b.id.as_str()]
+    );
+    assert_eq!(
+        serde_json::to_value(&all[0]).expect("json")["type"],
+        "message"
+    );
+    assert_eq!(s.messages.message(&a.id).await.expect("get"), Some(a2));
+    assert!(
+        s.messages
+            .insert_message(&text("nope", &task, "x"))
+            .await
+            .is_err()
+    );
+}
+
+async fn the_same_seq_twice_in_a_session_is_refused_by_the_database(engine: &dyn Engine) {
+    let (s, task, session) = seeded(engine).await;
+    let a = s
+        .messages
+        .insert_message(&text(&session, &task, "a"))
+        .await
+        .expect("a");
+    assert!(
+        !engine.duplicate_seq_accepted(&session, &task, a.seq).await,
+        "UNIQUE (session_id, seq)"
+    );
+}
+
+async fn two_handles_writing_one_session_never_share_a_seq(engine: &dyn Engine) {
+    let (s, task, session) = seeded(engine).await;
+    let other = engine.second().await.stores();
+    let writes = (0..40).map(|i| {
+        let store = if i % 2 == 0 { s.clone() } else { other.clone() };
+        let new = text(&session, &task, &i.to_string());
+        async move {
+            store
+                .messages
+                .insert_message(&new)
+                .await
+                .expect("insert")
+                .seq
+        }
+    });
+    let mut seqs = futures::future::join_all(writes).await;
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=40).collect::<Vec<i64>>());
+}
+
+async fn metadata_merges_keys_and_tool_calls_are_found_by_id(engine: &dyn Engine) {
+    let (s, task, session) = seeded(engine).await;
+    let meta = json!({"tool_call_id": "t1", "status": "pending", "rawInput": {"path": "a.rs"}});
+    let tool = s
+        .messages
+        .insert_message(
+            &NewMessage::new(
+                &session,
+                &task,
+                MessageKind::ToolCall,
+                author::AGENT,
+                "Read file",
+            )
+            .with_metadata(meta.as_object().cloned().expect("object")),
+        )
+        .await
+        .expect("insert");
+    let found = s
+        .messages
+        .latest_tool_call(&session, "t1")
+        .await
+        .expect("find");
+    assert_eq!(found.map(|m| m.id), Some(tool.id.clone()));
+    assert!(
+        s.messages
+            .latest_tool_call(&session, "t2")
+            .await
+            .expect("find")
+            .is_none()
+    );
+    let patch = json!({"status": "completed", "rawInput": {"path": "b.rs"}});
+    let updated = s
+        .messages
+        .merge_metadata(&tool.id, patch.as_object().expect("obj"), Some("Read b.rs"))
+        .await
+        .expect("merge");
+    // A shallow merge: keys replaced whole, the others kept.
+    assert_eq!(
+        updated.metadata,
+        json!({"tool_call_id": "t1", "status": "completed", "rawInput": {"path": "b.rs"}})
+    );
+    assert_eq!(updated.content, "Read b.rs");
+    assert_eq!(
+        s.messages.message(&tool.id).await.expect("get"),
+        Some(updated)
+    );
+}

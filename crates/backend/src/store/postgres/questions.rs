@@ -1,0 +1,185 @@
+//! The `ask_user_question_kandev` calls on PostgreSQL (table `ask_user_question_calls`): each
+//! tool call agentctl holds is a row waiting on one record, several calls with the same
+//! normalised questions on a session share a record (D4), and a record is answered by
+//! whoever holds its claim.
+
+use sqlx::PgConnection;
+
+use super::clarifications::{clarification, exists, insert, settle_in};
+use super::{PostgresDb, messages};
+use crate::model::{NewClarification, NewMessage, Settlement, Timestamp};
+use crate::store::{Claim, QuestionOpened, SettledRecord, StoreError};
+
+/// How long a claim holds before another answer may take it over: past the longest an
+/// agentctl round trip may take, so only a claim whose holder died is ever stale.
+const CLAIM_TTL: chrono::Duration = chrono::Duration::seconds(120);
+
+async fn insert_call(
+    conn: &mut PgConnection,
+    request_id: &str,
+    pending_id: &str,
+    session_id: &str,
+    key: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO ask_user_question_calls (request_id, clarification_id, session_id, dedup_key, status, created_at) \
+         VALUES ($1, $2, $3, $4, 'waiting', $5)",
+    )
+    .bind(request_id)
+    .bind(pending_id)
+    .bind(session_id)
+    .bind(key)
+    .bind(Timestamp::now().instant())
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// [`crate::store::ClarificationStore::open_question`].
+pub(super) async fn open(
+    db: &PostgresDb,
+    request_id: &str,
+    key: &str,
+    record: &NewClarification,
+    message: &NewMessage,
+) -> Result<QuestionOpened, StoreError> {
+    let mut tx = db.begin().await?;
+    let known: Option<(String,)> =
+        sqlx::query_as("SELECT request_id FROM ask_user_question_calls WHERE request_id = $1")
+            .bind(request_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if known.is_some() || exists(&mut tx, &record.pending_id).await? {
+        tx.rollback().await?;
+        return Ok(QuestionOpened::Duplicate);
+    }
+    let joined: Option<(String,)> = sqlx::query_as(
+        "SELECT c.clarification_id FROM ask_user_question_calls c \
+         JOIN clarifications r ON r.pending_id = c.clarification_id \
+         WHERE c.session_id = $1 AND c.dedup_key = $2 AND r.status = 'pending' AND r.source = 'ask_user_question' \
+         ORDER BY r.created_at LIMIT 1",
+    )
+    .bind(&record.session_id)
+    .bind(key)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some((pending_id,)) = joined {
+        insert_call(&mut tx, request_id, &pending_id, &record.session_id, key).await?;
+        tx.commit().await?;
+        return Ok(QuestionOpened::Joined { pending_id });
+    }
+    let message = messages::insert(&mut tx, message).await?;
+    let stored = insert(&mut tx, record, &message.id).await?;
+    insert_call(
+        &mut tx,
+        request_id,
+        &stored.pending_id,
+        &record.session_id,
+        key,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(QuestionOpened::Opened {
+        record: Box::new(stored),
+        message: Box::new(message),
+    })
+}
+
+async fn waiting_calls(
+    conn: &mut PgConnection,
+    pending_id: &str,
+) -> Result<Vec<String>, StoreError> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT request_id FROM ask_user_question_calls WHERE clarification_id = $1 AND status = 'waiting' \
+         ORDER BY created_at, request_id",
+    )
+    .bind(pending_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
+/// [`crate::store::ClarificationStore::claim`].
+pub(super) async fn claim(
+    db: &PostgresDb,
+    pending_id: &str,
+    token: &str,
+) -> Result<Claim, StoreError> {
+    let mut tx = db.begin().await?;
+    let now = Timestamp::now();
+    let stale = Timestamp::from(now.instant() - CLAIM_TTL);
+    let claimed = sqlx::query(&format!(
+        "UPDATE clarifications SET claim = $2, claimed_at = $3 \
+         WHERE pending_id = $1 AND source = 'ask_user_question' AND status = 'pending' \
+           AND (claim IS NULL OR claimed_at < $4) \
+         RETURNING {}",
+        super::clarifications::COLUMNS
+    ))
+    .bind(pending_id)
+    .bind(token)
+    .bind(now.instant())
+    .bind(stale.instant())
+    .fetch_optional(&mut *tx)
+    .await?;
+    let outcome = match claimed {
+        Some(_) => Claim::Claimed {
+            calls: waiting_calls(&mut tx, pending_id).await?,
+        },
+        None => {
+            let row = sqlx::query(&format!(
+                "SELECT {} FROM clarifications WHERE pending_id = $1",
+                super::clarifications::COLUMNS
+            ))
+            .bind(pending_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            match row.as_ref().map(clarification).transpose()? {
+                None => Claim::Missing,
+                Some(rec) if rec.status != crate::model::ClarificationStatus::Pending => {
+                    Claim::NotActive(rec.status)
+                }
+                Some(_) => Claim::Busy,
+            }
+        }
+    };
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// Marks a waiting call returned; its record id when this call changed it.
+pub(super) async fn mark_returned(
+    conn: &mut PgConnection,
+    request_id: &str,
+    outcome: &str,
+) -> Result<Option<String>, StoreError> {
+    let row: Option<(String,)> = sqlx::query_as(
+        "UPDATE ask_user_question_calls SET status = 'returned', outcome = $2 \
+         WHERE request_id = $1 AND status = 'waiting' RETURNING clarification_id",
+    )
+    .bind(request_id)
+    .bind(outcome)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row.map(|(id,)| id))
+}
+
+/// [`crate::store::ClarificationStore::call_returned`].
+pub(super) async fn call_returned(
+    db: &PostgresDb,
+    request_id: &str,
+    outcome: &str,
+    if_last: &Settlement,
+) -> Result<Option<SettledRecord>, StoreError> {
+    let mut tx = db.begin().await?;
+    let Some(pending_id) = mark_returned(&mut tx, request_id, outcome).await? else {
+        tx.rollback().await?;
+        return Ok(None);
+    };
+    let settled = if waiting_calls(&mut tx, &pending_id).await?.is_empty() {
+        settle_in(&mut tx, &pending_id, if_last).await?
+    } else {
+        None
+    };
+    tx.commit().await?;
+    Ok(settled)
+}
