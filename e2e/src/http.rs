@@ -1,12 +1,34 @@
-//! A minimal HTTP/1.1 JSON client for the operator API (one connection per request,
-//! `Connection: close`), so the suite needs no HTTP client crate.
+//! The suite's HTTP client of the operator API: `reqwest`, one connection per request,
+//! JSON in and out.
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+/// Longest any one request may take: far beyond the slowest route (an answer waits for
+/// agentctl's acknowledgement), so a hung request fails the test instead of hanging it.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One client for the whole process. No idle connections are kept: each
+/// `#[tokio::test]` has its own runtime, which a pooled connection would outlive, and an
+/// idle keep-alive connection would hold kandev's graceful shutdown open. No proxy: the
+/// suite talks to loopback only.
+fn client() -> &'static reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        // reqwest is built with rustls but no provider of its own (the workspace picks ring).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(0)
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .expect("an HTTP client")
+    })
+}
 
 /// A response: status and JSON body (`Value::Null` for an empty body, a string for a
 /// body that is not JSON).
@@ -80,60 +102,34 @@ impl HttpClient {
         path: &str,
         body: Option<&Value>,
     ) -> std::io::Result<ApiResponse> {
-        let mut stream = TcpStream::connect(self.addr).await?;
-        let payload = body.map(Value::to_string).unwrap_or_default();
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: application/json\r\n",
-            self.addr
-        );
-        if body.is_some() {
-            head.push_str("Content-Type: application/json\r\n");
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let mut request = client()
+            .request(method, format!("http://{}{path}", self.addr))
+            .header(reqwest::header::ACCEPT, "application/json");
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_string());
         }
-        head.push_str(&format!("Content-Length: {}\r\n\r\n", payload.len()));
-        stream.write_all(head.as_bytes()).await?;
-        stream.write_all(payload.as_bytes()).await?;
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await?;
-        parse_response(&raw)
-            .ok_or_else(|| std::io::Error::other(format!("unparseable response: {raw:?}")))
+        let response = request.send().await.map_err(std::io::Error::other)?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.map_err(std::io::Error::other)?;
+        Ok(ApiResponse {
+            status,
+            body: parse_body(&bytes),
+        })
     }
 }
 
-/// Parses a whole `Connection: close` response (plain or chunked body).
-fn parse_response(raw: &[u8]) -> Option<ApiResponse> {
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&raw[..split]).ok()?;
-    let mut rest = &raw[split + 4..];
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines.next()?.split_whitespace().nth(1)?.parse().ok()?;
-    let chunked = lines.any(|line| {
-        let lower = line.to_ascii_lowercase();
-        lower.starts_with("transfer-encoding:") && lower.contains("chunked")
-    });
-    let body = if chunked {
-        let mut body = Vec::new();
-        loop {
-            let end = rest.windows(2).position(|w| w == b"\r\n")?;
-            let size_text = std::str::from_utf8(&rest[..end]).ok()?;
-            let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
-            rest = &rest[end + 2..];
-            if size == 0 {
-                break;
-            }
-            body.extend_from_slice(rest.get(..size)?);
-            rest = rest.get(size + 2..)?;
-        }
-        body
-    } else {
-        rest.to_vec()
-    };
-    let text = String::from_utf8_lossy(&body);
-    let body = if text.trim().is_empty() {
+/// A body as JSON: `Value::Null` when empty, a string when it is not JSON.
+fn parse_body(bytes: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(bytes);
+    if text.trim().is_empty() {
         Value::Null
     } else {
         serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.into_owned()))
-    };
-    Some(ApiResponse { status, body })
+    }
 }
 
 #[cfg(test)]
@@ -142,19 +138,10 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn parses_a_plain_json_response() {
-        let raw = b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 13\r\n\r\n{\"error\": 1}\n";
-        let r = parse_response(raw).expect("parses");
-        assert_eq!(r.status, 404);
-        assert_eq!(r.body, json!({"error": 1}));
-    }
-
-    #[test]
-    fn parses_a_chunked_response_and_an_empty_body() {
-        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n4\r\n: 1}\r\n0\r\n\r\n";
-        assert_eq!(parse_response(raw).expect("chunked").body, json!({"a": 1}));
-        let raw = b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n";
-        assert_eq!(parse_response(raw).expect("empty").body, Value::Null);
-        assert!(parse_response(b"garbage").is_none());
+    fn a_body_is_json_null_when_empty_and_text_when_not_json() {
+        assert_eq!(parse_body(b"{\"error\": 1}\n"), json!({"error": 1}));
+        assert_eq!(parse_body(b""), Value::Null);
+        assert_eq!(parse_body(b" \n"), Value::Null);
+        assert_eq!(parse_body(b"Not Found"), json!("Not Found"));
     }
 }

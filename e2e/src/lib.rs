@@ -7,7 +7,8 @@
 //!   directory, database and `kandev.toml`, and kills everything it started (its whole
 //!   process group) on drop, printing the logs when the test is failing.
 //! - [`OperatorWs`] is the operator event stream with [`OperatorWs::wait_for`].
-//! - [`poll_until`] waits for an API condition with a deadline (never a fixed sleep).
+//! - [`poll_until`] (and [`poll`]) wait for an API condition with a deadline (never a
+//!   fixed sleep); [`HttpClient`] is the operator API over `reqwest`.
 //! - [`FrameLog`] reads the agent's JSON-RPC frames.
 //! - [`FaultProxy`] sits between `kandev` and a remote `agentctl` and can be cut.
 //! - [`claude`] runs the real claude-agent-acp bridge and CLI against a fake model.
@@ -32,5 +33,5 @@ pub use kandev::{Asked, Executor, Kandev, KandevOptions, TURN_DEADLINE, answer_b
 pub use pki::TestPki;
 pub use proxy::FaultProxy;
 pub use remote::RemoteAgentctl;
-pub use wait::{DEADLINE, poll_until};
+pub use wait::{DEADLINE, poll, poll_until};
 pub use ws::OperatorWs;

@@ -111,16 +111,12 @@ impl GroupProcess {
     /// then SIGKILLs whatever is left of the group. Returns whether it exited in time.
     pub async fn terminate(&mut self, grace: Duration) -> bool {
         kill(&self.pid().to_string(), "TERM");
-        let until = tokio::time::Instant::now() + grace;
-        let exited = loop {
-            if !self.is_running() {
-                break true;
-            }
-            if tokio::time::Instant::now() >= until {
-                break false;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let exited = crate::wait::poll(grace, || {
+            let gone = (!self.is_running()).then_some(());
+            async move { gone }
+        })
+        .await
+        .is_some();
         self.kill_group();
         exited
     }

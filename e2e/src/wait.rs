@@ -7,11 +7,14 @@ use std::time::Duration;
 /// waits themselves return as soon as the condition holds.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
-/// Calls `check` until it returns `Some`, re-checking every 25 ms, and returns the value.
-///
-/// # Panics
-/// When `deadline` passes first, naming `what`.
-pub async fn poll_until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+/// How often a condition is re-checked.
+const INTERVAL: Duration = Duration::from_millis(25);
+
+/// Calls `check` until it returns `Some`, re-checking every 25 ms, and returns the
+/// value; `None` once `deadline` has passed (checked once more at the deadline), for a
+/// caller that fails with what it saw or that may legitimately give up. The suite's only
+/// poll loop: every other wait either calls it or awaits an event.
+pub async fn poll<T, F, Fut>(deadline: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -19,12 +22,27 @@ where
     let until = tokio::time::Instant::now() + deadline;
     loop {
         if let Some(value) = check().await {
-            return value;
+            return Some(value);
         }
         if tokio::time::Instant::now() >= until {
-            panic!("timed out after {deadline:?} waiting for {what}");
+            return None;
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        tokio::time::sleep(INTERVAL).await;
+    }
+}
+
+/// [`poll`], failing the test at the deadline.
+///
+/// # Panics
+/// When `deadline` passes first, naming `what`.
+pub async fn poll_until<T, F, Fut>(what: &str, deadline: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match poll(deadline, check).await {
+        Some(value) => value,
+        None => panic!("timed out after {deadline:?} waiting for {what}"),
     }
 }
 
@@ -42,6 +60,21 @@ mod tests {
         })
         .await;
         assert_eq!(got, 3);
+    }
+
+    #[tokio::test]
+    async fn poll_gives_up_with_none_after_checking_at_the_deadline() {
+        let calls = AtomicU32::new(0);
+        let got: Option<()> = poll(Duration::from_millis(60), || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { None }
+        })
+        .await;
+        assert_eq!(got, None);
+        assert!(
+            calls.load(Ordering::SeqCst) >= 2,
+            "re-checked before giving up"
+        );
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@
 //! mock-agent with `--scenario-dir` there and its own frame log), so what the agent sent
 //! and received is counted per JSON-RPC id.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use std::time::Duration;
 use kandev_e2e::process::{descendants, kill};
 use kandev_e2e::{
     DEADLINE, FaultProxy, FrameLog, Kandev, KandevOptions, RemoteAgentctl, TURN_DEADLINE,
-    answer_body, bins, poll_until,
+    answer_body, bins, poll, poll_until,
 };
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -454,40 +455,47 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
 
     // The operator: answer every pending record with its own tag; 503 while the
     // stream is down means try again.
-    let mut answered: Vec<String> = Vec::new();
-    let mut statuses: Vec<u16> = Vec::new();
-    let mut late_settled: Vec<String> = Vec::new();
-    let until = tokio::time::Instant::now() + Duration::from_secs(90);
-    while answered.len() < N {
-        assert!(
-            tokio::time::Instant::now() < until,
-            "not every elicitation was answered: {answered:?}, respond statuses {statuses:?}"
-        );
+    let answered: RefCell<Vec<String>> = RefCell::default();
+    let statuses: RefCell<Vec<u16>> = RefCell::default();
+    let late_settled: RefCell<Vec<String>> = RefCell::default();
+    let all_answered = poll(Duration::from_secs(90), || async {
         for record in kandev.clarifications(&sid, None).await {
             let tag = record["message"].as_str().expect("message").to_owned();
-            if answered.contains(&tag) {
+            if answered.borrow().contains(&tag) {
                 continue;
             }
             if record["status"] != "pending" {
                 // Settled without a 200 here: the answer reached agentctl but its reply
                 // was cut off, and the replayed settlement closed the record.
-                late_settled.push(format!("{tag}: {}", record["status"]));
-                answered.push(tag);
+                late_settled
+                    .borrow_mut()
+                    .push(format!("{tag}: {}", record["status"]));
+                answered.borrow_mut().push(tag);
                 continue;
             }
             let pending = record["pending_id"].as_str().expect("id");
             let r = kandev.answer(pending, &[("answer", &[], &tag)]).await;
-            statuses.push(r.status);
+            statuses.borrow_mut().push(r.status);
             match r.status {
-                200 => answered.push(tag),
+                200 => answered.borrow_mut().push(tag),
                 // The answer may have reached agentctl while the reply was cut off:
                 // the record settles from the replayed event; never answer twice.
-                404 => answered.push(tag),
+                404 => answered.borrow_mut().push(tag),
                 _ => {}
             }
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+        (answered.borrow().len() >= N).then_some(())
+    })
+    .await;
+    let (answered, statuses, late_settled) = (
+        answered.into_inner(),
+        statuses.into_inner(),
+        late_settled.into_inner(),
+    );
+    assert!(
+        all_answered.is_some(),
+        "not every elicitation was answered: {answered:?}, respond statuses {statuses:?}"
+    );
     let frames = scenarios.frames();
     poll_until("every response at the agent", TURN_DEADLINE, || async {
         (frames.elicitation_responses().len() >= N).then_some(())

@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
 use support::{DEADLINE, Harness, agentctl_bin};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// The `mcpServers` entry the agent received in `session/new`.
 async fn mcp_server(h: &Harness) -> Value {
@@ -70,33 +70,18 @@ fn one_question() -> Value {
         "context": "Setting up storage"})
 }
 
-/// A raw HTTP POST to the MCP endpoint; returns the status code.
-async fn raw_post(url: &str, authorization: Option<&str>) -> u16 {
-    let rest = url.strip_prefix("http://").expect("http url");
-    let (authority, path) = rest.split_at(rest.find('/').expect("path"));
-    let mut stream = tokio::net::TcpStream::connect(authority)
-        .await
-        .expect("connect");
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-    let auth = authorization
-        .map(|a| format!("Authorization: {a}\r\n"))
-        .unwrap_or_default();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut response = String::new();
-    tokio::time::timeout(DEADLINE, stream.read_to_string(&mut response))
-        .await
-        .expect("answer in time")
-        .expect("read");
-    response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {response}"))
+/// A `tools/list` POST to the MCP endpoint with `authorization` (or none); returns the
+/// status code.
+async fn post_tools_list(url: &str, authorization: Option<&str>) -> u16 {
+    let mut request = support::http::client()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    support::http::send(request).await.0
 }
 
 #[tokio::test]
@@ -107,11 +92,11 @@ async fn session_new_lists_the_http_server_and_it_needs_the_token() {
     assert_eq!(server["name"], "kandev");
     let url = server["url"].as_str().expect("url");
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    assert_eq!(raw_post(url, None).await, 401);
-    assert_eq!(raw_post(url, Some("Bearer wrong")).await, 401);
+    assert_eq!(post_tools_list(url, None).await, 401);
+    assert_eq!(post_tools_list(url, Some("Bearer wrong")).await, 401);
     // The agent-stream token is not this server's token.
     assert_eq!(
-        raw_post(url, Some(&format!("Bearer {}", support::TOKEN))).await,
+        post_tools_list(url, Some(&format!("Bearer {}", support::TOKEN))).await,
         401
     );
 

@@ -259,18 +259,10 @@ async fn stream_without_or_with_a_wrong_token_is_refused_with_401() {
 #[tokio::test]
 async fn healthz_needs_no_token() {
     let agentctl = AgentCtl::start(&[]);
-    let mut socket = tokio::net::TcpStream::connect(&agentctl.addr)
-        .await
-        .expect("connect");
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    socket
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("write");
-    let mut response = String::new();
-    socket.read_to_string(&mut response).await.expect("read");
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    assert!(response.ends_with(r#"{"status":"ok"}"#), "{response}");
+    let url = format!("http://{}/healthz", agentctl.addr);
+    let (status, body) = support::http::send(support::http::client().get(url)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, r#"{"status":"ok"}"#);
 }
 
 #[tokio::test]

@@ -6,6 +6,8 @@
 //! Needs `target/<profile>/agentctl` and `mock-agent`: `cargo build -p kandev-agentctl
 //! -p kandev-mock-agent` (`just test` builds every binary first).
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
+
+use support::wait::wait_within;
 
 /// Generous: the machine is shared and agents are real processes.
 const WAIT: Duration = Duration::from_secs(30);
@@ -305,11 +309,10 @@ async fn local_executor_runs_a_session_and_shutdown_stops_agentctl() {
         "shutdown stops the agentctl the link started"
     );
     // agent.shutdown (and agentctl's own SIGTERM handling) stop the agent too.
-    let deadline = Instant::now() + WAIT;
-    while agents.iter().any(|agent| process_alive(*agent)) {
-        assert!(Instant::now() < deadline, "the agent outlived its agentctl");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_within("the agent to stop with its agentctl", WAIT, || async {
+        (!agents.iter().any(|agent| process_alive(*agent))).then_some(())
+    })
+    .await;
     let rest = until_end(&mut events).await;
     assert!(
         !rest
@@ -348,14 +351,10 @@ async fn dropping_the_link_stops_its_local_agentctl() {
     let pid = link.agentctl_pid().expect("pid");
     drop(link);
     until_end(&mut events).await;
-    let deadline = Instant::now() + WAIT;
-    while process_alive(pid) {
-        assert!(
-            Instant::now() < deadline,
-            "agentctl outlived its dropped link"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_within("agentctl to stop with its dropped link", WAIT, || async {
+        (!process_alive(pid)).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -669,18 +668,13 @@ async fn until_reattached_and_turn_completed(
 
 /// Polls the mock agent's frame log until it contains `needle`.
 async fn wait_for_agent_log(log: &Path, needle: &str) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if text.contains(needle) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the agent log never showed {needle}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_within(&format!("{needle} in the agent log"), WAIT, || async {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .contains(needle)
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -21,7 +21,8 @@
 //!   tool's `annotations[question].notes`, or records the text when nothing was
 //!   picked.
 //!
-//! The tests skip (printing why) only when `node` is not on PATH.
+//! Without `node` or `npm` the tests fail under `CI=true` and skip (printing `SKIPPED`
+//! and why) elsewhere; see `driver::decide`.
 
 #[path = "bridge/driver.rs"]
 mod driver;

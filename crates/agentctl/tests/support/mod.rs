@@ -1,9 +1,15 @@
 //! Test harness: a real `agentctl serve` process, the real `mock-agent`, a real WebSocket.
 //!
 //! Nothing here sleeps and hopes: every wait is for a frame, a log line or a process exit,
-//! with a deadline.
+//! with a deadline; conditions that cannot be awaited are polled by [`wait`] alone, and
+//! HTTP goes through [`http`].
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
+
+pub mod http;
+pub mod wait;
+
+pub use wait::{poll, wait_for};
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
@@ -134,14 +140,14 @@ impl AgentCtl {
 
     /// Polls agentctl's stderr (every 20 ms, up to the deadline) until it contains `needle`.
     pub async fn wait_stderr(&self, needle: &str) {
-        let deadline = Instant::now() + DEADLINE;
-        while !self.stderr().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
+        if poll(|| async { self.stderr().contains(needle).then_some(()) })
+            .await
+            .is_none()
+        {
+            panic!(
                 "agentctl never logged {needle:?}; stderr:\n{}",
                 self.stderr()
             );
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -161,17 +167,15 @@ impl AgentCtl {
 
     /// Waits for the process to exit; returns its exit code.
     pub async fn wait_exit(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "agentctl did not exit; stderr:\n{}",
-                self.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let child = &mut self.child;
+        let exited = poll(|| {
+            let status = child.try_wait().expect("try_wait");
+            async move { status }
+        })
+        .await;
+        match exited {
+            Some(status) => status.code(),
+            None => panic!("agentctl did not exit; stderr:\n{}", self.stderr()),
         }
     }
 }
@@ -399,14 +403,10 @@ impl Stream {
 
     /// Waits until agentctl closes the stream; returns the close reason.
     pub async fn closed(&self) -> String {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(reason) = self.closed.lock().expect("lock").clone() {
-                return reason;
-            }
-            assert!(Instant::now() < deadline, "stream was not closed");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for("the stream to close", || async {
+            self.closed.lock().expect("lock").clone()
+        })
+        .await
     }
 
     /// Closes the WebSocket from this side.
@@ -488,14 +488,8 @@ impl MockLog {
 
     /// Polls (every 20 ms, up to the deadline) until `ready` holds for the entries.
     pub async fn wait_until(&self, what: &str, ready: impl Fn(&MockLog) -> bool) {
-        let deadline = Instant::now() + DEADLINE;
-        while !ready(self) {
-            assert!(
-                Instant::now() < deadline,
-                "mock log never showed {what}; log:\n{}",
-                read(&self.path)
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        if poll(|| async { ready(self).then_some(()) }).await.is_none() {
+            panic!("mock log never showed {what}; log:\n{}", read(&self.path));
         }
     }
 

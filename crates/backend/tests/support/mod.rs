@@ -1,9 +1,15 @@
 //! Harness for the backend integration tests: the real `kandev` binary with the
 //! real `agentctl` and `mock-agent` beside it (build them with
-//! `cargo build --workspace --bins`), a tiny HTTP/1.1 client, the operator
-//! WebSocket, and the mock-agent frame log.
+//! `cargo build --workspace --bins`), the HTTP client ([`http`]), the one poll loop
+//! ([`wait`]), the operator WebSocket, and the mock-agent frame log.
 
 #![allow(dead_code, missing_docs)]
+
+pub mod http;
+pub mod wait;
+
+pub use http::http;
+pub use wait::wait_for;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,7 +19,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
@@ -37,25 +43,6 @@ pub fn sibling(name: &str) -> PathBuf {
         path.display()
     );
     path
-}
-
-/// Polls `check` every 20 ms until it returns `Some`, failing after [`DEADLINE`].
-pub async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {DEADLINE:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// What to start kandev with.
@@ -477,63 +464,6 @@ impl MockLog {
         })
         .await
     }
-}
-
-/// One HTTP/1.1 request with `Connection: close`.
-pub async fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = tokio::time::timeout(DEADLINE, TcpStream::connect(addr))
-        .await
-        .expect("connect in time")
-        .expect("connect");
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut raw = Vec::new();
-    tokio::time::timeout(DEADLINE, stream.read_to_end(&mut raw))
-        .await
-        .expect("response in time")
-        .expect("read");
-    parse_response(&raw)
-}
-
-fn parse_response(raw: &[u8]) -> (u16, Value) {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("header end");
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let mut body = raw[split + 4..].to_vec();
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    let json = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    (status, json)
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(pos) = data.windows(2).position(|w| w == b"\r\n") {
-        let size =
-            usize::from_str_radix(String::from_utf8_lossy(&data[..pos]).trim(), 16).unwrap_or(0);
-        if size == 0 {
-            break;
-        }
-        let start = pos + 2;
-        out.extend_from_slice(&data[start..(start + size).min(data.len())]);
-        data = &data[(start + size + 2).min(data.len())..];
-    }
-    out
 }
 
 /// Processes whose parent is `pid` and whose command name is `name` (Linux `/proc`).
