@@ -102,6 +102,7 @@ enum ElicitationCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    kandev_tls::install_process_provider();
     match cli.command {
         Command::Serve {
             listen,

@@ -39,6 +39,8 @@ fn token_of(server: &Value) -> String {
 }
 
 async fn client(url: &str, token: &str) -> RunningService<RoleClient, ()> {
+    // rmcp's HTTP client is reqwest, built without a rustls provider of its own.
+    kandev_tls::install_process_provider();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
     );

@@ -89,6 +89,7 @@ enum OperatorCommand {
 
 fn main() {
     let cli = Cli::parse();
+    kandev_tls::install_process_provider();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

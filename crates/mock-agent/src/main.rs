@@ -128,6 +128,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    kandev_tls::install_process_provider();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)

@@ -60,6 +60,15 @@ pub enum TlsError {
     NoSystemRoots(String),
 }
 
+/// Makes ring this process's default rustls provider, so HTTP clients built by libraries
+/// (rmcp's streamable-HTTP client, reqwest) find one: the workspace builds reqwest with
+/// `rustls-no-provider` to keep aws-lc's C toolchain out of the build. Every binary calls this
+/// first; calling it again is harmless.
+pub fn install_process_provider() {
+    // Err means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// The one crypto provider of every config built here.
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
