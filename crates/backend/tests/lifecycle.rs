@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 use support::{Kandev, Options, Proxy, RemoteAgentctl, children_named, wait_for};
 
@@ -258,9 +260,16 @@ async fn ac20a_with_the_stream_down_an_answer_is_503_and_the_record_stays_open()
 #[tokio::test]
 async fn shutdown_cancels_live_sessions_and_a_restart_keeps_the_data() {
     let data = tempfile::tempdir().expect("tempdir");
-    let db = data.path().join("nested/kandev.db");
+    let db = if support::on_postgres() {
+        support::fresh_database(data.path()).await
+    } else {
+        let file = data.path().join("nested/kandev.db");
+        format!("sqlite://{}", file.display())
+    };
     let mut first = Kandev::start_with(Options::default().database(db.clone())).await;
-    assert!(db.is_file(), "database created on first start");
+    if let Some(file) = db.strip_prefix("sqlite://") {
+        assert!(Path::new(file).is_file(), "database created on first start");
+    }
     let task = first.create_task("Persisted").await;
     let session = id(&first.start_session(&task, "mock", None).await);
     assert_eq!(first.terminate().await, Some(0), "{}", first.stderr());

@@ -52,8 +52,25 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// Extra TOML appended to the generated kandev.toml.
     pub toml: String,
-    /// Database file to use instead of a fresh one (to restart on the same data).
-    pub database: Option<PathBuf>,
+    /// Database URL to use instead of a fresh one (to restart on the same data).
+    pub database: Option<String>,
+}
+
+/// Whether the tests run on PostgreSQL: `TEST_DATABASE=postgres` (the test recipe runs
+/// them once per engine). SQLite otherwise.
+pub fn on_postgres() -> bool {
+    std::env::var("TEST_DATABASE").is_ok_and(|v| v == "postgres")
+}
+
+/// A fresh database of the engine under test: a file under `dir`, or a new database of
+/// the PostgreSQL test cluster (which must be there when asked for).
+pub async fn fresh_database(dir: &Path) -> String {
+    if on_postgres() {
+        let cluster = kandev_testdb::cluster()
+            .unwrap_or_else(|why| panic!("TEST_DATABASE=postgres but PostgreSQL is unavailable: {why}"));
+        return cluster.create_database().await.expect("a fresh database");
+    }
+    format!("sqlite://{}", dir.join("data/kandev.db").display())
 }
 
 impl Options {
@@ -62,8 +79,8 @@ impl Options {
         self
     }
 
-    pub fn database(mut self, path: PathBuf) -> Self {
-        self.database = Some(path);
+    pub fn database(mut self, url: String) -> Self {
+        self.database = Some(url);
         self
     }
 
@@ -101,10 +118,10 @@ impl Kandev {
         );
         let config_path = dir.path().join("kandev.toml");
         std::fs::write(&config_path, config).expect("write kandev.toml");
-        let database = options
-            .database
-            .clone()
-            .unwrap_or_else(|| dir.path().join("data/kandev.db"));
+        let database = match options.database.clone() {
+            Some(url) => url,
+            None => fresh_database(dir.path()).await,
+        };
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kandev"));
         for (key, _) in std::env::vars() {
             if key.starts_with("KANDEV_") || key == "AGENTCTL_TOKEN" || key == "MOCK_AGENT_LOG" {
@@ -117,10 +134,7 @@ impl Kandev {
             .current_dir(dir.path())
             .env("KANDEV_LISTEN", "127.0.0.1:0")
             .env("KANDEV_PROFILE", "e2e")
-            .env(
-                "KANDEV_DATABASE_URL",
-                format!("sqlite://{}", database.display()),
-            )
+            .env("KANDEV_DATABASE_URL", &database)
             .env("RUST_LOG", "info,kandev_backend=debug")
             .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
