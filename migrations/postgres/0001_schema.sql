@@ -1,7 +1,9 @@
 -- Kandev backend schema on PostgreSQL: the same tables and invariants as the SQLite
 -- migrations up to 0004, in PostgreSQL's own types: BIGINT for every 64-bit value,
--- TIMESTAMPTZ for instants, JSONB for JSON documents (metadata merges in SQL), and
--- CHECK constraints on every closed set of names.
+-- TIMESTAMPTZ for instants, JSONB for the documents kandev queries or merges (message
+-- metadata, questions, answers), JSON for the documents kept exactly as the agent and the
+-- client exchanged them (capabilities, flags, agent info: key order is part of the record),
+-- and CHECK constraints on every closed set of names.
 
 CREATE TABLE tasks (
     id          TEXT PRIMARY KEY,
@@ -19,9 +21,9 @@ CREATE TABLE sessions (
     state               TEXT NOT NULL CHECK (state IN
         ('CREATED', 'STARTING', 'RUNNING', 'IDLE', 'WAITING_FOR_INPUT', 'COMPLETED', 'FAILED', 'CANCELLED')),
     acp_session_id      TEXT,
-    client_capabilities JSONB,
-    flags               JSONB,
-    agent_info          JSONB,
+    client_capabilities JSON,
+    flags               JSON,
+    agent_info          JSON,
     error               TEXT,
     created_at          TIMESTAMPTZ NOT NULL,
     updated_at          TIMESTAMPTZ NOT NULL,

@@ -33,7 +33,8 @@ async fn the_state_machine_is_enforced_in_the_update(engine: &dyn Engine) {
     assert_eq!(s.sessions.live_sessions().await.expect("live").len(), 1);
     let facts = StartFacts {
         acp_session_id: "acp-1".into(),
-        client_capabilities: json!({"elicitation": {"form": {}}}),
+        // Keys out of alphabetical order: the record keeps them as exchanged.
+        client_capabilities: json!({"terminal": true, "fs": {"writeTextFile": false}, "elicitation": {"form": {}}}),
         flags: json!({"features.acpElicitation": true}),
         agent_info: Some(json!({"name": "mock-agent", "version": "0.1.0"})),
     };
@@ -60,7 +61,11 @@ async fn the_state_machine_is_enforced_in_the_update(engine: &dyn Engine) {
     );
     let view = Session::from(s.sessions.session(&id).await.expect("get").expect("row"));
     assert_eq!(view.state, SessionState::Failed);
-    assert_eq!(view.client_capabilities, facts.client_capabilities);
+    assert_eq!(
+        view.client_capabilities.to_string(),
+        facts.client_capabilities.to_string(),
+        "capabilities come back byte for byte"
+    );
     assert_eq!(view.agent_info["name"], "mock-agent");
     assert_eq!(view.error.as_deref(), Some("agent exited"));
     assert!(s.sessions.live_sessions().await.expect("live").is_empty());

@@ -1,6 +1,7 @@
 //! The stores on PostgreSQL: one [`PostgresDb`] (a pool) implements every store trait,
-//! one file per domain, beside the SQLite ones. Instants are `TIMESTAMPTZ`, JSON is
-//! `JSONB` (a metadata merge is `metadata || patch`, in SQL), counters are `BIGINT`.
+//! one file per domain, beside the SQLite ones. Instants are `TIMESTAMPTZ`, queried JSON is
+//! `JSONB` (a metadata merge is `metadata || patch`, in SQL), documents kept as exchanged
+//! (capabilities, flags, agent info) are `JSON`, counters are `BIGINT`.
 //! Transactions run at READ COMMITTED: every invariant is a conditional update or a
 //! row lock taken by an `UPDATE … RETURNING`, which PostgreSQL re-checks on the row
 //! version it locks, so concurrent writers from any process serialize on the row.

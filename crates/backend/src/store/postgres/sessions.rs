@@ -153,14 +153,17 @@ impl SessionStore for PostgresDb {
 
     async fn record_start(&self, id: &str, facts: &StartFacts) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE sessions SET acp_session_id = $2, client_capabilities = $3, flags = $4, \
-             agent_info = $5, updated_at = $6 WHERE id = $1",
+            // Bound as text into JSON columns: these documents are kept as exchanged, key
+            // order included (AC-02 compares them byte for byte); a JSONB parameter would
+            // reorder the keys before the column ever saw them.
+            "UPDATE sessions SET acp_session_id = $2, client_capabilities = $3::text::json, \
+             flags = $4::text::json, agent_info = $5::text::json, updated_at = $6 WHERE id = $1",
         )
         .bind(id)
         .bind(&facts.acp_session_id)
-        .bind(&facts.client_capabilities)
-        .bind(&facts.flags)
-        .bind(&facts.agent_info)
+        .bind(facts.client_capabilities.to_string())
+        .bind(facts.flags.to_string())
+        .bind(facts.agent_info.as_ref().map(Value::to_string))
         .bind(Timestamp::now().instant())
         .execute(&self.pool)
         .await?;
