@@ -14,17 +14,31 @@ run:
     cargo build --workspace --bins
     KANDEV_PROFILE=dev KANDEV_LISTEN=127.0.0.1:8080 target/debug/kandev serve
 
-# Everything CI runs: lints, unit and integration tests, the full-stack e2e suite, the
-# browser tests and the quick bench (fails only on a lost or doubled response). Needs
+# Everything CI runs: lints, unit and integration tests, the full-stack e2e suite (on SQLite,
+# then the backend and e2e suites again on PostgreSQL), the browser tests and the quick bench
+# (fails only on a lost or doubled response). Debian's postgresql is installed when missing. Needs
 # Node.js + npm (bridge conformance, foreign agent, browser tests); chromium is installed
 # by `web-deps` when missing.
-test: lint
+
+# The whole suite, what CI runs (.ci/run): lint, unit, integration, e2e on SQLite and PostgreSQL, browser, quick bench.
+test: lint pg-deps
     cargo build --workspace --bins
     cargo test --workspace --all-targets --exclude kandev-e2e
     cargo test --workspace --doc
     just e2e
+    just postgres
     just e2e-browser
     just bench --quick
+
+# Install Debian's postgresql when no initdb is found (the tests run their own throwaway cluster, never the system's).
+pg-deps:
+    command -v initdb >/dev/null || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
+
+# The backend integration tests and the e2e suite again, on PostgreSQL (a throwaway cluster in a temp dir, one fresh database per kandev); run `just e2e` once first for its Node prerequisites.
+postgres: pg-deps
+    cargo build --workspace --bins
+    TEST_DATABASE=postgres cargo test -p kandev-backend --test '*'
+    TEST_DATABASE=postgres cargo test -p kandev-e2e -- --test-threads 4
 
 # Format check and clippy with warnings as errors.
 lint:

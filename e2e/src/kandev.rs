@@ -1,4 +1,5 @@
-//! One `kandev` per test: its own temp directory, SQLite database and `kandev.toml`
+//! One `kandev` per test: its own temp directory, database (SQLite, or PostgreSQL under
+//! `TEST_DATABASE=postgres`) and `kandev.toml`
 //! (profile `e2e`, listen `127.0.0.1:0`), per-test environment overrides, and the
 //! operator API helpers the tests use.
 
@@ -11,6 +12,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use crate::bins;
+use crate::database::fresh_database;
 use crate::frames::FrameLog;
 use crate::http::{ApiResponse, HttpClient};
 use crate::process::{GroupProcess, descendants};
@@ -47,6 +49,7 @@ pub struct KandevOptions {
     executor: Executor,
     executor_ca_cert: Option<PathBuf>,
     extra_toml: String,
+    database: Option<String>,
 }
 
 impl KandevOptions {
@@ -94,6 +97,12 @@ impl KandevOptions {
         self
     }
 
+    /// The database kandev uses (default: a fresh one of the engine under test).
+    pub fn database(mut self, url: &str) -> Self {
+        self.database = Some(url.to_owned());
+        self
+    }
+
     /// Extra TOML appended to `kandev.toml` (more agents, notification switches).
     pub fn toml(mut self, text: &str) -> Self {
         self.extra_toml.push_str(text);
@@ -111,6 +120,7 @@ pub struct Kandev {
     http: HttpClient,
     frames: FrameLog,
     dir: TempDir,
+    database: String,
 }
 
 /// A TOML basic string (JSON's escapes are valid TOML for these inputs).
@@ -129,13 +139,18 @@ impl Kandev {
             .prefix("kandev-e2e-")
             .tempdir()
             .expect("temp dir");
-        let (process, addr, frames) = Self::launch(dir.path(), &options).await;
+        let database = match &options.database {
+            Some(url) => url.clone(),
+            None => fresh_database(dir.path()).await,
+        };
+        let (process, addr, frames) = Self::launch(dir.path(), &database, &options).await;
         Self {
             process,
             addr,
             http: HttpClient::new(addr),
             frames,
             dir,
+            database,
         }
     }
 
@@ -150,14 +165,23 @@ impl Kandev {
         } else {
             self.process.kill_group();
         }
-        let (process, addr, _) = Self::launch(self.dir.path(), &options).await;
+        let database = options
+            .database
+            .clone()
+            .unwrap_or_else(|| self.database.clone());
+        let (process, addr, _) = Self::launch(self.dir.path(), &database, &options).await;
+        self.database = database;
         // The old process's logs stay in the directory under a new name.
         self.process = process;
         self.addr = addr;
         self.http = HttpClient::new(addr);
     }
 
-    async fn launch(dir: &Path, options: &KandevOptions) -> (GroupProcess, SocketAddr, FrameLog) {
+    async fn launch(
+        dir: &Path,
+        database: &str,
+        options: &KandevOptions,
+    ) -> (GroupProcess, SocketAddr, FrameLog) {
         let kandev_bin = bins::kandev();
         let agentctl = bins::agentctl();
         let mock = bins::mock_agent();
@@ -184,7 +208,7 @@ impl Kandev {
              command = [\"node\", {foreign}, \"--bridge\", \"0.65.0\"]\n\n\
              [agents.claude-bridge-0101]\n\
              command = [\"node\", {foreign}, \"--bridge\", \"0.101.0\"]\n\n",
-            db = toml_str(&format!("sqlite://{}", dir.join("kandev.db").display())),
+            db = toml_str(database),
             mock = toml_path(&mock),
             scenarios = toml_path(&bins::scenario_dir()),
             log = toml_path(frames.path()),
@@ -244,6 +268,11 @@ impl Kandev {
     /// Where its API listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Its database URL.
+    pub fn database(&self) -> &str {
+        &self.database
     }
 
     /// Its temp directory.

@@ -1,5 +1,5 @@
 //! The full-stack e2e harness of Kandev (issue 5): real `kandev`, `agentctl` and agent
-//! processes, real sockets, real SQLite, driven only the way users drive the system —
+//! processes, real sockets, real SQLite or PostgreSQL, driven only the way users drive the system —
 //! the operator HTTP API and WebSocket (ARCHITECTURE §4.4), the configuration of §4.5,
 //! and what an agent sees on the wire (the mock agent's `MOCK_AGENT_LOG`).
 //!
@@ -17,6 +17,7 @@
 
 pub mod bins;
 pub mod claude;
+pub mod database;
 pub mod frames;
 pub mod http;
 pub mod kandev;
@@ -27,6 +28,7 @@ pub mod remote;
 pub mod wait;
 pub mod ws;
 
+pub use database::{fresh_database, on_postgres};
 pub use frames::FrameLog;
 pub use http::{ApiResponse, HttpClient};
 pub use kandev::{Asked, Executor, Kandev, KandevOptions, TURN_DEADLINE, answer_body};

@@ -556,12 +556,12 @@ async fn kandev_restarted_under_a_remote_agentctl_holding_pendings_can_answer_th
     );
     let agentctl = RemoteAgentctl::start(&[]).await;
     let db_dir = tempfile::tempdir().expect("db dir");
-    let db = format!("sqlite://{}", db_dir.path().join("kandev.db").display());
+    let db = kandev_e2e::fresh_database(db_dir.path()).await;
     let options = || {
         scenarios
             .options()
             .remote(&format!("ws://{}", agentctl.addr()), agentctl.token())
-            .env("KANDEV_DATABASE_URL", &db)
+            .database(&db)
     };
     let first = Kandev::start(options()).await;
     let (_, session) = first.task_with_session("fault", "/e2e:held").await;

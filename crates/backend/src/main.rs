@@ -13,6 +13,11 @@ CONFIGURATION (layers: built-in defaults < kandev.toml (--config / KANDEV_CONFIG
   profile                      KANDEV_PROFILE                         dev    (dev | prod | e2e)
   listen                       KANDEV_LISTEN                          127.0.0.1:8080
   database_url                 KANDEV_DATABASE_URL                    sqlite://data/kandev.db (created on first start, WAL)
+                               or PostgreSQL: postgres://user:password@host:5432/kandev (the database must
+                               exist; kandev migrates it). `kandev migrate-db --from sqlite://… --to postgres://…`
+                               copies an SQLite database's records into an empty PostgreSQL one.
+  database_pool_size           KANDEV_DATABASE_POOL_SIZE              16     (PostgreSQL connections)
+  database_statement_timeout   KANDEV_DATABASE_STATEMENT_TIMEOUT      30s    (PostgreSQL cancels a longer statement)
   profiles_file                KANDEV_PROFILES_FILE                   ./profiles.yaml if present, else the built-in copy
   notifications.clarification_requested
                                KANDEV_NOTIFICATIONS__CLARIFICATION_REQUESTED  true
@@ -57,7 +62,7 @@ naming the key (and the nearest valid one), exit code 2. So does a listen addres
 not loopback without [[auth.operators]].
 Once listening, kandev prints KANDEV_LISTENING=<addr> on stdout.";
 
-/// The Kandev backend: operator HTTP/WS API, SQLite store, sessions, clarifications.
+/// The Kandev backend: operator HTTP/WS API, SQLite or PostgreSQL store, sessions, clarifications.
 #[derive(Debug, Parser)]
 #[command(name = "kandev", version, about, after_long_help = CONFIG_HELP, after_help = CONFIG_HELP)]
 struct Cli {
@@ -75,6 +80,17 @@ enum Command {
     /// Manage operators (who may use the API when auth is on).
     #[command(subcommand)]
     Operator(OperatorCommand),
+    /// Copy every record of an SQLite database into an empty PostgreSQL database (stop
+    /// kandev first), then point `database_url` at the PostgreSQL one.
+    MigrateDb {
+        /// The SQLite database, e.g. sqlite://data/kandev.db.
+        #[arg(long, value_name = "URL")]
+        from: String,
+        /// The PostgreSQL database (must exist and be empty), e.g.
+        /// postgres://kandev@db.example.com:5432/kandev.
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -101,6 +117,34 @@ fn main() {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config),
         Command::Operator(OperatorCommand::Add { name }) => operator_add(&name),
+        Command::MigrateDb { from, to } => migrate_db(cli.config, &from, &to),
+    }
+}
+
+fn migrate_db(config_file: Option<PathBuf>, from: &str, to: &str) {
+    use kandev_backend::store::{redact_url, transfer};
+    // The pool size and statement timeout of the target come from the configuration.
+    let options = match Config::load(config_file.as_deref(), std::env::vars()) {
+        Ok(config) => config.database_options(),
+        Err(err) => {
+            eprintln!("kandev: {err}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap_or_else(|err| {
+        eprintln!("kandev: cannot start tokio: {err}");
+        std::process::exit(1);
+    });
+    match runtime.block_on(transfer::sqlite_to_postgres(from, to, &options)) {
+        Ok(report) => println!(
+            "copied {report} from {} to {}",
+            redact_url(from),
+            redact_url(to)
+        ),
+        Err(err) => {
+            eprintln!("kandev: migrate-db: {err}");
+            std::process::exit(1);
+        }
     }
 }
 

@@ -22,6 +22,7 @@ pub mod postgres;
 mod sessions;
 pub mod sqlite;
 mod tasks;
+pub mod transfer;
 mod views;
 
 use std::sync::Arc;

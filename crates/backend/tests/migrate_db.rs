@@ -1,0 +1,155 @@
+//! `kandev migrate-db`: a kandev on SQLite with tasks, sessions, messages,
+//! clarifications and notifications is copied into PostgreSQL, and a kandev on the
+//! PostgreSQL database serves the same records. Needs the PostgreSQL test cluster (a
+//! failure under `CI=true` when it is missing).
+
+mod support;
+
+use std::process::Output;
+
+use serde_json::{Value, json};
+use support::{Kandev, Options};
+
+fn red() -> Value {
+    json!({"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]})
+}
+
+fn id(v: &Value) -> String {
+    v["id"].as_str().expect("id").to_owned()
+}
+
+/// `kandev migrate-db --from … --to …`, with no `KANDEV_*` of the test runner.
+fn migrate_db(from: &str, to: &str) -> Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kandev"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("KANDEV_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.args(["migrate-db", "--from", from, "--to", to])
+        .output()
+        .expect("run kandev migrate-db")
+}
+
+/// Everything an operator can read: the board, and each session with its transcript,
+/// clarifications and the notifications.
+async fn records(kandev: &Kandev) -> Value {
+    let board = kandev.get("/api/v1/tasks").await;
+    let mut sessions = Vec::new();
+    for task in board["tasks"].as_array().expect("tasks") {
+        let detail = kandev.get(&format!("/api/v1/tasks/{}", id(task))).await;
+        for session in detail["sessions"].as_array().expect("sessions") {
+            let sid = id(session);
+            sessions.push(json!({
+                "session": kandev.session(&sid).await,
+                "messages": kandev.messages(&sid).await,
+                "clarifications": kandev.clarifications(&format!("session_id={sid}")).await,
+            }));
+        }
+    }
+    json!({
+        "board": board,
+        "sessions": sessions,
+        "notifications": kandev.notifications().await,
+    })
+}
+
+#[tokio::test]
+async fn migrate_db_copies_an_sqlite_kandev_into_postgres_and_kandev_serves_the_same_records() {
+    let Some(postgres) = kandev_testdb::database("migrate_db_copies").await else {
+        return;
+    };
+    let data = tempfile::tempdir().expect("data dir");
+    let sqlite = format!("sqlite://{}", data.path().join("kandev.db").display());
+
+    let mut before = Kandev::start_with(Options::default().database(sqlite.clone())).await;
+    assert_eq!(before.set_flag(Some(true)).await.0, 200);
+    let task = before.create_task("Pick a colour").await;
+    let answered = before.start_session(&task, "mock", Some("Pick")).await;
+    let pending = before.wait_pending(&id(&answered), 1).await;
+    let pending_id = pending[0]["pending_id"].as_str().expect("pending id");
+    assert_eq!(before.respond(pending_id, red()).await.0, 200);
+    before
+        .wait_agent_text(&id(&answered), "You picked Red.")
+        .await;
+    before.wait_state(&id(&answered), "IDLE").await;
+    // A second task whose question is still open when kandev stops.
+    let other = before.create_task("Left waiting").await;
+    let waiting = before.start_session(&other, "mock", Some("Pick")).await;
+    before.wait_pending(&id(&waiting), 1).await;
+    assert_eq!(before.terminate().await, Some(0), "{}", before.stderr());
+    // The record as kandev left it, read back by a kandev on the same file.
+    let reread = Kandev::start_with(Options::default().database(sqlite.clone())).await;
+    let expected = records(&reread).await;
+    drop(reread);
+
+    let out = migrate_db(&sqlite, &postgres);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("2 tasks, 2 sessions") && stdout.contains("2 clarifications"),
+        "the report counts what was copied: {stdout}"
+    );
+
+    let after = Kandev::start_with(Options::default().database(postgres.clone())).await;
+    let served = records(&after).await;
+    assert_eq!(
+        served, expected,
+        "PostgreSQL serves the records SQLite held"
+    );
+    assert_eq!(
+        after.get("/api/v1/runtime-flags").await["flags"][0]["source"],
+        "override",
+        "the Settings override moved too"
+    );
+    let record = after.clarification(pending_id).await;
+    assert_eq!(record["status"], "answered", "{record}");
+    assert_eq!(
+        record["answer"]["answers"][0]["selected_options"],
+        json!(["Red"]),
+        "{record}"
+    );
+}
+
+#[tokio::test]
+async fn migrate_db_refuses_a_target_that_holds_records_and_writes_nothing() {
+    let Some(postgres) = kandev_testdb::database("migrate_db_refuses").await else {
+        return;
+    };
+    let data = tempfile::tempdir().expect("data dir");
+    let sqlite = format!("sqlite://{}", data.path().join("kandev.db").display());
+    let mut source = Kandev::start_with(Options::default().database(sqlite.clone())).await;
+    source.create_task("Source task").await;
+    source.terminate().await;
+    let mut target = Kandev::start_with(Options::default().database(postgres.clone())).await;
+    target.create_task("Already there").await;
+    target.terminate().await;
+
+    let out = migrate_db(&sqlite, &postgres);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "kandev: migrate-db: the target already holds 1 row(s) in `tasks`: migrate-db copies into an empty database only"
+    );
+    let target = Kandev::start_with(Options::default().database(postgres.clone())).await;
+    let titles: Vec<Value> = target.get("/api/v1/tasks").await["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| t["title"].clone())
+        .collect();
+    assert_eq!(titles, vec![json!("Already there")]);
+
+    let backwards = migrate_db("postgres://kandev:s3cret@127.0.0.1:9/kandev", &sqlite);
+    assert_eq!(backwards.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&backwards.stderr).trim(),
+        "kandev: migrate-db: migrate-db copies from sqlite: to postgres://; --from is postgres://kandev:***@127.0.0.1:9/kandev",
+        "one line, and the password stays out of it"
+    );
+}
