@@ -5,7 +5,8 @@
 //! `session/new`'s `mcpServers`: as an `http` server when the agent advertises
 //! `mcpCapabilities.http`, else as a stdio server running `agentctl mcp-stdio`, which
 //! relays stdio MCP to the HTTP one ([`run_stdio_bridge`]). The tool call itself is
-//! handled by the session ([`crate::session::Session::ask_user_question`]).
+//! handled by whoever the endpoint serves, a [`QuestionAsker`] (the session: it owns
+//! the endpoint, so this module knows it only through the trait).
 
 use std::sync::{Arc, Weak};
 
@@ -26,8 +27,7 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
-use crate::questions::{self, TOOL_NAME};
-use crate::session::Session;
+use crate::questions::{self, AskInput, QuestionVerdict, TOOL_NAME};
 
 /// The path of the MCP endpoint on its port.
 pub const MCP_PATH: &str = "/mcp";
@@ -37,6 +37,17 @@ pub const SERVER_NAME: &str = "kandev";
 pub const URL_ENV: &str = "KANDEV_MCP_URL";
 /// Env var of the bridge's upstream bearer token (`agentctl mcp-stdio`).
 pub const TOKEN_ENV: &str = "KANDEV_MCP_TOKEN";
+
+/// What answers the tool's calls: the session the endpoint belongs to.
+pub trait QuestionAsker: Send + Sync + 'static {
+    /// Puts `input` to the operator and resolves with the verdict the tool returns;
+    /// `cancelled` fires when the agent abandons the call.
+    fn ask(
+        &self,
+        input: AskInput,
+        cancelled: CancellationToken,
+    ) -> impl std::future::Future<Output = QuestionVerdict> + Send;
+}
 
 /// One session's running MCP server. Dropping it stops the server.
 #[derive(Debug)]
@@ -48,7 +59,7 @@ pub struct McpEndpoint {
 
 impl McpEndpoint {
     /// Binds `127.0.0.1:0` and serves the tool of `session` there.
-    pub async fn start(session: Weak<Session>) -> std::io::Result<Self> {
+    pub async fn start<A: QuestionAsker>(session: Weak<A>) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let token = uuid::Uuid::new_v4().simple().to_string();
@@ -169,12 +180,19 @@ fn text_result(value: &Value, is_error: bool) -> CallToolResult {
 }
 
 /// The MCP server of one session.
-#[derive(Clone)]
-struct AskServer {
-    session: Weak<Session>,
+struct AskServer<A> {
+    session: Weak<A>,
 }
 
-impl ServerHandler for AskServer {
+impl<A> Clone for AskServer<A> {
+    fn clone(&self) -> Self {
+        Self {
+            session: self.session.clone(),
+        }
+    }
+}
+
+impl<A: QuestionAsker> ServerHandler for AskServer<A> {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
             "Kandev: ask the supervising operator with ask_user_question_kandev when you need a decision.",
@@ -214,7 +232,7 @@ impl ServerHandler for AskServer {
             return Ok(text_result(&json!({"error": "the session has ended"}), true).into());
         };
         let asked = input.questions.clone();
-        let verdict = session.ask_user_question(input, context.ct.clone()).await;
+        let verdict = session.ask(input, context.ct.clone()).await;
         let (value, is_error) = questions::tool_result(&asked, &verdict);
         Ok(text_result(&value, is_error).into())
     }
@@ -324,7 +342,15 @@ mod tests {
 
     #[tokio::test]
     async fn acp_entries_carry_the_token() {
-        let endpoint = McpEndpoint::start(Weak::new()).await.expect("binds");
+        struct Nobody;
+        impl QuestionAsker for Nobody {
+            async fn ask(&self, _: AskInput, _: CancellationToken) -> QuestionVerdict {
+                unreachable!("no call is made")
+            }
+        }
+        let endpoint = McpEndpoint::start(Weak::<Nobody>::new())
+            .await
+            .expect("binds");
         let http = endpoint.acp_server(true, "agentctl");
         assert_eq!(http["type"], "http");
         assert_eq!(http["url"], endpoint.url());

@@ -3,24 +3,24 @@
 //! A session outlives the agent-stream connection that started it: when the stream
 //! drops, the agent keeps running, pending elicitations stay answerable and events are
 //! buffered until `agent.session.attach`.
+//!
+//! This file starts the session, runs its turns and shuts it down; its rooms:
+//! `elicitations` (pending `elicitation/create` requests and their settlement),
+//! `questions` (`ask_user_question_kandev` calls) and `permission` (the
+//! permission policy).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use kandev_agent_stream::request::{
-    AgentSpec, ElicitationsRespond, PermissionPolicy, QuestionsRespond, SessionStart,
-};
+use kandev_agent_stream::request::{AgentSpec, PermissionPolicy, SessionStart};
 use kandev_agent_stream::{
-    AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorCode, ErrorPayload,
-    SettleOutcome,
+    AgentEvent, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome,
 };
-use kandev_elicitation::{ElicitationResponse, build_response, map_request};
+use kandev_elicitation::ElicitationResponse;
 use kandev_flags::FlagSnapshot;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::agent::{AcpResponder, AgentHandler, AgentLink, SpawnError};
@@ -28,8 +28,14 @@ use crate::capabilities::client_capabilities;
 use crate::config::Timeouts;
 use crate::mcp::McpEndpoint;
 use crate::outbox::{DEFAULT_CAPACITY, Outbox};
-use crate::pending::{PendingElicitation, PendingSet, TakeRefused};
-use crate::questions::{AskInput, QuestionSet, QuestionVerdict};
+use crate::pending::PendingSet;
+use crate::questions::QuestionSet;
+
+mod elicitations;
+mod permission;
+mod questions;
+
+pub use permission::permission_outcome;
 
 /// How long `initialize` + `session/new` may take.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -335,330 +341,6 @@ impl Session {
         }
     }
 
-    // ---- elicitations -------------------------------------------------------------------
-
-    fn on_elicitation(&self, params: Value, responder: AcpResponder) {
-        if !self.elicitation_enabled {
-            // AC-20: an unadvertised elicitation never reaches the operator.
-            tracing::info!(session_id = %self.id, "elicitation/create declined: features.acpElicitation is off");
-            respond_or_log(responder, ElicitationResponse::Decline.to_json());
-            return;
-        }
-        let mapped = match map_request(&params) {
-            Ok(mapped) => mapped,
-            Err(decline) => {
-                tracing::info!(session_id = %self.id, reason = ?decline.reason, detail = %decline.detail, "elicitation/create declined");
-                respond_or_log(responder, ElicitationResponse::Decline.to_json());
-                return;
-            }
-        };
-        let pending_id = uuid::Uuid::new_v4().to_string();
-        let span =
-            tracing::info_span!("elicitation", session_id = %self.id, pending_id = %pending_id);
-        let _entered = span.enter();
-        let requested = ElicitationRequested {
-            pending_id: pending_id.clone(),
-            acp_session_id: mapped.session_id.clone(),
-            tool_call_id: mapped.tool_call_id.clone(),
-            message: mapped.message.clone(),
-            questions: mapped.questions.clone(),
-        };
-        let cancellation = responder.cancellation();
-        let (settled_tx, settled_rx) = oneshot::channel();
-        let entry = PendingElicitation {
-            requested: requested.clone(),
-            mapped,
-            responder,
-            settled: Some(settled_tx),
-        };
-        let questions = requested.questions.len();
-        let mut collision = None;
-        // Parked and announced in one step, so no settlement can be reported before it.
-        let announced = self
-            .outbox
-            .emit_if(&AgentEvent::ElicitationRequested(requested), || match self
-                .pending
-                .insert(entry)
-            {
-                Ok(()) => true,
-                Err(entry) => {
-                    collision = Some(entry);
-                    false
-                }
-            });
-        if let Some(entry) = collision {
-            // A UUID v4 collision; answer rather than leave the agent waiting.
-            tracing::error!("pending id collision; declining");
-            respond_or_log(entry.responder, ElicitationResponse::Decline.to_json());
-            return;
-        }
-        tracing::info!(questions, seq = announced, "elicitation pending");
-
-        let me = self.me.clone();
-        let answer_timeout = self.timeouts.answer;
-        tokio::spawn(
-            async move {
-                tokio::select! {
-                    _ = tokio::time::sleep(answer_timeout) => {
-                        if let Some(session) = me.upgrade() {
-                            session.settle_by_id(&pending_id, SettleOutcome::TimedOut, Some(ElicitationResponse::Decline));
-                        }
-                    }
-                    _ = cancellation.cancelled() => {
-                        if let Some(session) = me.upgrade() {
-                            session.settle_by_id(&pending_id, SettleOutcome::AgentCancelled, Some(ElicitationResponse::Cancel));
-                        }
-                    }
-                    // The entry was settled by someone else and dropped its sender.
-                    _ = settled_rx => {}
-                }
-            }
-            .instrument(span.clone()),
-        );
-    }
-
-    fn settle_by_id(
-        &self,
-        pending_id: &str,
-        outcome: SettleOutcome,
-        response: Option<ElicitationResponse>,
-    ) {
-        if let Some(entry) = self.pending.take(pending_id) {
-            self.settle(entry, outcome, response);
-        }
-    }
-
-    /// Answers a removed entry (the caller removed it, so it alone may) and emits
-    /// `elicitation_settled`. Returns whether the response reached the connection.
-    fn settle(
-        &self,
-        entry: PendingElicitation<AcpResponder>,
-        outcome: SettleOutcome,
-        response: Option<ElicitationResponse>,
-    ) -> bool {
-        let PendingElicitation {
-            requested,
-            responder,
-            ..
-        } = entry;
-        let span = tracing::info_span!("settle", session_id = %self.id, pending_id = %requested.pending_id);
-        let _entered = span.enter();
-        let (outcome, sent) = match response {
-            Some(response) => {
-                let json = response.to_json();
-                match responder.respond(json.clone()) {
-                    Ok(()) => (outcome, json),
-                    Err(err) => {
-                        tracing::warn!(error = %err, ?outcome, "could not answer the agent; its connection is gone");
-                        (SettleOutcome::AgentExited, Value::Null)
-                    }
-                }
-            }
-            None => {
-                // The agent is gone; nothing can be sent.
-                drop(responder);
-                (outcome, Value::Null)
-            }
-        };
-        // The content is the operator's answer and may hold a secret (an MCP server asking
-        // for an API key), so only the action is logged; the backend gets it on the stream.
-        let action = sent.get("action").and_then(Value::as_str).unwrap_or("none");
-        tracing::info!(?outcome, action, "elicitation settled");
-        let delivered = !sent.is_null();
-        self.emit(AgentEvent::ElicitationSettled {
-            pending_id: requested.pending_id,
-            outcome,
-            response: sent,
-        });
-        delivered
-    }
-
-    /// `agent.elicitations.respond`: validate (F10), then answer exactly once.
-    pub fn respond(&self, respond: &ElicitationsRespond) -> Result<(), ErrorPayload> {
-        let taken = self.pending.take_if(&respond.pending_id, |entry| {
-            build_response(&entry.mapped, &respond.answer)
-        });
-        let (entry, response) = match taken {
-            Ok(taken) => taken,
-            Err(TakeRefused::NotFound) => {
-                return Err(ErrorPayload::new(
-                    ErrorCode::NotFound,
-                    format!(
-                        "no pending elicitation `{}` (unknown or already settled)",
-                        respond.pending_id
-                    ),
-                ));
-            }
-            Err(TakeRefused::Rejected(err)) => {
-                tracing::info!(session_id = %self.id, pending_id = %respond.pending_id, error = %err, "answer refused");
-                return Err(ErrorPayload::new(ErrorCode::InvalidAnswer, err.to_string()));
-            }
-        };
-        let outcome = match response {
-            ElicitationResponse::Decline => SettleOutcome::Declined,
-            _ => SettleOutcome::Answered,
-        };
-        if self.settle(entry, outcome, Some(response)) {
-            Ok(())
-        } else {
-            Err(ErrorPayload::new(
-                ErrorCode::Internal,
-                "the agent connection is closed; the answer was not delivered",
-            ))
-        }
-    }
-
-    /// `agent.elicitations.cancel`: the operator aborts the request; the agent gets
-    /// `{"action": "cancel"}`, exactly once.
-    pub fn cancel_elicitation(&self, pending_id: &str) -> Result<(), ErrorPayload> {
-        let Some(entry) = self.pending.take(pending_id) else {
-            return Err(ErrorPayload::new(
-                ErrorCode::NotFound,
-                format!("no pending elicitation `{pending_id}` (unknown or already settled)"),
-            ));
-        };
-        if self.settle(
-            entry,
-            SettleOutcome::OperatorCancelled,
-            Some(ElicitationResponse::Cancel),
-        ) {
-            Ok(())
-        } else {
-            Err(ErrorPayload::new(
-                ErrorCode::Internal,
-                "the agent connection is closed; the cancel was not delivered",
-            ))
-        }
-    }
-
-    fn settle_all(&self, outcome: SettleOutcome, response: Option<ElicitationResponse>) {
-        for entry in self.pending.drain() {
-            self.settle(entry, outcome, response.clone());
-        }
-    }
-
-    // ---- ask_user_question_kandev -----------------------------------------------------------
-
-    /// One `ask_user_question_kandev` call: announces it, then waits until the backend
-    /// returns a verdict, the turn is cancelled, the deadline passes
-    /// (`KANDEV_ASK_USER_QUESTION_TIMEOUT`), the caller goes away (`cancelled`) or the
-    /// session ends.
-    pub async fn ask_user_question(
-        &self,
-        input: AskInput,
-        cancelled: CancellationToken,
-    ) -> QuestionVerdict {
-        let request_id = uuid::Uuid::new_v4().to_string();
-        let span = tracing::info_span!("ask_user_question", session_id = %self.id, request_id = %request_id);
-        async {
-            if self.is_closed() {
-                return QuestionVerdict::Ended(SettleOutcome::Shutdown);
-            }
-            let requested = AskUserQuestionRequested {
-                request_id: request_id.clone(),
-                acp_session_id: self.acp_session_id().to_owned(),
-                questions: input.questions,
-                context: input.context,
-            };
-            let event = AgentEvent::AskUserQuestionRequested(requested.clone());
-            let mut verdict = None;
-            // Parked and announced in one step, so no settlement can be reported before it.
-            self.outbox.emit_if(&event, || {
-                verdict = Some(self.questions.insert(requested));
-                true
-            });
-            let Some(mut verdict) = verdict else {
-                return QuestionVerdict::Ended(SettleOutcome::Shutdown);
-            };
-            *lock(&self.last_activity) = Instant::now();
-            tracing::info!("ask_user_question_kandev waiting for the operator");
-            let ended = tokio::select! {
-                result = &mut verdict => return result.unwrap_or(QuestionVerdict::Ended(SettleOutcome::Shutdown)),
-                () = tokio::time::sleep(self.timeouts.ask) => SettleOutcome::TimedOut,
-                () = cancelled.cancelled() => SettleOutcome::AgentCancelled,
-            };
-            match self.questions.take(&request_id) {
-                Some(call) => {
-                    call.finish(QuestionVerdict::Ended(ended));
-                    tracing::info!(outcome = ?ended, "ask_user_question_kandev returned without an answer");
-                    self.emit(AgentEvent::AskUserQuestionSettled { request_id: request_id.clone(), outcome: ended });
-                    QuestionVerdict::Ended(ended)
-                }
-                // Someone else took it at the same moment; its verdict is on the way.
-                None => verdict.await.unwrap_or(QuestionVerdict::Ended(ended)),
-            }
-        }
-        .instrument(span)
-        .await
-    }
-
-    /// `agent.questions.respond`: returns a waiting call with the backend's verdict.
-    pub fn respond_questions(&self, respond: &QuestionsRespond) -> Result<(), ErrorPayload> {
-        let Some(call) = self.questions.take(&respond.request_id) else {
-            return Err(ErrorPayload::new(
-                ErrorCode::NotFound,
-                format!(
-                    "no waiting ask_user_question_kandev call `{}` (unknown or already returned)",
-                    respond.request_id
-                ),
-            ));
-        };
-        let outcome = if respond.result.rejected {
-            SettleOutcome::Declined
-        } else {
-            SettleOutcome::Answered
-        };
-        if !call.finish(QuestionVerdict::Responded(respond.result.clone())) {
-            tracing::warn!(request_id = %respond.request_id, "the caller stopped waiting just now");
-        }
-        tracing::info!(session_id = %self.id, request_id = %respond.request_id, ?outcome, "ask_user_question_kandev answered");
-        self.emit(AgentEvent::AskUserQuestionSettled {
-            request_id: respond.request_id.clone(),
-            outcome,
-        });
-        Ok(())
-    }
-
-    /// `agent.questions.cancel`: the operator aborts a waiting call; it returns as cancelled.
-    pub fn cancel_question(&self, request_id: &str) -> Result<(), ErrorPayload> {
-        let Some(call) = self.questions.take(request_id) else {
-            return Err(ErrorPayload::new(
-                ErrorCode::NotFound,
-                format!(
-                    "no waiting ask_user_question_kandev call `{request_id}` (unknown or already returned)"
-                ),
-            ));
-        };
-        let outcome = SettleOutcome::OperatorCancelled;
-        if !call.finish(QuestionVerdict::Ended(outcome)) {
-            tracing::warn!(request_id, "the caller stopped waiting just now");
-        }
-        tracing::info!(session_id = %self.id, request_id, "ask_user_question_kandev cancelled by the operator");
-        self.emit(AgentEvent::AskUserQuestionSettled {
-            request_id: request_id.to_owned(),
-            outcome,
-        });
-        Ok(())
-    }
-
-    /// `ask_user_question_kandev` calls still waiting, oldest first.
-    pub fn pending_questions(&self) -> Vec<AskUserQuestionRequested> {
-        self.questions.list()
-    }
-
-    fn end_questions(&self, outcome: SettleOutcome) {
-        for call in self.questions.drain() {
-            let request_id = call.requested.request_id.clone();
-            call.finish(QuestionVerdict::Ended(outcome));
-            self.emit(AgentEvent::AskUserQuestionSettled {
-                request_id,
-                outcome,
-            });
-        }
-    }
-
-    // ---- turns ---------------------------------------------------------------------------
-
     /// `agent.prompt`: starts a turn and returns at once; its end is `turn_completed`.
     pub fn prompt(&self, text: String) -> Result<(), ErrorPayload> {
         self.link()?;
@@ -786,97 +468,5 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn respond_or_log(responder: AcpResponder, response: Value) {
     if let Err(err) = responder.respond(response) {
         tracing::warn!(error = %err, "could not answer the agent");
-    }
-}
-
-/// The `session/request_permission` result for `policy`, and the option chosen.
-pub fn permission_outcome(params: &Value, policy: PermissionPolicy) -> (Value, Option<String>) {
-    let preferred: &[&str] = match policy {
-        PermissionPolicy::AllowOnce => &["allow_once", "allow_always"],
-        PermissionPolicy::AllowAlways => &["allow_always", "allow_once"],
-        PermissionPolicy::RejectOnce => &["reject_once", "reject_always"],
-        PermissionPolicy::Cancel => &[],
-    };
-    let options = params
-        .get("options")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    let chosen = preferred.iter().find_map(|kind| {
-        options
-            .iter()
-            .find(|option| option.get("kind").and_then(Value::as_str) == Some(kind))
-            .and_then(|option| option.get("optionId").and_then(Value::as_str))
-    });
-    match chosen {
-        Some(id) => (
-            json!({"outcome": {"outcome": "selected", "optionId": id}}),
-            Some(id.to_owned()),
-        ),
-        None => (json!({"outcome": {"outcome": "cancelled"}}), None),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn params() -> Value {
-        json!({"sessionId": "s", "toolCall": {"toolCallId": "t1"}, "options": [
-            {"optionId": "always", "name": "Always", "kind": "allow_always"},
-            {"optionId": "once", "name": "Once", "kind": "allow_once"},
-            {"optionId": "no", "name": "No", "kind": "reject_once"},
-        ]})
-    }
-
-    #[test]
-    fn permission_policy_picks_by_kind_never_by_position() {
-        let (outcome, id) = permission_outcome(&params(), PermissionPolicy::AllowOnce);
-        assert_eq!(id.as_deref(), Some("once"));
-        assert_eq!(
-            outcome,
-            json!({"outcome": {"outcome": "selected", "optionId": "once"}})
-        );
-        assert_eq!(
-            permission_outcome(&params(), PermissionPolicy::AllowAlways)
-                .1
-                .as_deref(),
-            Some("always")
-        );
-        assert_eq!(
-            permission_outcome(&params(), PermissionPolicy::RejectOnce)
-                .1
-                .as_deref(),
-            Some("no")
-        );
-    }
-
-    #[test]
-    fn permission_without_a_matching_option_is_cancelled() {
-        let (outcome, id) = permission_outcome(&params(), PermissionPolicy::Cancel);
-        assert_eq!(
-            (outcome, id),
-            (json!({"outcome": {"outcome": "cancelled"}}), None)
-        );
-        let only_reject = json!({"options": [{"optionId": "no", "kind": "reject_once"}]});
-        assert_eq!(
-            permission_outcome(&only_reject, PermissionPolicy::AllowOnce).1,
-            None
-        );
-        assert_eq!(
-            permission_outcome(&json!("garbage"), PermissionPolicy::AllowOnce).1,
-            None
-        );
-    }
-
-    #[test]
-    fn allow_once_falls_back_to_allow_always() {
-        let only_always = json!({"options": [{"optionId": "a", "kind": "allow_always"}]});
-        assert_eq!(
-            permission_outcome(&only_always, PermissionPolicy::AllowOnce)
-                .1
-                .as_deref(),
-            Some("a")
-        );
     }
 }

@@ -1,0 +1,218 @@
+//! A session's elicitations: an `elicitation/create` from the agent becomes a pending
+//! entry and an event; the operator's answer, a cancel or the end of the session settles it
+//! exactly once.
+
+use kandev_agent_stream::request::ElicitationsRespond;
+use kandev_agent_stream::{
+    AgentEvent, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome,
+};
+use kandev_elicitation::{ElicitationResponse, build_response, map_request};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use super::{Session, respond_or_log};
+use crate::agent::AcpResponder;
+use crate::pending::{PendingElicitation, TakeRefused};
+
+impl Session {
+    pub(super) fn on_elicitation(&self, params: Value, responder: AcpResponder) {
+        if !self.elicitation_enabled {
+            // AC-20: an unadvertised elicitation never reaches the operator.
+            tracing::info!(session_id = %self.id, "elicitation/create declined: features.acpElicitation is off");
+            respond_or_log(responder, ElicitationResponse::Decline.to_json());
+            return;
+        }
+        let mapped = match map_request(&params) {
+            Ok(mapped) => mapped,
+            Err(decline) => {
+                tracing::info!(session_id = %self.id, reason = ?decline.reason, detail = %decline.detail, "elicitation/create declined");
+                respond_or_log(responder, ElicitationResponse::Decline.to_json());
+                return;
+            }
+        };
+        let pending_id = uuid::Uuid::new_v4().to_string();
+        let span =
+            tracing::info_span!("elicitation", session_id = %self.id, pending_id = %pending_id);
+        let _entered = span.enter();
+        let requested = ElicitationRequested {
+            pending_id: pending_id.clone(),
+            acp_session_id: mapped.session_id.clone(),
+            tool_call_id: mapped.tool_call_id.clone(),
+            message: mapped.message.clone(),
+            questions: mapped.questions.clone(),
+        };
+        let cancellation = responder.cancellation();
+        let (settled_tx, settled_rx) = oneshot::channel();
+        let entry = PendingElicitation {
+            requested: requested.clone(),
+            mapped,
+            responder,
+            settled: Some(settled_tx),
+        };
+        let questions = requested.questions.len();
+        let mut collision = None;
+        // Parked and announced in one step, so no settlement can be reported before it.
+        let announced = self
+            .outbox
+            .emit_if(&AgentEvent::ElicitationRequested(requested), || match self
+                .pending
+                .insert(entry)
+            {
+                Ok(()) => true,
+                Err(entry) => {
+                    collision = Some(entry);
+                    false
+                }
+            });
+        if let Some(entry) = collision {
+            // A UUID v4 collision; answer rather than leave the agent waiting.
+            tracing::error!("pending id collision; declining");
+            respond_or_log(entry.responder, ElicitationResponse::Decline.to_json());
+            return;
+        }
+        tracing::info!(questions, seq = announced, "elicitation pending");
+
+        let me = self.me.clone();
+        let answer_timeout = self.timeouts.answer;
+        tokio::spawn(
+            async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(answer_timeout) => {
+                        if let Some(session) = me.upgrade() {
+                            session.settle_by_id(&pending_id, SettleOutcome::TimedOut, Some(ElicitationResponse::Decline));
+                        }
+                    }
+                    _ = cancellation.cancelled() => {
+                        if let Some(session) = me.upgrade() {
+                            session.settle_by_id(&pending_id, SettleOutcome::AgentCancelled, Some(ElicitationResponse::Cancel));
+                        }
+                    }
+                    // The entry was settled by someone else and dropped its sender.
+                    _ = settled_rx => {}
+                }
+            }
+            .instrument(span.clone()),
+        );
+    }
+
+    pub(super) fn settle_by_id(
+        &self,
+        pending_id: &str,
+        outcome: SettleOutcome,
+        response: Option<ElicitationResponse>,
+    ) {
+        if let Some(entry) = self.pending.take(pending_id) {
+            self.settle(entry, outcome, response);
+        }
+    }
+
+    /// Answers a removed entry (the caller removed it, so it alone may) and emits
+    /// `elicitation_settled`. Returns whether the response reached the connection.
+    pub(super) fn settle(
+        &self,
+        entry: PendingElicitation<AcpResponder>,
+        outcome: SettleOutcome,
+        response: Option<ElicitationResponse>,
+    ) -> bool {
+        let PendingElicitation {
+            requested,
+            responder,
+            ..
+        } = entry;
+        let span = tracing::info_span!("settle", session_id = %self.id, pending_id = %requested.pending_id);
+        let _entered = span.enter();
+        let (outcome, sent) = match response {
+            Some(response) => {
+                let json = response.to_json();
+                match responder.respond(json.clone()) {
+                    Ok(()) => (outcome, json),
+                    Err(err) => {
+                        tracing::warn!(error = %err, ?outcome, "could not answer the agent; its connection is gone");
+                        (SettleOutcome::AgentExited, Value::Null)
+                    }
+                }
+            }
+            None => {
+                // The agent is gone; nothing can be sent.
+                drop(responder);
+                (outcome, Value::Null)
+            }
+        };
+        // The content is the operator's answer and may hold a secret (an MCP server asking
+        // for an API key), so only the action is logged; the backend gets it on the stream.
+        let action = sent.get("action").and_then(Value::as_str).unwrap_or("none");
+        tracing::info!(?outcome, action, "elicitation settled");
+        let delivered = !sent.is_null();
+        self.emit(AgentEvent::ElicitationSettled {
+            pending_id: requested.pending_id,
+            outcome,
+            response: sent,
+        });
+        delivered
+    }
+
+    /// `agent.elicitations.respond`: validate (F10), then answer exactly once.
+    pub fn respond(&self, respond: &ElicitationsRespond) -> Result<(), ErrorPayload> {
+        let taken = self.pending.take_if(&respond.pending_id, |entry| {
+            build_response(&entry.mapped, &respond.answer)
+        });
+        let (entry, response) = match taken {
+            Ok(taken) => taken,
+            Err(TakeRefused::NotFound) => {
+                return Err(ErrorPayload::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "no pending elicitation `{}` (unknown or already settled)",
+                        respond.pending_id
+                    ),
+                ));
+            }
+            Err(TakeRefused::Rejected(err)) => {
+                tracing::info!(session_id = %self.id, pending_id = %respond.pending_id, error = %err, "answer refused");
+                return Err(ErrorPayload::new(ErrorCode::InvalidAnswer, err.to_string()));
+            }
+        };
+        let outcome = match response {
+            ElicitationResponse::Decline => SettleOutcome::Declined,
+            _ => SettleOutcome::Answered,
+        };
+        if self.settle(entry, outcome, Some(response)) {
+            Ok(())
+        } else {
+            Err(ErrorPayload::new(
+                ErrorCode::Internal,
+                "the agent connection is closed; the answer was not delivered",
+            ))
+        }
+    }
+
+    /// `agent.elicitations.cancel`: the operator aborts the request; the agent gets
+    /// `{"action": "cancel"}`, exactly once.
+    pub fn cancel_elicitation(&self, pending_id: &str) -> Result<(), ErrorPayload> {
+        let Some(entry) = self.pending.take(pending_id) else {
+            return Err(ErrorPayload::new(
+                ErrorCode::NotFound,
+                format!("no pending elicitation `{pending_id}` (unknown or already settled)"),
+            ));
+        };
+        if self.settle(
+            entry,
+            SettleOutcome::OperatorCancelled,
+            Some(ElicitationResponse::Cancel),
+        ) {
+            Ok(())
+        } else {
+            Err(ErrorPayload::new(
+                ErrorCode::Internal,
+                "the agent connection is closed; the cancel was not delivered",
+            ))
+        }
+    }
+
+    pub(super) fn settle_all(&self, outcome: SettleOutcome, response: Option<ElicitationResponse>) {
+        for entry in self.pending.drain() {
+            self.settle(entry, outcome, response.clone());
+        }
+    }
+}
