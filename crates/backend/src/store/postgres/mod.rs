@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
-use sqlx::{PgPool, Postgres, Row, Transaction};
+use sqlx::{Connection, PgConnection, PgPool, Postgres, Row, Transaction};
 
 use crate::model::Timestamp;
 use crate::store::{DatabaseOptions, OpenError, StoreError};
@@ -35,6 +35,9 @@ pub struct PostgresDb {
 
 type Tx = Transaction<'static, Postgres>;
 
+/// How long connecting may take before start-up gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl PostgresDb {
     /// Connects to `url` (the database must exist) and migrates it.
     pub async fn open(url: &str, options: &DatabaseOptions) -> Result<Self, OpenError> {
@@ -48,15 +51,28 @@ impl PostgresDb {
                 "statement_timeout",
                 format!("{}ms", options.statement_timeout.as_millis()),
             )]);
+        let refused = |message: String| OpenError::Connect {
+            url: shown.clone(),
+            message,
+        };
+        // One direct connection first: a pool retries until its timeout and then reports
+        // only that it timed out, where this names the cause (no server, no database, …).
+        let probe = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&connect))
+            .await
+            .map_err(|_| {
+                refused(format!(
+                    "no answer from the server within {}s",
+                    CONNECT_TIMEOUT.as_secs()
+                ))
+            })?
+            .map_err(|err| refused(connect_message(&err)))?;
+        let _ = probe.close().await;
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size)
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(CONNECT_TIMEOUT)
             .connect_with(connect)
             .await
-            .map_err(|err| OpenError::Connect {
-                url: shown.clone(),
-                message: connect_message(&err),
-            })?;
+            .map_err(|err| refused(connect_message(&err)))?;
         MIGRATOR
             .run(&pool)
             .await
