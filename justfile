@@ -75,7 +75,7 @@ probe-claude VERSION:
     cargo build -p kandev-e2e --bin probe-claude
     target/debug/probe-claude {{VERSION}}
 
-# Performance report (ARCHITECTURE §8): mapping criterion benches, full-stack round trip and load, each beside its baseline and target → target/bench/report.{json,md}. `just bench --quick` is the reduced CI run.
+# Performance report (docs/architecture.md §8): mapping criterion benches, full-stack round trip and load, each beside its baseline and target → target/bench/report.{json,md}. `just bench --quick` is the reduced CI run.
 bench *ARGS:
     if [[ " {{ARGS}} " == *" --quick "* ]]; then cargo bench -p kandev-elicitation --bench mapping -- --warm-up-time 0.3 --measurement-time 1; else cargo bench -p kandev-elicitation --bench mapping; fi
     cargo build --workspace --bins

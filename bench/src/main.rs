@@ -1,4 +1,4 @@
-//! `kandev-bench`: the figures of ARCHITECTURE §8, each beside a baseline measured in
+//! `kandev-bench`: the figures of docs/architecture.md §8, each beside a baseline measured in
 //! the same run and its target.
 //!
 //! - `kandev-bench run [--quick]` reads the mapping benches' criterion estimates, runs

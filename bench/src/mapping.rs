@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-/// The ARCHITECTURE §8 bar: mapping costs at most this many times parsing the same JSON.
+/// The docs/architecture.md §8 bar: mapping costs at most this many times parsing the same JSON.
 pub const TARGET_RATIO: f64 = 2.0;
 
 /// One measured operation beside its `from_slice` baseline.

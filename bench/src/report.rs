@@ -9,7 +9,7 @@ use crate::load::{LoadResult, Shape};
 use crate::mapping::{MappingFigure, TARGET_RATIO};
 use crate::stats::{Percentiles, histogram_svg, percentiles};
 
-/// Round-trip overhead targets, ms (ARCHITECTURE §8).
+/// Round-trip overhead targets, ms (docs/architecture.md §8).
 pub const OVERHEAD_P50_MS: f64 = 5.0;
 /// Round-trip overhead p99 target, ms.
 pub const OVERHEAD_P99_MS: f64 = 25.0;

@@ -1,6 +1,6 @@
 //! The full-stack e2e harness of Kandev (issue 5): real `kandev`, `agentctl` and agent
 //! processes, real sockets, real SQLite or PostgreSQL, driven only the way users drive the system —
-//! the operator HTTP API and WebSocket (ARCHITECTURE §4.4), the configuration of §4.5,
+//! the operator HTTP API and WebSocket (docs/architecture.md §4.4), the configuration of §4.5,
 //! and what an agent sees on the wire (the mock agent's `MOCK_AGENT_LOG`).
 //!
 //! - [`Kandev`] starts one backend per test on an ephemeral port with its own temp

@@ -1,4 +1,4 @@
-//! The fault suite (issue 8, ARCHITECTURE §8 "every `elicitation/create` gets exactly one
+//! The fault suite (issue 8, docs/architecture.md §8 "every `elicitation/create` gets exactly one
 //! response"): things that try to break that promise at full stack — a hundred operators
 //! on one pending, the agent's `$/cancel_request` racing an answer, agentctl and the agent
 //! SIGKILLed with pendings, the agent stream cut and restored again and again while

@@ -1,4 +1,4 @@
-//! The extended form vocabulary (ARCHITECTURE §7) at full stack: a boolean, an integer
+//! The extended form vocabulary (docs/architecture.md §7) at full stack: a boolean, an integer
 //! with bounds that is required, and a number, answered through the API as text, arrive
 //! at the agent as JSON of the schema's types; out-of-range, unparseable and missing
 //! required answers are 400 and leave the pending open.

@@ -1,4 +1,4 @@
-// Waiting is visible away from the tab (ARCHITECTURE §13): the tab title counts the
+// Waiting is visible away from the tab (docs/architecture.md §13): the tab title counts the
 // questions waiting across every session (`(2) Kandev · Board`); after the operator opts
 // in under Settings, a desktop notification (Notification API) names the task — never
 // the question text (F9) — and an optional chime plays. Preferences live in this

@@ -1,4 +1,4 @@
-// The operator HTTP API (ARCHITECTURE §4.4). Every call resolves to the parsed body or
+// The operator HTTP API (docs/architecture.md §4.4). Every call resolves to the parsed body or
 // throws an ApiError carrying the HTTP status and the server's `{error: {code, message}}`.
 
 /** An HTTP error from the API, or a network failure (status 0). */

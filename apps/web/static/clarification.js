@@ -1,4 +1,4 @@
-// The answer surface (spec "The answer surface"; ARCHITECTURE §4.3): renders one pending
+// The answer surface (spec "The answer surface"; docs/architecture.md §4.3): renders one pending
 // clarification as a form, checks the answers inline (answer-rules.js), submits them and
 // reports the outcome. The source-specific rules are described in answer-rules.js.
 

@@ -1,4 +1,4 @@
-// The session's settled questions (ARCHITECTURE §13): each with the answer given, how it
+// The session's settled questions (docs/architecture.md §13): each with the answer given, how it
 // ended (answered, skipped, cancelled, timed out, agent cancelled, withdrawn), by whom and
 // when — kept in place from the records the session view applies.
 

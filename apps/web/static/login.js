@@ -1,4 +1,4 @@
-// Operator sign-in (ARCHITECTURE §10). When kandev requires operators, the page first
+// Operator sign-in (docs/architecture.md §10). When kandev requires operators, the page first
 // asks who is signed in (`GET /api/v1/auth/me`); without a session it shows this form,
 // which exchanges a token (from `kandev operator add`) for an HttpOnly session cookie.
 // The token is never stored by the page: the cookie carries the sign-in, and script

@@ -1,4 +1,4 @@
-// Full-stack browser tests of the ask_user_question_kandev path (ARCHITECTURE §6 F3,
+// Full-stack browser tests of the ask_user_question_kandev path (docs/architecture.md §6 F3,
 // AC-57): the mock agent calls the MCP tool agentctl serves, the backend raises a
 // clarification with source "ask_user_question", and the operator answers it in the same
 // surface as an elicitation, under this path's rules. What the agent got back is read from

@@ -1,5 +1,5 @@
 // The sign-in page in headless chromium against a real kandev requiring operators
-// (ARCHITECTURE §10): nothing but the form without a session, a wrong token refused, the
+// (docs/architecture.md §10): nothing but the form without a session, a wrong token refused, the
 // right one exchanged for an HttpOnly SameSite=Strict cookie that script cannot read and
 // that opens the board and its WebSocket, and sign-out back to the form.
 

@@ -1,4 +1,4 @@
-// The operator surface of ARCHITECTURE §13, full stack: Cancel (the agent gets
+// The operator surface of docs/architecture.md §13, full stack: Cancel (the agent gets
 // `{"action":"cancel"}`), who asks (the agent's id and ACP agentInfo, the tool call), and
 // the history of settled questions with answer, outcome, by whom and when.
 // (tests/fixtures/scenarios/settle-each-way.json settles five questions five ways.)

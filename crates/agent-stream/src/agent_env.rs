@@ -1,4 +1,4 @@
-//! The environment an agent process starts with (ARCHITECTURE §10): chosen, never
+//! The environment an agent process starts with (docs/architecture.md §10): chosen, never
 //! inherited wholesale.
 //!
 //! An agent runs model-driven code, so it gets only [`ALLOWLIST`] (plus `LC_*`) from

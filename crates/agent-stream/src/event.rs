@@ -20,8 +20,8 @@ pub struct ElicitationRequested {
     pub questions: Vec<Question>,
 }
 
-/// An `ask_user_question_kandev` MCP tool call waiting for the operator (ARCHITECTURE
-/// §6 F3: the legacy clarification path, beside elicitation).
+/// An `ask_user_question_kandev` MCP tool call waiting for the operator
+/// (docs/architecture.md §6 F3: the legacy clarification path, beside elicitation).
 ///
 /// Unlike an elicitation, the backend mints the clarification id and may fold this call
 /// into an existing pending record with the same normalised questions (D4); the call is

@@ -1,6 +1,6 @@
 //! # kandev-agent-stream
 //!
-//! The wire between the backend and agentctl (ARCHITECTURE §4.2): a WebSocket at
+//! The wire between the backend and agentctl (docs/architecture.md §4.2): a WebSocket at
 //! [`STREAM_PATH`] carrying JSON text frames, each an [`Envelope`].
 //!
 //! - The backend sends `request` frames whose `action` is one of [`action`] and whose

@@ -122,7 +122,7 @@ impl<'de> Deserialize<'de> for ElicitationsRespond {
 }
 
 /// `agent.elicitations.cancel`: the operator aborts one pending elicitation; the agent
-/// gets `{"action": "cancel"}` (ARCHITECTURE §13).
+/// gets `{"action": "cancel"}` (docs/architecture.md §13).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ElicitationsCancel {

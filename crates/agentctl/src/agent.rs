@@ -99,7 +99,7 @@ impl AgentLink {
         handler: Arc<dyn AgentHandler>,
     ) -> Result<Self, SpawnError> {
         let (program, args) = spec.command.split_first().ok_or(SpawnError::EmptyCommand)?;
-        // Chosen, not inherited (ARCHITECTURE §10): the agent runs model-driven code, so it
+        // Chosen, not inherited (docs/architecture.md §10): the agent runs model-driven code, so it
         // never sees the stream token (it could answer its own elicitations), kandev's
         // settings or credentials it was not deliberately given.
         let (env, dropped) = agent_environment(std::env::vars(), spec);

@@ -1,4 +1,4 @@
-//! The ACP `clientCapabilities` agentctl advertises in `initialize` (ARCHITECTURE §4.1).
+//! The ACP `clientCapabilities` agentctl advertises in `initialize` (docs/architecture.md §4.1).
 //!
 //! One function, [`client_capabilities`], builds the value from the agent id and the
 //! session's flag snapshot. The flag-off output is pinned byte for byte by the fixtures in

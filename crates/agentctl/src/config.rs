@@ -1,4 +1,5 @@
-//! agentctl's own timing configuration, read from its environment (ARCHITECTURE §4.5, F13a).
+//! agentctl's own timing configuration, read from its environment (docs/architecture.md
+//! §4.5, F13a).
 //!
 //! agentctl never reads `KANDEV_FEATURES_*` (F5): runtime flags arrive per session in
 //! `agent.session.start`.

@@ -1,5 +1,5 @@
 //! `agentctl elicitation map|respond`: the mapping on stdin/stdout, for debugging a form
-//! without an agent or a backend (ARCHITECTURE §7).
+//! without an agent or a backend (docs/architecture.md §7).
 
 use kandev_elicitation::{OperatorAnswer, build_response, map_request};
 use serde_json::{Value, json};

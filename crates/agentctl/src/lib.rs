@@ -1,7 +1,7 @@
 //! # kandev-agentctl
 //!
 //! agentctl runs one ACP agent subprocess per session and serves the **agent stream**
-//! (ARCHITECTURE §4.2) to the Kandev backend. It is the only process that holds the
+//! (docs/architecture.md §4.2) to the Kandev backend. It is the only process that holds the
 //! agent's open ACP requests, so it is where "exactly one response per
 //! `elicitation/create`" is won or lost.
 //!

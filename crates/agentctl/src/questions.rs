@@ -1,4 +1,4 @@
-//! The `ask_user_question_kandev` MCP tool (ARCHITECTURE §6 F3): its input rules, the
+//! The `ask_user_question_kandev` MCP tool (docs/architecture.md §6 F3): its input rules, the
 //! calls waiting for the operator, and what the agent gets back.
 //!
 //! The tool is the clarification path that predates elicitation. agentctl only checks

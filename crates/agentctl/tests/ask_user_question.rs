@@ -1,4 +1,4 @@
-//! The `ask_user_question_kandev` MCP server (ARCHITECTURE §6 F3): reached over real
+//! The `ask_user_question_kandev` MCP server (docs/architecture.md §6 F3): reached over real
 //! HTTP with the URL and bearer token agentctl gave the agent in `session/new`, its
 //! input rules, the wait for `agent.questions.respond`, turn cancel, the deadline, and
 //! the `agentctl mcp-stdio` bridge.

@@ -1,4 +1,4 @@
-//! The backend's configuration (ARCHITECTURE §4.5): figment layers, built-in
+//! The backend's configuration (docs/architecture.md §4.5): figment layers, built-in
 //! defaults < `kandev.toml` (`--config` / `KANDEV_CONFIG`) < `KANDEV_*` env.
 //!
 //! A bad value stops start-up with one line naming the key ([`ConfigError`]), and so

@@ -1,5 +1,5 @@
 //! [`AppError`]: every way an API call fails, rendered as
-//! `{"error": {"code", "message"}}` with its HTTP status (ARCHITECTURE §4.4).
+//! `{"error": {"code", "message"}}` with its HTTP status (docs/architecture.md §4.4).
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;

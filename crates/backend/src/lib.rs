@@ -11,12 +11,14 @@
 //! - [`clarifications`] — questions from `elicitation/create` and `ask_user_question_kandev`,
 //!   settled exactly once; they reach agents through a narrow trait the sessions implement.
 //! - [`agent_link`] — the agent stream to agentctl, and the executors that start it.
-//! - [`store`] — one trait per domain, implemented on SQLite; every invariant that must hold
-//!   across processes is a transaction or a conditional update there. [`model`] holds the
-//!   records and their rules, with no I/O.
+//! - [`store`] — one trait per domain, implemented on SQLite and on PostgreSQL; every
+//!   invariant that must hold across processes is a transaction or a conditional update
+//!   there. [`model`] holds the records and their rules, with no I/O.
 //! - [`events`] — rooms publish committed changes; one feed turns them into operator events.
 //! - [`auth`] says who is asking (the guard in [`http`] enforces it); [`notifications`],
 //!   [`flags`], [`config`]; [`app`] wires it all and serves.
+//!
+//! The rooms and their imports are drawn in docs/architecture.md §2.
 
 pub mod agent_link;
 pub mod app;

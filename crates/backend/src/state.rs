@@ -29,7 +29,7 @@ pub struct AppState {
     pub sessions: Arc<SessionRegistry>,
     /// The clarification rooms.
     pub clarifications: Clarifications,
-    /// Operators and their sessions (ARCHITECTURE §10).
+    /// Operators and their sessions (docs/architecture.md §10).
     pub auth: Arc<Auth>,
 }
 

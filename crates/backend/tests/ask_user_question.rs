@@ -1,4 +1,4 @@
-//! The `ask_user_question_kandev` path beside elicitation (ARCHITECTURE §6 F3, spec
+//! The `ask_user_question_kandev` path beside elicitation (docs/architecture.md §6 F3, spec
 //! AC-57, D4), through the operator API with the real `kandev`, `agentctl` and
 //! `mock-agent` processes: the mock calls the MCP tool agentctl serves, the backend keeps
 //! the record under its own id, and the answer goes back as the tool result.

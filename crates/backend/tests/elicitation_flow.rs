@@ -1,5 +1,5 @@
 //! The elicitation lifecycle through the operator API, with the real `kandev`,
-//! `agentctl` and `mock-agent` processes (ARCHITECTURE §3).
+//! `agentctl` and `mock-agent` processes (docs/architecture.md §3).
 
 mod support;
 

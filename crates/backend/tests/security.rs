@@ -1,4 +1,4 @@
-//! ARCHITECTURE §10 at the HTTP level: the real `kandev` binary on a real socket, driven
+//! docs/architecture.md §10 at the HTTP level: the real `kandev` binary on a real socket, driven
 //! with reqwest and tokio-tungstenite the way an attacker's page, curl and the browser
 //! would. Each attack of issue 12 is a test named after it; each shows the refusal and
 //! that nothing changed, and that the legitimate client still gets through.

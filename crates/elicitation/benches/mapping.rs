@@ -1,4 +1,4 @@
-//! Criterion benches of the mapping (ARCHITECTURE §8: mapping the two-question bridge
+//! Criterion benches of the mapping (docs/architecture.md §8: mapping the two-question bridge
 //! form costs at most 2× parsing its JSON). Each measured operation has its baseline in
 //! the same group: `serde_json::from_slice` of the same bytes.
 //!

@@ -1,4 +1,4 @@
-//! The operator's answer as it travels from the answer surface (ARCHITECTURE §4.2): the
+//! The operator's answer as it travels from the answer surface (docs/architecture.md §4.2): the
 //! one type of the HTTP body, the agent-stream payloads and the mapping. Unknown fields
 //! are refused, so a misspelt key is an error rather than an empty answer.
 

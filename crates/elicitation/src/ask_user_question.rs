@@ -1,4 +1,4 @@
-//! The answer rules of the `ask_user_question_kandev` path (ARCHITECTURE §6 F3, spec
+//! The answer rules of the `ask_user_question_kandev` path (docs/architecture.md §6 F3, spec
 //! AC-57), which are stricter than an elicitation's: either `rejected: true` with no
 //! answers, or every question answered exactly once with one declared option or custom
 //! text (at most [`MAX_CUSTOM_TEXT_CHARS`] characters), never both.

@@ -40,7 +40,7 @@
 //! ## Mapping rules
 //!
 //! Each property of `requestedSchema.properties` is classified by the first rule that
-//! matches (spec "Schema → questions mapping", ARCHITECTURE §5 and §7):
+//! matches (spec "Schema → questions mapping", docs/architecture.md §5 and §7):
 //!
 //! 1. `{type: "string", oneOf: [...]}` → single-select; each entry with a string
 //!    `const` becomes an option (label `title || const`); other entries are skipped.

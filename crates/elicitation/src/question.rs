@@ -1,4 +1,4 @@
-//! The operator-facing question model (ARCHITECTURE §4.3).
+//! The operator-facing question model (docs/architecture.md §4.3).
 //!
 //! A [`Question`] is what one property of an elicitation's `requestedSchema` becomes
 //! after mapping. Its [`Question::id`] is the verbatim schema property key, so an
@@ -58,7 +58,7 @@ pub struct CustomAnswer {
     pub description: Option<String>,
 }
 
-/// Validation constraints carried over from the schema (ARCHITECTURE §7).
+/// Validation constraints carried over from the schema (docs/architecture.md §7).
 ///
 /// Every field is optional; an unconstrained question serializes as `{}`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! `elicitation/create` params → questions (spec rules 1–5, D1, D2, D10, ARCHITECTURE §7).
+//! `elicitation/create` params → questions (spec rules 1–5, D1, D2, D10, docs/architecture.md §7).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -1,5 +1,5 @@
 //! One `requestedSchema` property → what it becomes: a question, a companion, or
-//! nothing (spec rules 1–5, then the ARCHITECTURE §7 extensions between rules 4 and 5).
+//! nothing (spec rules 1–5, then the docs/architecture.md §7 extensions between rules 4 and 5).
 //!
 //! Works on raw JSON and is lenient inside the schema: a property (or option entry)
 //! of a shape it does not recognise is skipped, never an error.

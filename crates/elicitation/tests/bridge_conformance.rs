@@ -1,4 +1,4 @@
-//! Conformance against the real Claude bridge (issue 2 item 4, ARCHITECTURE §7).
+//! Conformance against the real Claude bridge (issue 2 item 4, docs/architecture.md §7).
 //!
 //! `@agentclientprotocol/claude-agent-acp` builds its AskUserQuestion form with
 //! `askUserQuestionsToCreateRequest` and folds the client's answer back into the

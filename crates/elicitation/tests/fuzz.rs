@@ -1,4 +1,4 @@
-//! Fuzzing of the mapping and the response builder (ARCHITECTURE §8: "the mapping never
+//! Fuzzing of the mapping and the response builder (docs/architecture.md §8: "the mapping never
 //! panics on any JSON"), as proptest properties over arbitrary JSON, structurally mutated
 //! fixtures and byte-mutated fixtures, with answers derived from whatever the mapping
 //! produced (valid and invalid ones alike). The corpus seeds are every params fixture of

@@ -1,6 +1,6 @@
 //! # kandev-flags
 //!
-//! Kandev's runtime flags (ARCHITECTURE §4.5):
+//! Kandev's runtime flags (docs/architecture.md §4.5):
 //!
 //! - [`REGISTRY`]: every flag with the metadata the Settings page shows
 //!   ([`FlagDefinition`]); today it holds [`ACP_ELICITATION`].

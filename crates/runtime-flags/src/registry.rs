@@ -1,5 +1,5 @@
 //! The flag registry: every runtime flag Kandev knows, with the metadata the
-//! Settings page shows operators (ARCHITECTURE §4.5).
+//! Settings page shows operators (docs/architecture.md §4.5).
 
 use serde::{Deserialize, Serialize};
 
@@ -76,8 +76,9 @@ pub const REGISTRY: &[FlagDefinition] = &[FlagDefinition {
                   keep the value they started with.",
     stability: Stability::Experimental,
     risk_level: RiskLevel::Medium,
-    // Resolved at every session start and sent to agentctl, so no restart is needed
-    // (a deliberate change from the spec's table; see ARCHITECTURE §4.5).
+    // Resolved at every session start and sent to agentctl, so no restart is needed: a
+    // deliberate change from the spec's table, recorded in
+    // docs/decisions/0003-flag-snapshot-at-session-start.md.
     restart_required: false,
     mutable: true,
     default: false,

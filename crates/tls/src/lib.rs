@@ -2,7 +2,7 @@
 //!
 //! TLS shared by `kandev` (HTTPS/WSS operator API, `wss://` remote executors) and
 //! `agentctl` (`serve --tls-cert --tls-key`), on rustls with the ring provider
-//! (ARCHITECTURE §10).
+//! (docs/architecture.md §10).
 //!
 //! - [`server_config`] reads a PEM certificate chain and its private key.
 //! - [`client_config`] trusts the system's root certificates, or only the CA(s) of one

@@ -1,4 +1,4 @@
-//! Operator authentication (ARCHITECTURE §10): who is asking, from the `[auth]` section.
+//! Operator authentication (docs/architecture.md §10): who is asking, from the `[auth]` section.
 //!
 //! API clients send `Authorization: Bearer <token>`; the browser signs in once and then
 //! carries a signed session cookie ([`session`]). Tokens are compared by their SHA-256

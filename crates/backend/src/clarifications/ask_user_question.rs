@@ -1,5 +1,5 @@
 //! Clarifications raised by the `ask_user_question_kandev` MCP tool agentctl serves
-//! (ARCHITECTURE §6 F3, spec AC-57, D4). What differs from an elicitation:
+//! (docs/architecture.md §6 F3, spec AC-57, D4). What differs from an elicitation:
 //!
 //! - the record id is minted here (UUID v4); agentctl's `request_id` names one tool call,
 //!   and several calls may wait on one record;

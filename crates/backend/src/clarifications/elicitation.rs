@@ -1,4 +1,4 @@
-//! Clarifications raised by ACP `elicitation/create` (ARCHITECTURE §3): the record keeps
+//! Clarifications raised by ACP `elicitation/create` (docs/architecture.md §3): the record keeps
 //! agentctl's `pending_id` verbatim (AC-60) and is never deduplicated (D4). An operator's
 //! answer or cancel is ALWAYS forwarded first, with no local already-settled check in
 //! front (D5, AC-61, AC-12g): agentctl is the one place that adjudicates duplicates, and
@@ -153,7 +153,7 @@ pub(super) async fn respond(
     }
 }
 
-/// Forward-first cancel (ARCHITECTURE §13): the agent gets `{"action": "cancel"}`.
+/// Forward-first cancel (docs/architecture.md §13): the agent gets `{"action": "cancel"}`.
 pub(super) async fn cancel(
     rooms: &Clarifications,
     agents: &dyn SessionAgents,

@@ -184,7 +184,7 @@ impl Clarifications {
         }
     }
 
-    /// `POST /api/v1/clarifications/{pending_id}/cancel` by `operator` (ARCHITECTURE §13).
+    /// `POST /api/v1/clarifications/{pending_id}/cancel` by `operator` (docs/architecture.md §13).
     pub async fn cancel(
         &self,
         agents: &dyn SessionAgents,

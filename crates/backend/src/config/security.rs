@@ -1,4 +1,4 @@
-//! `[server]` and `[auth]` (ARCHITECTURE §10): who may reach the operator API, from
+//! `[server]` and `[auth]` (docs/architecture.md §10): who may reach the operator API, from
 //! where, and over what; checked at start-up so a deployment never runs open by mistake.
 
 use std::net::SocketAddr;

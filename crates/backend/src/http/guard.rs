@@ -1,4 +1,4 @@
-//! The gate in front of every route (ARCHITECTURE §10).
+//! The gate in front of every route (docs/architecture.md §10).
 //!
 //! [`screen`] runs first, on every request: a `Host` that is not this server (DNS
 //! rebinding) and, on a WebSocket upgrade or a state-changing request, an `Origin` that

@@ -1,4 +1,4 @@
-//! Browser sign-in (ARCHITECTURE §10): `POST /api/v1/auth/login {token}` exchanges an
+//! Browser sign-in (docs/architecture.md §10): `POST /api/v1/auth/login {token}` exchanges an
 //! operator token for the HttpOnly, SameSite=Strict session cookie; `POST
 //! /api/v1/auth/logout` drops it; `GET /api/v1/auth/me` says who is signed in.
 //!

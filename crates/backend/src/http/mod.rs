@@ -1,5 +1,5 @@
-//! The operator API (ARCHITECTURE §4.4): one router, one module per domain, behind
-//! the `guard` (Host/Origin checks, operator auth; ARCHITECTURE §10).
+//! The operator API (docs/architecture.md §4.4): one router, one module per domain, behind
+//! the `guard` (Host/Origin checks, operator auth; docs/architecture.md §10).
 
 mod agents;
 mod clarifications;

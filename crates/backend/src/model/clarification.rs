@@ -1,4 +1,4 @@
-//! Clarifications (ARCHITECTURE §4.3): the operator-facing record of a question an
+//! Clarifications (docs/architecture.md §4.3): the operator-facing record of a question an
 //! agent asked, and the rules by which it is settled exactly once.
 //!
 //! A record leaves `pending` once. Who may still change it afterwards is decided by
