@@ -3,15 +3,16 @@
 //! An answer given on the replica that does not own the session reaches the agent; the
 //! other replica's operators see the owner's events; forty answers spread over both
 //! deliver one; the owner SIGKILLed with a question pending, the survivor takes the
-//! session over and the answer still reaches the agent; sessions spread over two
-//! agentctl hosts and a dead host is skipped.
+//! session over and the answer still reaches the agent; an owner cut off from the
+//! database lets go once its lease has run out and the other replica carries on; sessions
+//! spread over two agentctl hosts and a dead host is skipped.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use kandev_e2e::{
-    DEADLINE, Kandev, KandevOptions, OperatorWs, RemoteAgentctl, TURN_DEADLINE, answer_body, poll,
-    poll_until,
+    DEADLINE, FaultProxy, Kandev, KandevOptions, OperatorWs, RemoteAgentctl, TURN_DEADLINE,
+    answer_body, poll, poll_until,
 };
 use serde_json::json;
 
@@ -295,4 +296,207 @@ async fn sessions_spread_over_two_agentctl_hosts_and_a_dead_host_is_skipped() {
         kandev.log().contains("agentctl host skipped"),
         "the dead host's skip is logged"
     );
+}
+
+/// `url` (`postgres://user@host:port/db`) with its host and port replaced by `addr`.
+fn through(url: &str, addr: std::net::SocketAddr) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL");
+    let (user, rest) = rest.split_once('@').expect("a user");
+    let (_, db) = rest.split_once('/').expect("a database");
+    format!("{scheme}://{user}@{addr}/{db}")
+}
+
+/// The `host:port` of a database URL.
+fn server_of(url: &str) -> std::net::SocketAddr {
+    let rest = url.split_once('@').expect("a user").1;
+    rest.split_once('/')
+        .expect("a database")
+        .0
+        .parse()
+        .expect("host:port")
+}
+
+#[tokio::test]
+async fn an_owner_cut_off_from_the_database_lets_go_and_the_other_replica_carries_on() {
+    let Some(db) = kandev_testdb::database("replicas_partition").await else {
+        return;
+    };
+    let agentctl = RemoteAgentctl::start(&[]).await;
+    let url = format!("ws://{}", agentctl.addr());
+    let proxy = FaultProxy::start(server_of(&db)).await;
+    let a = replica("replica-a", &through(&db, proxy.addr()), |o| {
+        o.remote(&url, agentctl.token())
+    })
+    .await;
+    let b = replica("replica-b", &db, |o| o.remote(&url, agentctl.token())).await;
+    let asked = a.ask("mock", "/e2e:single").await;
+
+    proxy.cut();
+    poll_until("the cut-off owner to let go", DEADLINE, || async {
+        a.log()
+            .contains("this replica no longer acts for the session")
+            .then_some(())
+    })
+    .await;
+    poll_until("the other replica to take over", DEADLINE, || async {
+        b.log().contains("session re-attached").then_some(())
+    })
+    .await;
+    let r = b
+        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
+        .await;
+    assert_eq!(r.status, 200, "{r}");
+    assert_eq!(r.body, json!({"status": "answered"}), "{r}");
+    a.frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
+    b.wait_session_state(&asked.session_id, "IDLE").await;
+
+    // Back on the database, the old owner acts for nothing: the session stays B's.
+    proxy.restore();
+    let r = a
+        .api()
+        .post(
+            &format!("/api/v1/sessions/{}/prompt", asked.session_id),
+            &json!({"text": "/e2e:single"}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "forwarded to the new owner: {r}");
+    b.wait_pending(&asked.session_id, 1).await;
+    assert_eq!(
+        a.frames().elicitation_responses().len(),
+        1,
+        "the agent got one answer"
+    );
+    assert!(
+        !a.log().contains("session lost its agent"),
+        "the old owner wrote no end for the session"
+    );
+}
+
+/// `kandev operator add NAME` → (token, the TOML lines it printed).
+fn operator_add(name: &str) -> (String, String) {
+    let output = std::process::Command::new(kandev_e2e::bins::kandev())
+        .args(["operator", "add", name])
+        .output()
+        .expect("run kandev operator add");
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let token = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("kdv_"))
+        .expect("a token line")
+        .to_owned();
+    let toml = text[text.find("[[auth.operators]]").expect("config lines")..].to_owned();
+    (token, toml)
+}
+
+/// `POST path` on `kandev` as the operator with `token`.
+async fn post_as(
+    kandev: &Kandev,
+    token: &str,
+    path: &str,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let response = reqwest::Client::new()
+        .post(format!("http://{}{path}", kandev.addr()))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_forwarded_answer_is_recorded_as_the_operator_who_gave_it() {
+    let Some(db) = kandev_testdb::database("replicas_answered_by").await else {
+        return;
+    };
+    let agentctl = RemoteAgentctl::start(&[]).await;
+    let url = format!("ws://{}", agentctl.addr());
+    let (alice, alice_toml) = operator_add("alice");
+    let (bob, bob_toml) = operator_add("bob");
+    let auth = format!("[auth]\nrequired = true\n\n{alice_toml}\n{bob_toml}");
+    let with_auth = |o: KandevOptions| {
+        o.remote(&url, agentctl.token())
+            .env("KANDEV_AUTH__SESSION_SECRET", "replicas-session-secret")
+            .toml(&auth)
+    };
+    let a = replica("replica-a", &db, with_auth).await;
+    let b = replica("replica-b", &db, with_auth).await;
+
+    let (status, task) = post_as(
+        &a,
+        &alice,
+        "/api/v1/tasks",
+        &json!({"title": "who answered"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{task}");
+    let path = format!(
+        "/api/v1/tasks/{}/sessions",
+        task["id"].as_str().expect("id")
+    );
+    let (status, session) = post_as(
+        &a,
+        &alice,
+        &path,
+        &json!({"agent": "mock", "prompt": "/e2e:single"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{session}");
+    let sid = session["id"].as_str().expect("id");
+    let record = poll_until("the pending record", DEADLINE, || async {
+        let (status, body) = get_as(
+            &b,
+            &bob,
+            &format!("/api/v1/clarifications?session_id={sid}&status=pending"),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        body["clarifications"]
+            .as_array()
+            .and_then(|l| l.first().cloned())
+    })
+    .await;
+    let pid = record["pending_id"].as_str().expect("id");
+
+    let (status, body) = post_as(
+        &b,
+        "kdv_not-a-token",
+        &format!("/api/v1/clarifications/{pid}/respond"),
+        &answer_body(&[("question_0", &["SQLite"], "")]),
+    )
+    .await;
+    assert_eq!(
+        status, 401,
+        "a bad token is refused before anything is forwarded: {body}"
+    );
+    let (status, body) = post_as(
+        &b,
+        &bob,
+        &format!("/api/v1/clarifications/{pid}/respond"),
+        &answer_body(&[("question_0", &["SQLite"], "")]),
+    )
+    .await;
+    assert_eq!((status, &body), (200, &json!({"status": "answered"})));
+    let (_, record) = get_as(&a, &alice, &format!("/api/v1/clarifications/{pid}")).await;
+    assert_eq!(record["answered_by"], "bob", "{record}");
+}
+
+/// `GET path` on `kandev` as the operator with `token`.
+async fn get_as(kandev: &Kandev, token: &str, path: &str) -> (u16, serde_json::Value) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let response = reqwest::Client::new()
+        .get(format!("http://{}{path}", kandev.addr()))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or_default())
 }
