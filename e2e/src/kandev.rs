@@ -39,6 +39,8 @@ pub enum Executor {
         /// The agent-stream bearer token.
         token: String,
     },
+    /// kandev spreads sessions over several agentctls (`executor.hosts`), `(url, token)`.
+    RemoteHosts(Vec<(String, String)>),
 }
 
 /// How to start a [`Kandev`].
@@ -91,13 +93,20 @@ impl KandevOptions {
         self
     }
 
+    /// Several remote agentctls, `(url, token)` each (`executor.hosts`).
+    pub fn remote_hosts(mut self, hosts: &[(String, String)]) -> Self {
+        self.executor = Executor::RemoteHosts(hosts.to_vec());
+        self
+    }
+
     /// The CA a remote `wss://` agentctl is verified against (`executor.ca_cert`).
     pub fn executor_ca_cert(mut self, path: &Path) -> Self {
         self.executor_ca_cert = Some(path.to_owned());
         self
     }
 
-    /// The database kandev uses (default: a fresh one of the engine under test).
+    /// The database kandev uses (default: a fresh one of the engine under test), e.g. one
+    /// PostgreSQL database from `kandev_testdb` shared by replicas.
     pub fn database(mut self, url: &str) -> Self {
         self.database = Some(url.to_owned());
         self
@@ -230,6 +239,18 @@ impl Kandev {
                 }
                 toml.push('\n');
             }
+            Executor::RemoteHosts(hosts) => {
+                let listed: Vec<String> = hosts
+                    .iter()
+                    .map(|(url, token)| {
+                        format!("{{ url = {}, token = {} }}", toml_str(url), toml_str(token))
+                    })
+                    .collect();
+                toml.push_str(&format!(
+                    "[executor]\nkind = \"remote\"\nhosts = [{}]\n\n",
+                    listed.join(", ")
+                ));
+            }
         }
         toml.push_str(&options.extra_toml);
         let config = dir.join("kandev.toml");
@@ -258,6 +279,12 @@ impl Kandev {
             .parse()
             .expect("KANDEV_LISTENING holds an address");
         (process, addr, frames)
+    }
+
+    /// SIGKILLs kandev's process group, as in a crash (a remote agentctl, in its own
+    /// group, lives on); its directory and logs stay.
+    pub fn kill(&mut self) {
+        self.process.kill_group();
     }
 
     /// Starts kandev with the default options.

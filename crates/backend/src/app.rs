@@ -112,6 +112,8 @@ pub async fn serve(mut config: Config, profiles: Profiles) -> Result<(), StartEr
             "sessions left live by a previous run re-attached to their agentctl"
         );
     }
+    // Renews this replica's leases, lets go of lost ones, takes over expired ones.
+    state.sessions.spawn_lease_keeper();
     // TCP_NODELAY on every connection: small latency-bound frames (operator WS, respond).
     let listener = ServeListener::new(listener, tls).map_err(|source| StartError::Listen {
         addr: addr.to_string(),

@@ -6,9 +6,11 @@
 //! nearest valid one (a mistyped `[auth]` must never silently mean "no auth").
 //! `[server]` and `[auth]` live in [`security`].
 
+mod cluster;
 mod security;
 mod strict;
 
+pub use cluster::{ClusterConfig, DEFAULT_LEASE};
 pub use security::{
     AuthConfig, OperatorConfig, ServerConfig, TlsConfig, is_valid_operator_name, normalize_origin,
 };
@@ -149,6 +151,9 @@ pub struct Config {
     /// `[auth]`: operators.
     #[serde(default)]
     pub auth: AuthConfig,
+    /// `[cluster]`: replicas on one PostgreSQL.
+    #[serde(default)]
+    pub cluster: ClusterConfig,
 }
 
 fn default_pool_size() -> u32 {
@@ -211,6 +216,7 @@ impl Default for Config {
             profiles_file: None,
             server: ServerConfig::default(),
             auth: AuthConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -324,18 +330,43 @@ impl Config {
                 ));
             }
         }
-        if let ExecutorConfig::Remote { url, token, .. } = &self.executor {
-            if !(url.starts_with("ws://") || url.starts_with("wss://")) {
+        if let ExecutorConfig::Remote {
+            url, token, hosts, ..
+        } = &self.executor
+        {
+            let listed: Vec<(String, &str, &str)> = if hosts.is_empty() {
+                vec![("executor".to_owned(), url.as_str(), token.as_str())]
+            } else if !url.is_empty() || !token.is_empty() {
                 return Err(ConfigError::new(
-                    "executor.url",
-                    format!("`{url}` must start with ws:// or wss://"),
+                    "executor.hosts",
+                    "give either url and token, or hosts = [{url, token}, …], not both",
                 ));
-            }
-            if token.is_empty() {
-                return Err(ConfigError::new(
-                    "executor.token",
-                    "a remote executor needs the agentctl token",
-                ));
+            } else {
+                hosts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| {
+                        (
+                            format!("executor.hosts[{i}]"),
+                            h.url.as_str(),
+                            h.token.as_str(),
+                        )
+                    })
+                    .collect()
+            };
+            for (at, url, token) in listed {
+                if !(url.starts_with("ws://") || url.starts_with("wss://")) {
+                    return Err(ConfigError::new(
+                        format!("{at}.url"),
+                        format!("`{url}` must start with ws:// or wss://"),
+                    ));
+                }
+                if token.is_empty() {
+                    return Err(ConfigError::new(
+                        format!("{at}.token"),
+                        "a remote executor needs the agentctl token",
+                    ));
+                }
             }
         }
         if let Some(path) = &self.profiles_file
@@ -346,6 +377,7 @@ impl Config {
                 format!("{} does not exist", path.display()),
             ));
         }
+        cluster::validate(self)?;
         security::validate(self)
     }
 

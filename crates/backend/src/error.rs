@@ -90,6 +90,15 @@ pub enum AppError {
     /// 503 `AGENT_STREAM_NOT_CONNECTED`: nothing was sent to the agent.
     #[error("{0}")]
     AgentStreamNotConnected(String),
+    /// 503 with its own code: a replica the request needs cannot serve it now
+    /// (`OWNER_UNREACHABLE`, `CLUSTER_NOT_CONFIGURED`); nothing was done.
+    #[error("{message}")]
+    Unavailable {
+        /// Which.
+        code: &'static str,
+        /// Why, and what happens next.
+        message: String,
+    },
     /// 502 `AGENTCTL_ERROR`: agentctl failed or answered something unexpected.
     #[error("{0}")]
     Agentctl(String),
@@ -125,7 +134,9 @@ impl AppError {
             Self::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::AgentStreamNotConnected(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::AgentStreamNotConnected(_) | Self::Unavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Agentctl(_) => StatusCode::BAD_GATEWAY,
             Self::AgentctlTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Store(StoreError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
@@ -140,7 +151,9 @@ impl AppError {
             Self::BadRequest(_) => "BAD_REQUEST",
             Self::InvalidAnswer(_) => "INVALID_ANSWER",
             Self::Conflict { code, .. } => code,
-            Self::Unauthorized { code, .. } | Self::Forbidden { code, .. } => code,
+            Self::Unauthorized { code, .. }
+            | Self::Forbidden { code, .. }
+            | Self::Unavailable { code, .. } => code,
             Self::TooManyAttempts { .. } => "TOO_MANY_ATTEMPTS",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",

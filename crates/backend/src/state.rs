@@ -47,11 +47,6 @@ impl AppState {
         let flags = Arc::new(flags);
         let hub = EventHub::new();
         let (publisher, changes) = Publisher::new();
-        tokio::spawn(crate::events::feed::run(
-            stores.clone(),
-            changes,
-            hub.clone(),
-        ));
         let notifier = Notifier::new(stores.clone(), publisher.clone(), config.notifications);
         let clarifications = Clarifications::new(stores.clone(), publisher.clone(), notifier);
         let sessions = Arc::new(SessionRegistry::new(
@@ -61,6 +56,28 @@ impl AppState {
             Arc::clone(&config),
             Arc::clone(&flags),
             connector,
+        ));
+        let others = stores.bus.is_shared().then(|| {
+            let replica = sessions.ownership.replica_id.clone();
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(crate::events::bus::send(
+                stores.clone(),
+                replica.clone(),
+                rx,
+            ));
+            tokio::spawn(crate::events::bus::listen(
+                stores.clone(),
+                Arc::clone(&flags),
+                hub.clone(),
+                replica,
+            ));
+            tx
+        });
+        tokio::spawn(crate::events::feed::run(
+            stores.clone(),
+            changes,
+            hub.clone(),
+            others,
         ));
         Self {
             stores,

@@ -32,6 +32,11 @@ pub trait SessionLink: Send + Sync + 'static {
 
     /// Stops the agent and, for a local executor, agentctl.
     fn shutdown(&self) -> BoxFuture<'_, ()>;
+
+    /// Closes the stream without telling agentctl anything: a remote agentctl keeps the
+    /// session for whoever attaches next (this replica lost its lease). By default
+    /// nothing happens.
+    fn detach(&self) {}
 }
 
 /// A shared link.
@@ -97,6 +102,10 @@ impl SessionLink for AgentLink {
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(AgentLink::shutdown(self))
+    }
+
+    fn detach(&self) {
+        AgentLink::detach(self);
     }
 }
 

@@ -73,13 +73,19 @@ pub enum ExecutorConfig {
         #[serde(skip)]
         pass_env: Vec<String>,
     },
-    /// Connect to an agentctl deployed elsewhere.
+    /// Connect to an agentctl deployed elsewhere: one (`url`, `token`), or several
+    /// (`hosts`), a new session going to the one with the fewest live sessions.
     Remote {
         /// Base URL, e.g. `ws://10.0.0.5:7740` or `wss://agents.example.com:7740` (the
-        /// stream path is appended).
+        /// stream path is appended). Empty when `hosts` lists them.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         url: String,
         /// Its bearer token.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         token: String,
+        /// Several agentctl hosts, each with its own token (instead of `url`/`token`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hosts: Vec<RemoteHost>,
         /// For `wss://`: the PEM CA certificate(s) to verify agentctl against, instead of
         /// the system's root certificates.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,11 +104,13 @@ impl std::fmt::Debug for ExecutorConfig {
             Self::Remote {
                 url,
                 token: _,
+                hosts,
                 ca_cert,
             } => f
                 .debug_struct("Remote")
                 .field("url", url)
                 .field("token", &"<redacted>")
+                .field("hosts", hosts)
                 .field("ca_cert", ca_cert)
                 .finish(),
         }
@@ -129,8 +137,59 @@ impl ExecutorConfig {
         Self::Remote {
             url: url.into(),
             token: token.into(),
+            hosts: Vec::new(),
             ca_cert: None,
         }
+    }
+
+    /// Whether agentctl runs elsewhere (and so outlives this process).
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Self::Remote { .. })
+    }
+
+    /// One executor per agentctl host, each a single-host remote (`url`, `token`); the
+    /// local executor, or a single remote host, is its own only one.
+    pub fn hosts(&self) -> Vec<ExecutorConfig> {
+        match self {
+            Self::Remote { hosts, ca_cert, .. } if !hosts.is_empty() => hosts
+                .iter()
+                .map(|h| Self::Remote {
+                    url: h.url.clone(),
+                    token: h.token.clone(),
+                    hosts: Vec::new(),
+                    ca_cert: ca_cert.clone(),
+                })
+                .collect(),
+            other => vec![other.clone()],
+        }
+    }
+
+    /// The agentctl URL of a single-host remote executor.
+    pub fn remote_url(&self) -> Option<&str> {
+        match self {
+            Self::Remote { url, .. } if !url.is_empty() => Some(url),
+            _ => None,
+        }
+    }
+}
+
+/// One agentctl host of a remote executor, `executor.hosts = [{url, token}, …]`. Its
+/// `Debug` output never shows the token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteHost {
+    /// Base URL, `ws://…` or `wss://…`.
+    pub url: String,
+    /// Its bearer token.
+    pub token: String,
+}
+
+impl std::fmt::Debug for RemoteHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteHost")
+            .field("url", &self.url)
+            .field("token", &"<redacted>")
+            .finish()
     }
 }
 
@@ -426,6 +485,17 @@ impl AgentLink {
             .and_then(|process| process.pid())
     }
 
+    /// Closes the stream without `agent.shutdown` and without reconnecting: a remote
+    /// agentctl keeps the session detached, for another replica to attach (this one
+    /// lost its lease). The event receiver ends. A later `shutdown` does nothing more.
+    pub fn detach(&self) {
+        if self.inner.shutting_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.inner.shared.close();
+        tracing::info!(session_id = %self.inner.shared.session_id, "agent link detached");
+    }
+
     /// Asks agentctl to shut the agent down, closes the stream, and stops a local agentctl.
     ///
     /// `agent.shutdown` is sent only when the stream is up and a session was started on
@@ -488,6 +558,7 @@ async fn open(
             url,
             token,
             ca_cert,
+            ..
         } => {
             let endpoint = Endpoint::remote(url, token, ca_cert.as_deref())
                 .map_err(|err| LinkError::Unreachable(err.to_string()))?;

@@ -105,6 +105,7 @@ pub async fn requested(
 /// with that outcome — proof, too, that an answer whose reply was cut off arrived.
 pub async fn returned(
     rooms: &Clarifications,
+    session: &SessionRef,
     request_id: &str,
     outcome: SettleOutcome,
 ) -> Result<(), StoreError> {
@@ -115,7 +116,11 @@ pub async fn returned(
     let settled = rooms
         .stores
         .clarifications
-        .call_returned(request_id, &name, &Settlement::from_agentctl(outcome))
+        .call_returned(
+            request_id,
+            &name,
+            &Settlement::from_agentctl(outcome).fenced(session.fence),
+        )
         .await?;
     if let Some(done) = settled {
         tracing::info!(request_id, pending_id = %done.record.pending_id, status = done.record.status.as_str(), "clarification settled: its last tool call returned");
@@ -141,7 +146,8 @@ pub async fn reconcile(
         .clarifications
         .waiting_calls_of_session(&session.session_id)
         .await?;
-    let unseen = Settlement::by_backend(ClarificationStatus::Cancelled, Outcome::Withdrawn);
+    let unseen = Settlement::by_backend(ClarificationStatus::Cancelled, Outcome::Withdrawn)
+        .fenced(session.fence);
     for request_id in waiting
         .iter()
         .filter(|id| !held.iter().any(|h| &h.request_id == *id))
@@ -214,9 +220,10 @@ async fn deliver(
     settlement: Settlement,
 ) -> Result<(), AppError> {
     let store = &rooms.stores.clarifications;
-    let Some(link) = agents.link_of(&record.session_id) else {
+    let Some((link, fence)) = agents.link_of(&record.session_id) else {
         return Err(not_active(&record.pending_id, record.status));
     };
+    let settlement = settlement.fenced(fence);
     let token = uuid::Uuid::new_v4().to_string();
     let calls = match store.claim(&record.pending_id, &token).await? {
         Claim::Claimed { calls, .. } => calls,
@@ -262,7 +269,8 @@ async fn deliver(
         }
         // Every call had returned already (or none waited): nothing can take the verb.
         tracing::info!("no tool call waits for this record any more");
-        let withdrawn = Settlement::by_backend(ClarificationStatus::Cancelled, Outcome::Withdrawn);
+        let withdrawn = Settlement::by_backend(ClarificationStatus::Cancelled, Outcome::Withdrawn)
+            .fenced(fence);
         if let Some(done) = store
             .settle_claimed(&record.pending_id, &token, &withdrawn)
             .await?

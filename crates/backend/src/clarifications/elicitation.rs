@@ -14,7 +14,7 @@ use super::service::{CancelStatus, Clarifications, RespondStatus, SessionAgents,
 use crate::agent_link::{LinkError, call};
 use crate::error::{AppError, Origin};
 use crate::model::{
-    Clarification, ClarificationStatus, MessageKind, NewClarification, NewMessage, Outcome,
+    Clarification, ClarificationStatus, Fence, MessageKind, NewClarification, NewMessage, Outcome,
     Settlement, Source, author,
 };
 use crate::store::{SettledRecord, StoreError};
@@ -77,12 +77,12 @@ pub(super) fn request_message(
 /// `elicitation_settled`: agentctl's word is final (it may correct a provisional status).
 pub async fn settled(
     rooms: &Clarifications,
+    session: &SessionRef,
     pending_id: &str,
     outcome: SettleOutcome,
 ) -> Result<Option<SettledRecord>, StoreError> {
-    let settled = rooms
-        .settle_and_announce(pending_id, &Settlement::from_agentctl(outcome))
-        .await?;
+    let settlement = Settlement::from_agentctl(outcome).fenced(session.fence);
+    let settled = rooms.settle_and_announce(pending_id, &settlement).await?;
     if let Some(done) = &settled {
         tracing::info!(
             pending_id,
@@ -112,7 +112,7 @@ pub async fn reattached(
             &session.session_id,
             Some(Source::Elicitation),
             &keep,
-            &Settlement::disconnected(),
+            &Settlement::disconnected().fenced(session.fence),
         )
         .await?;
     for done in &gone {
@@ -129,7 +129,7 @@ pub(super) async fn respond(
     answer: OperatorAnswer,
     operator: &str,
 ) -> Result<RespondStatus, AppError> {
-    let Some(link) = deliverable(rooms, agents, &record).await? else {
+    let Some((link, fence)) = deliverable(rooms, agents, &record).await? else {
         return not_delivered(rooms, &record, &answer).await;
     };
     let payload = ElicitationsRespond {
@@ -143,13 +143,14 @@ pub(super) async fn respond(
             } else {
                 RespondStatus::Answered
             };
+            let settlement = Settlement::answered(answer, operator).fenced(fence);
             rooms
-                .settle_and_announce(&record.pending_id, &Settlement::answered(answer, operator))
+                .settle_and_announce(&record.pending_id, &settlement)
                 .await?;
             tracing::info!(status = ?verdict, "answer delivered");
             Ok(verdict)
         }
-        Err(err) => Err(refused(rooms, &record, err).await?),
+        Err(err) => Err(refused(rooms, &record, fence, err).await?),
     }
 }
 
@@ -160,7 +161,7 @@ pub(super) async fn cancel(
     record: Clarification,
     operator: &str,
 ) -> Result<CancelStatus, AppError> {
-    let Some(link) = deliverable(rooms, agents, &record).await? else {
+    let Some((link, fence)) = deliverable(rooms, agents, &record).await? else {
         return Err(AppError::NotFound {
             message: format!(
                 "clarification `{}` can no longer be cancelled: its agent is gone",
@@ -174,28 +175,29 @@ pub(super) async fn cancel(
     };
     match call::<_, Success>(&*link, action::ELICITATIONS_CANCEL, &payload).await {
         Ok(_) => {
+            let settlement = Settlement::cancelled_by(operator).fenced(fence);
             rooms
-                .settle_and_announce(&record.pending_id, &Settlement::cancelled_by(operator))
+                .settle_and_announce(&record.pending_id, &settlement)
                 .await?;
             tracing::info!("cancel delivered");
             Ok(CancelStatus::Cancelled)
         }
-        Err(err) => Err(refused(rooms, &record, err).await?),
+        Err(err) => Err(refused(rooms, &record, fence, err).await?),
     }
 }
 
-/// The link an operator's verb goes through, or `None` when the agent is gone for good
-/// (a record still pending is then `agent_disconnected`).
+/// The link an operator's verb goes through (with its session's fence), or `None` when
+/// the agent is gone for good (a record still pending is then `agent_disconnected`).
 async fn deliverable(
     rooms: &Clarifications,
     agents: &dyn SessionAgents,
     record: &Clarification,
-) -> Result<Option<crate::agent_link::DynLink>, AppError> {
+) -> Result<Option<(crate::agent_link::DynLink, Fence)>, AppError> {
     if record.status == ClarificationStatus::AgentDisconnected {
         return Ok(None);
     }
-    if let Some(link) = agents.link_of(&record.session_id) {
-        return Ok(Some(link));
+    if let Some(held) = agents.link_of(&record.session_id) {
+        return Ok(Some(held));
     }
     if record.status == ClarificationStatus::Pending {
         // Its session has no link any more: nothing can deliver the answer.
@@ -220,6 +222,7 @@ async fn deliverable(
 async fn refused(
     rooms: &Clarifications,
     record: &Clarification,
+    fence: Fence,
     err: LinkError,
 ) -> Result<AppError, StoreError> {
     if let LinkError::Remote(ErrorPayload {
@@ -231,7 +234,8 @@ async fn refused(
         rooms
             .settle_and_announce(
                 &record.pending_id,
-                &Settlement::by_backend(ClarificationStatus::Cancelled, Outcome::Withdrawn),
+                &Settlement::by_backend(ClarificationStatus::Cancelled, Outcome::Withdrawn)
+                    .fenced(fence),
             )
             .await?;
     } else {

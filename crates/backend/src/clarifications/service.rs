@@ -7,7 +7,7 @@ use tracing::Instrument;
 use crate::agent_link::DynLink;
 use crate::error::{AppError, Origin};
 use crate::events::{Change, Publisher};
-use crate::model::{Clarification, Message, Settlement, Source};
+use crate::model::{Clarification, Fence, Message, Settlement, Source};
 use crate::notifications::Notifier;
 use crate::store::{SettledRecord, StoreError, Stores};
 
@@ -15,8 +15,8 @@ use crate::store::{SettledRecord, StoreError, Stores};
 /// process holds. Implemented by the session registry; owned here so this room never
 /// names it.
 pub trait SessionAgents: Send + Sync {
-    /// The link of session `session_id`, when it is live here.
-    fn link_of(&self, session_id: &str) -> Option<DynLink>;
+    /// The link of session `session_id` and the fence of its lease, when it is live here.
+    fn link_of(&self, session_id: &str) -> Option<(DynLink, Fence)>;
 }
 
 /// A session, as the clarification rooms name it on messages and notifications.
@@ -28,6 +28,8 @@ pub struct SessionRef {
     pub task_id: String,
     /// The task's title (notifications name the task, never the question).
     pub task_title: String,
+    /// The fence of the session's lease: settlements made for it carry it.
+    pub fence: Fence,
 }
 
 /// What became of an answer.

@@ -109,12 +109,15 @@ pub(super) fn validate(config: &Config) -> Result<(), ConfigError> {
     validate_auth(config)?;
     validate_server(&config.server)?;
     if let ExecutorConfig::Remote {
-        url,
-        ca_cert: Some(ca),
-        ..
+        ca_cert: Some(ca), ..
     } = &config.executor
     {
-        if !url.starts_with("wss://") {
+        let hosts = config.executor.hosts();
+        if let Some(url) = hosts
+            .iter()
+            .filter_map(ExecutorConfig::remote_url)
+            .find(|url| !url.starts_with("wss://"))
+        {
             return Err(ConfigError::new(
                 "executor.ca_cert",
                 format!("only applies to a wss:// url, and executor.url is `{url}`"),

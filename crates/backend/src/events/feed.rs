@@ -2,14 +2,24 @@
 //! each change to the [`EventHub`] as operator events, reading the views a change names.
 //! One task per process, so per-session order is publication order.
 
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
+use crate::events::bus::Named;
 use crate::events::{Change, EventHub, kind};
 use crate::store::{StoreError, Stores};
 
-/// Runs until every publisher is gone.
-pub async fn run(stores: Stores, mut changes: UnboundedReceiver<Change>, hub: EventHub) {
+/// Runs until every publisher is gone. With `others` (replicas share the database),
+/// each change is also queued there, by its ids, for the other replicas ([`super::bus`]).
+pub async fn run(
+    stores: Stores,
+    mut changes: UnboundedReceiver<Change>,
+    hub: EventHub,
+    others: Option<UnboundedSender<Named>>,
+) {
     while let Some(change) = changes.recv().await {
+        if let Some(others) = &others {
+            let _ = others.send(Named::of(&change));
+        }
         if let Err(err) = forward(&stores, &hub, change).await {
             tracing::warn!(error = %err, "cannot read a changed resource for the operator feed");
         }

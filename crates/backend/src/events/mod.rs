@@ -4,7 +4,10 @@
 //! [`feed`] task per process turns each change into the operator events of
 //! `GET /api/v1/ws` (`{"type", "data"}`), reading from the stores what the change does
 //! not carry, and broadcasts them on the [`EventHub`] every WebSocket subscribes to.
+//! With replicas on PostgreSQL, the [`bus`] carries each change's ids to the other
+//! replicas, whose listeners read it and broadcast it to their own operators.
 
+pub mod bus;
 mod change;
 pub mod feed;
 mod hub;

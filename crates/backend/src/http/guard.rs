@@ -43,7 +43,13 @@ pub(super) async fn screen(
     request: Request,
     next: Next,
 ) -> Response {
-    if let Err(err) = check_host_and_origin(&state.config, &request) {
+    // A replica forwarding a verb (ARCHITECTURE §12) is no browser: it names the owner
+    // by its advertise_url, which the authenticated secret vouches for.
+    let cluster = matches!(
+        super::forward::cluster_call(&state, request.headers()),
+        super::forward::ClusterCall::Valid(_)
+    );
+    if !cluster && let Err(err) = check_host_and_origin(&state.config, &request) {
         tracing::warn!(
             method = %request.method(),
             path = request.uri().path(),
@@ -224,6 +230,22 @@ pub(super) async fn authenticate(
     let path = request.uri().path();
     let needs_operator =
         (path == "/api" || path.starts_with("/api/")) && !OPEN_API_PATHS.contains(&path);
+    match super::forward::cluster_call(&state, request.headers()) {
+        super::forward::ClusterCall::None => {}
+        super::forward::ClusterCall::Valid(operator) => {
+            request.extensions_mut().insert(operator);
+            return next.run(request).await;
+        }
+        super::forward::ClusterCall::Invalid => {
+            tracing::warn!(path, "replica call refused: wrong cluster secret");
+            super::drain(request.into_body()).await;
+            return unauthorized(
+                "INVALID_CLUSTER_SECRET",
+                "the cluster secret does not match this replica's cluster.secret",
+            )
+            .into_response();
+        }
+    }
     if !state.auth.required() {
         request.extensions_mut().insert(Operator::local());
         return next.run(request).await;

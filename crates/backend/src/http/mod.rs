@@ -3,6 +3,7 @@
 
 mod agents;
 mod clarifications;
+pub mod forward;
 pub mod guard;
 mod health;
 mod login;
@@ -67,6 +68,12 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback(fallback)
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
+        // Innermost: the body is bounded and the operator known before a verb for a
+        // session another replica owns is forwarded there.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            forward::to_owner,
+        ))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::from_fn(limit_body))
         .layer(axum::middleware::from_fn_with_state(

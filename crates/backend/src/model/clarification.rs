@@ -18,6 +18,7 @@ use kandev_agent_stream::SettleOutcome;
 use kandev_elicitation::{OperatorAnswer, Question};
 use serde::{Deserialize, Serialize};
 
+use crate::model::lease::Fence;
 use crate::model::time::Timestamp;
 
 /// Where a clarification came from.
@@ -240,6 +241,9 @@ pub struct Settlement {
     pub answer: Option<OperatorAnswer>,
     /// The operator, when one acted.
     pub answered_by: Option<String>,
+    /// The lease generation of the session's owner this settlement is made under: it
+    /// applies only while that lease stands (ARCHITECTURE §12).
+    pub fence: Fence,
 }
 
 /// What a [`Settlement`] does to a record.
@@ -290,6 +294,7 @@ impl Settlement {
             by: SettledBy::Agentctl,
             answer: None,
             answered_by: None,
+            fence: Fence::NONE,
         }
     }
 
@@ -306,6 +311,7 @@ impl Settlement {
             by: SettledBy::Operator,
             answer: Some(answer),
             answered_by: Some(operator.to_owned()),
+            fence: Fence::NONE,
         }
     }
 
@@ -317,6 +323,7 @@ impl Settlement {
             by: SettledBy::Operator,
             answer: None,
             answered_by: Some(operator.to_owned()),
+            fence: Fence::NONE,
         }
     }
 
@@ -328,7 +335,14 @@ impl Settlement {
             by: SettledBy::Backend,
             answer: None,
             answered_by: None,
+            fence: Fence::NONE,
         }
+    }
+
+    /// The same settlement, applied only while the session's lease has `fence`'s
+    /// generation.
+    pub fn fenced(self, fence: Fence) -> Self {
+        Self { fence, ..self }
     }
 
     /// Its agent or agentctl is gone: it can never be answered.
@@ -457,6 +471,7 @@ mod tests {
                 by: SettledBy::ALL[new_by],
                 answer: None,
                 answered_by: (SettledBy::ALL[new_by] == SettledBy::Operator).then(|| "op".to_owned()),
+                fence: Fence::NONE,
             };
             let effect = s.effect_on(current);
             if current.status == ClarificationStatus::Pending {

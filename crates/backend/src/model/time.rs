@@ -22,6 +22,16 @@ impl Timestamp {
         self.0
     }
 
+    /// `by` later (saturating at the largest instant chrono holds).
+    pub fn plus(self, by: std::time::Duration) -> Self {
+        let by = chrono::Duration::from_std(by).unwrap_or(chrono::Duration::MAX);
+        Self(
+            self.0
+                .checked_add_signed(by)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+        )
+    }
+
     /// The fixed-width RFC 3339 text.
     pub fn to_rfc3339(self) -> String {
         self.0.to_rfc3339_opts(SecondsFormat::Micros, true)

@@ -83,7 +83,7 @@ impl Consumer {
                 self.registry
                     .stores
                     .sessions
-                    .end_turn(&self.live.id)
+                    .end_turn(&self.live.id, self.live.fence)
                     .await?;
                 self.registry
                     .publisher
@@ -115,7 +115,7 @@ impl Consumer {
                 pending_id,
                 outcome,
                 ..
-            }) => elicitation::settled(rooms, &pending_id, outcome)
+            }) => elicitation::settled(rooms, &session, &pending_id, outcome)
                 .await
                 .map(|_| ()),
             LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(request)) => {
@@ -127,7 +127,7 @@ impl Consumer {
             LinkEvent::Agent(AgentEvent::AskUserQuestionSettled {
                 request_id,
                 outcome,
-            }) => ask_user_question::returned(rooms, &request_id, outcome).await,
+            }) => ask_user_question::returned(rooms, &session, &request_id, outcome).await,
             LinkEvent::Agent(AgentEvent::PermissionResolved {
                 tool_call_id,
                 option_id,

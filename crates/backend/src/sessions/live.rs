@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::agent_link::DynLink;
 use crate::clarifications::SessionRef;
+use crate::model::Fence;
 
 /// A session live in this process. Shared by the registry, its consumer and requests;
 /// what it keeps in memory is atomics only, so nothing ever waits on it.
@@ -17,6 +18,9 @@ pub struct LiveSession {
     /// The configured agent id.
     pub agent: String,
     pub(crate) link: DynLink,
+    /// The generation of the lease it is live here under: every write acting for it
+    /// carries it (ARCHITECTURE §12).
+    pub fence: Fence,
     ended: AtomicBool,
     turn: AtomicU64,
 }
@@ -30,14 +34,22 @@ impl std::fmt::Debug for LiveSession {
 }
 
 impl LiveSession {
-    /// A live session over `link`.
-    pub fn new(id: &str, task_id: &str, task_title: &str, agent: &str, link: DynLink) -> Self {
+    /// A live session over `link`, under the lease `fence` names.
+    pub fn new(
+        id: &str,
+        task_id: &str,
+        task_title: &str,
+        agent: &str,
+        link: DynLink,
+        fence: Fence,
+    ) -> Self {
         Self {
             id: id.to_owned(),
             task_id: task_id.to_owned(),
             task_title: task_title.to_owned(),
             agent: agent.to_owned(),
             link,
+            fence,
             ended: AtomicBool::new(false),
             turn: AtomicU64::new(0),
         }
@@ -49,6 +61,7 @@ impl LiveSession {
             session_id: self.id.clone(),
             task_id: self.task_id.clone(),
             task_title: self.task_title.clone(),
+            fence: self.fence,
         }
     }
 

@@ -8,10 +8,16 @@
 //! - [`consumer`]: one task per session applying its link's events in order, a plain
 //!   dispatcher to the transcript, the clarification rooms and the turn.
 //! - [`transcript`]: agent text aggregated into messages; tool calls updated in place.
-//! - [`restart`]: what start-up does with the sessions a previous process left live.
+//! - [`restart`]: adopting the sessions nobody acts for — left live by a previous
+//!   process, or by a replica that stopped renewing its lease.
+//! - [`ownership`]: this replica's leases and the keeper that renews them, lets go of
+//!   the lost ones and takes over the expired ones (ARCHITECTURE §12).
+//! - [`hosts`]: which agentctl host a new session goes to.
 
 pub mod consumer;
+pub mod hosts;
 pub mod live;
+pub mod ownership;
 pub mod registry;
 pub mod restart;
 pub mod transcript;

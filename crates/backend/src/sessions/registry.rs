@@ -20,9 +20,13 @@ use crate::config::{AgentConfig, Config};
 use crate::error::AppError;
 use crate::events::{Change, Publisher};
 use crate::flags::Flags;
-use crate::model::{MessageKind, NewMessage, Session, SessionState, Settlement, Task, author};
+use crate::model::{
+    Fence, MessageKind, NewMessage, Session, SessionLease, SessionState, Settlement, TakeOver,
+    Task, author,
+};
 use crate::notifications::Notifier;
 use crate::sessions::live::LiveSession;
+use crate::sessions::ownership::Ownership;
 use crate::store::{StartFacts, StoreError, Stores, TurnStart};
 
 /// Every session live in this process, and what they share.
@@ -34,6 +38,8 @@ pub struct SessionRegistry {
     pub(crate) config: Arc<Config>,
     flags: Arc<Flags>,
     pub(crate) connector: Arc<dyn AgentConnector>,
+    /// This replica and the leases it holds.
+    pub ownership: Ownership,
     live: Mutex<HashMap<String, Arc<LiveSession>>>,
 }
 
@@ -44,8 +50,9 @@ impl std::fmt::Debug for SessionRegistry {
 }
 
 impl SessionAgents for SessionRegistry {
-    fn link_of(&self, session_id: &str) -> Option<DynLink> {
-        self.live(session_id).map(|live| Arc::clone(&live.link))
+    fn link_of(&self, session_id: &str) -> Option<(DynLink, Fence)> {
+        self.live(session_id)
+            .map(|live| (Arc::clone(&live.link), live.fence))
     }
 }
 
@@ -60,6 +67,7 @@ impl SessionRegistry {
         connector: Arc<dyn AgentConnector>,
     ) -> Self {
         let notifier = Notifier::new(stores.clone(), publisher.clone(), config.notifications);
+        let ownership = Ownership::from_config(&config);
         Self {
             stores,
             publisher,
@@ -68,6 +76,7 @@ impl SessionRegistry {
             config,
             flags,
             connector,
+            ownership,
             live: Mutex::new(HashMap::new()),
         }
     }
@@ -82,13 +91,23 @@ impl SessionRegistry {
         self.map().get(id).cloned()
     }
 
-    /// Makes `live` live here and consumes its link's events from `after_seq` on.
+    /// Removes session `id` from the live map.
+    pub(crate) fn forget_live(&self, id: &str) {
+        self.map().remove(id);
+    }
+
+    /// Makes `live` live here and consumes its link's events from `after_seq` on — unless
+    /// its lease was lost meanwhile: then its link is detached.
     pub(crate) fn go_live(
         self: &Arc<Self>,
         live: Arc<LiveSession>,
         events: UnboundedReceiver<LinkEvent>,
         after_seq: Option<u64>,
     ) {
+        if !self.ownership.holds(&live.id, live.fence) {
+            self.detach_live(&live, "its lease was lost while it started");
+            return;
+        }
         self.map().insert(live.id.clone(), Arc::clone(&live));
         let span = tracing::info_span!("session", session_id = %live.id);
         tokio::spawn(
@@ -116,6 +135,13 @@ impl SessionRegistry {
             .sessions
             .insert_session(&task.id, agent_id)
             .await?;
+        let lease = self
+            .stores
+            .leases
+            .claim(&record.id, self.ownership.claimant(), TakeOver::Expired)
+            .await?
+            .ok_or_else(|| AppError::Internal("a new session's lease is held elsewhere".into()))?;
+        self.ownership.hold(&lease);
         self.publisher.session_changed(&record.id, &task.id);
         let span = tracing::info_span!("session", session_id = %record.id, agent = agent_id);
         let this = Arc::clone(self);
@@ -126,18 +152,24 @@ impl SessionRegistry {
         let started = tokio::spawn(
             async move {
                 if let Err(reason) = this
-                    .try_start(&task, &session_id, &agent_id, &agent, prompt)
+                    .try_start(&task, &lease, &agent_id, &agent, prompt)
                     .await
                 {
                     tracing::warn!(%reason, "session start failed");
                     if let Err(err) = this
                         .stores
                         .sessions
-                        .transition(&session_id, SessionState::Failed, Some(&reason))
+                        .transition(
+                            &session_id,
+                            SessionState::Failed,
+                            Some(&reason),
+                            lease.fence(),
+                        )
                         .await
                     {
                         tracing::error!(error = %err, "cannot record the failed start");
                     }
+                    this.release(&lease).await;
                     this.publisher.session_changed(&session_id, &task.id);
                 }
             }
@@ -155,15 +187,17 @@ impl SessionRegistry {
     async fn try_start(
         self: &Arc<Self>,
         task: &Task,
-        session_id: &str,
+        lease: &SessionLease,
         agent_id: &str,
         agent: &AgentConfig,
         prompt: Option<String>,
     ) -> Result<(), String> {
         let db_err = |e: StoreError| e.to_string();
+        let session_id = lease.session_id.as_str();
+        let fence = lease.fence();
         self.stores
             .sessions
-            .transition(session_id, SessionState::Starting, None)
+            .transition(session_id, SessionState::Starting, None, fence)
             .await
             .map_err(db_err)?;
         self.publisher.session_changed(session_id, &task.id);
@@ -173,11 +207,7 @@ impl SessionRegistry {
             .snapshot()
             .await
             .map_err(|e| format!("cannot resolve runtime flags: {e}"))?;
-        let (link, events) = self
-            .connector
-            .connect(&self.config.executor, session_id)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (link, events) = self.connect_agent(lease).await?;
         let start = SessionStart {
             session_id: session_id.to_owned(),
             agent: agent.spec(agent_id),
@@ -203,7 +233,7 @@ impl SessionRegistry {
             .map_err(db_err)?;
         self.stores
             .sessions
-            .transition(session_id, SessionState::Idle, None)
+            .transition(session_id, SessionState::Idle, None, fence)
             .await
             .map_err(db_err)?;
         tracing::info!(
@@ -217,6 +247,7 @@ impl SessionRegistry {
             &task.title,
             agent_id,
             link,
+            fence,
         ));
         self.go_live(Arc::clone(&live), events, None);
         self.publisher.session_changed(session_id, &task.id);
@@ -264,7 +295,12 @@ impl SessionRegistry {
             author::USER,
             text,
         );
-        let message = match self.stores.sessions.begin_turn(&live.id, &new).await? {
+        let message = match self
+            .stores
+            .sessions
+            .begin_turn(&live.id, &new, live.fence)
+            .await?
+        {
             TurnStart::Started(message) => message,
             TurnStart::Refused(state) => return Err(refusal(&live.id, state)),
             TurnStart::Missing => {
@@ -350,6 +386,14 @@ impl SessionRegistry {
         if !live.end() {
             return Ok(());
         }
+        if !self.still_owns(live).await {
+            // agentctl gave the stream to the replica that took the session over.
+            self.ownership.forget(&live.id);
+            self.map().remove(&live.id);
+            live.link.detach();
+            tracing::warn!(%reason, "session taken over by another replica; this one lets go");
+            return Ok(());
+        }
         tracing::warn!(%reason, "session lost its agent");
         self.map().remove(&live.id);
         self.status_message(
@@ -380,15 +424,47 @@ impl SessionRegistry {
         settlement: &Settlement,
     ) -> Result<(), StoreError> {
         self.clarifications
-            .settle_all_pending(&live.id, settlement)
+            .settle_all_pending(&live.id, &settlement.clone().fenced(live.fence))
             .await?;
         self.stores
             .sessions
-            .transition(&live.id, state, error)
+            .transition(&live.id, state, error, live.fence)
             .await?;
         tracing::info!(state = %state, "session ended");
+        if let Some(generation) = live.fence.generation() {
+            self.ownership.forget(&live.id);
+            self.stores.leases.release(&live.id, generation).await?;
+        }
         self.publisher.session_changed(&live.id, &live.task_id);
         Ok(())
+    }
+
+    /// Gives up a lease of a session that ended here.
+    pub(crate) async fn release(&self, lease: &SessionLease) {
+        self.ownership.forget(&lease.session_id);
+        if let Err(err) = self
+            .stores
+            .leases
+            .release(&lease.session_id, lease.generation)
+            .await
+        {
+            tracing::warn!(session_id = %lease.session_id, error = %err, "cannot release the lease");
+        }
+    }
+
+    /// Whether the database still gives `live`'s lease to this replica (true when it
+    /// cannot say: the writes that follow are fenced anyway).
+    async fn still_owns(&self, live: &LiveSession) -> bool {
+        let Some(generation) = live.fence.generation() else {
+            return true;
+        };
+        match self.stores.leases.lease(&live.id).await {
+            Ok(Some(lease)) => {
+                lease.generation == generation && lease.replica_id == self.ownership.replica_id
+            }
+            Ok(None) => false,
+            Err(_) => true,
+        }
     }
 
     /// Writes a status line into a session's chat (agent exited, turn failed, …).

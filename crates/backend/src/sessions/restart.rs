@@ -1,5 +1,8 @@
-//! What start-up does with the sessions a previous process left live (a crash: a
-//! graceful stop ends them).
+//! What a replica does with live sessions nobody acts for: those a previous process left
+//! live (start-up), and those whose owner stopped renewing its lease (takeover,
+//! ARCHITECTURE §12). Only a session whose lease this replica could claim is touched —
+//! at start-up on PostgreSQL, one whose lease ran out or was this replica's own
+//! (`cluster.replica_id` kept across the restart); on SQLite, the only replica, all.
 //!
 //! With a remote executor the agentctl outlives the backend and may still run such a
 //! session: the registry re-attaches to it (`agent.session.attach` with the last applied
@@ -7,24 +10,23 @@
 //! then reconciled by the `Reattached` event, after the events agentctl kept: a pending
 //! it still holds stays answerable, one settled meanwhile takes the status its replayed
 //! `elicitation_settled` gives, and one nothing accounts for is `agent_disconnected`.
-//! Every other session (local executor: its agentctl exited with the previous process;
-//! never started; agentctl unreachable or no longer holding it) is marked `FAILED`, its
-//! pending clarifications `agent_disconnected`.
+//! Every other session (local executor: its agentctl exited with the process that ran
+//! it; never started; agentctl unreachable or no longer holding it) is marked `FAILED`
+//! with the reason, its pending clarifications `agent_disconnected`.
 
 use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::agent_link::ExecutorConfig;
-use crate::model::{SessionRecord, SessionState, Settlement};
+use crate::model::{SessionLease, SessionRecord, SessionState, Settlement, TakeOver};
 use crate::sessions::live::LiveSession;
 use crate::sessions::registry::SessionRegistry;
 use crate::store::StoreError;
 
-/// Why a session left live by a previous process is failed at start-up.
+/// Why a session left live by a previous process of this replica is failed.
 const RESTARTED: &str = "the backend restarted while the session was live";
 
-/// What start-up did with the sessions a previous process left live.
+/// What adopting sessions did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reconciled {
     /// Re-attached to the remote agentctl that still runs them: live again.
@@ -33,70 +35,147 @@ pub struct Reconciled {
     pub failed: usize,
 }
 
+/// A session claimed for adoption, and who acted for it before.
+struct Claimed {
+    row: SessionRecord,
+    lease: SessionLease,
+    /// Why it needs adopting, the start of its failure reason.
+    why: String,
+}
+
 impl SessionRegistry {
-    /// Re-attaches or fails every session a previous process left live.
+    /// Start-up: adopts the sessions a previous process left live (see the module docs).
     pub async fn reconcile_after_restart(self: &Arc<Self>) -> Result<Reconciled, StoreError> {
-        let stale = self.stores.sessions.live_sessions().await?;
-        let remote = matches!(self.config.executor, ExecutorConfig::Remote { .. });
-        let attempts = stale.into_iter().map(|row| async move {
-            let resumable = row.acp_session_id.is_some()
-                && matches!(
-                    row.state,
-                    SessionState::Running | SessionState::Idle | SessionState::WaitingForInput
-                );
-            if !remote || !resumable {
-                return (row, Err(RESTARTED.to_owned()));
+        let take_over = if self.ownership.single_replica {
+            TakeOver::Any
+        } else {
+            TakeOver::ExpiredOrOwn
+        };
+        self.adopt_claimable(take_over).await
+    }
+
+    /// Claims every live session `take_over` lets this replica claim and adopts it.
+    pub(crate) async fn adopt_claimable(
+        self: &Arc<Self>,
+        take_over: TakeOver,
+    ) -> Result<Reconciled, StoreError> {
+        let me = &self.ownership.replica_id;
+        let ids = self
+            .stores
+            .leases
+            .claimable(me, take_over, self.ownership.lease)
+            .await?;
+        let mut claimed = Vec::new();
+        for id in ids {
+            let held: Vec<String> = self
+                .ownership
+                .held()
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect();
+            if self.live(&id).is_some() || held.contains(&id) {
+                // Ours and acting (a renewal that came late): the next one extends it.
+                continue;
             }
-            let span = tracing::info_span!("session", session_id = %row.id);
-            let resumed = self
-                .connector
-                .resume(&self.config.executor, &row.id, row.last_event_seq)
-                .instrument(span)
-                .await
-                .map_err(|err| format!("{RESTARTED}, and re-attaching to agentctl failed: {err}"));
-            (row, resumed)
-        });
-        let mut reconciled = Reconciled::default();
-        for (row, attempt) in futures::future::join_all(attempts).await {
-            let reason = match attempt {
-                Ok((link, events)) => match self.stores.tasks.task(&row.task_id).await? {
-                    Some(task) => {
-                        let live = Arc::new(LiveSession::new(
-                            &row.id,
-                            &task.id,
-                            &task.title,
-                            &row.agent,
-                            link,
-                        ));
-                        tracing::info!(session_id = %row.id, state = %row.state, "session re-attached after a restart");
-                        self.go_live(live, events, row.last_event_seq);
-                        reconciled.resumed += 1;
-                        continue;
-                    }
-                    None => {
-                        link.shutdown().await;
-                        format!("{RESTARTED}, and its task is gone")
-                    }
-                },
-                Err(reason) => reason,
+            let before = self.stores.leases.lease(&id).await?;
+            let Some(lease) = self
+                .stores
+                .leases
+                .claim(&id, self.ownership.claimant(), take_over)
+                .await?
+            else {
+                continue;
             };
-            tracing::warn!(session_id = %row.id, %reason, "session left live by a previous run failed");
-            self.fail_stale(&row, &reason).await?;
-            reconciled.failed += 1;
+            self.ownership.hold(&lease);
+            let why = match before {
+                Some(old) if old.replica_id != *me && !self.ownership.single_replica => format!(
+                    "replica `{}` that ran the session stopped renewing its lease",
+                    old.replica_id
+                ),
+                _ => RESTARTED.to_owned(),
+            };
+            match self.stores.sessions.session(&id).await? {
+                Some(row) if !row.state.is_terminal() => claimed.push(Claimed { row, lease, why }),
+                _ => self.release(&lease).await,
+            }
+        }
+        let attempts = claimed.into_iter().map(|c| self.adopt(c));
+        let mut reconciled = Reconciled::default();
+        for adopted in futures::future::join_all(attempts).await {
+            match adopted? {
+                true => reconciled.resumed += 1,
+                false => reconciled.failed += 1,
+            }
         }
         Ok(reconciled)
     }
 
-    /// Ends a session a previous process left live: `FAILED`, its pending
-    /// clarifications `agent_disconnected`.
-    async fn fail_stale(&self, row: &SessionRecord, reason: &str) -> Result<(), StoreError> {
+    /// Re-attaches one claimed session, or fails it. Whether it is live again.
+    async fn adopt(self: &Arc<Self>, claimed: Claimed) -> Result<bool, StoreError> {
+        let Claimed { row, lease, why } = claimed;
+        let span = tracing::info_span!("session", session_id = %row.id);
+        let resumable = row.acp_session_id.is_some()
+            && matches!(
+                row.state,
+                SessionState::Running | SessionState::Idle | SessionState::WaitingForInput
+            );
+        let reason = match self.executor_of(&lease) {
+            _ if !resumable => why,
+            None if !self.config.executor.is_remote() => {
+                format!("{why}, and its agentctl ran beside that process (local executor)")
+            }
+            None => format!("{why}, and its agentctl host is no longer configured"),
+            Some(executor) => {
+                let resumed = self
+                    .connector
+                    .resume(&executor, &row.id, row.last_event_seq)
+                    .instrument(span.clone())
+                    .await;
+                match resumed {
+                    Ok((link, events)) => match self.stores.tasks.task(&row.task_id).await? {
+                        Some(task) => {
+                            let live = Arc::new(LiveSession::new(
+                                &row.id,
+                                &task.id,
+                                &task.title,
+                                &row.agent,
+                                link,
+                                lease.fence(),
+                            ));
+                            tracing::info!(session_id = %row.id, state = %row.state, generation = lease.generation, "session re-attached: {why}");
+                            self.go_live(live, events, row.last_event_seq);
+                            return Ok(true);
+                        }
+                        None => {
+                            link.shutdown().await;
+                            format!("{why}, and its task is gone")
+                        }
+                    },
+                    Err(err) => format!("{why}, and re-attaching to agentctl failed: {err}"),
+                }
+            }
+        };
+        tracing::warn!(session_id = %row.id, %reason, "session nobody acted for marked FAILED");
+        self.fail_stale(&row, &lease, &reason).await?;
+        Ok(false)
+    }
+
+    /// Ends a session nobody acted for: `FAILED`, its pending clarifications
+    /// `agent_disconnected`, under the lease just claimed.
+    async fn fail_stale(
+        &self,
+        row: &SessionRecord,
+        lease: &SessionLease,
+        reason: &str,
+    ) -> Result<(), StoreError> {
         self.clarifications
-            .settle_all_pending(&row.id, &Settlement::disconnected())
+            .settle_all_pending(&row.id, &Settlement::disconnected().fenced(lease.fence()))
             .await?;
         self.stores
             .sessions
-            .transition(&row.id, SessionState::Failed, Some(reason))
+            .transition(&row.id, SessionState::Failed, Some(reason), lease.fence())
             .await?;
+        self.release(lease).await;
         self.publisher.session_changed(&row.id, &row.task_id);
         Ok(())
     }

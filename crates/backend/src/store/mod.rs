@@ -1,7 +1,7 @@
 //! Persistence: one store trait per domain, each implemented per database engine.
 //!
 //! - [`TaskStore`], [`SessionStore`], [`MessageStore`], [`ClarificationStore`],
-//!   [`NotificationStore`] and [`FlagOverrideStore`] say what the rooms may ask of the
+//!   [`NotificationStore`], [`FlagOverrideStore`] and [`LeaseStore`] say what the rooms may ask of the
 //!   database. Every multi-row change is one method, run in one transaction; every rule
 //!   that must hold across processes (first answer wins, one turn at a time, a message
 //!   number per session, the session state machine) is a constraint or a conditional
@@ -16,6 +16,7 @@ mod clarifications;
 #[cfg(test)]
 mod conformance;
 mod flags;
+mod leases;
 mod messages;
 mod notifications;
 pub mod postgres;
@@ -31,6 +32,7 @@ pub use clarifications::{
     Claim, ClarificationFilter, ClarificationStore, QuestionOpened, SettledRecord,
 };
 pub use flags::{FlagOverrideStore, StoredOverrides};
+pub use leases::{ChangeBus, Claimant, LeaseStore};
 pub use messages::MessageStore;
 pub use notifications::NotificationStore;
 pub use sessions::{SessionStore, StartFacts, TurnStart};
@@ -112,6 +114,10 @@ pub struct Stores {
     pub notifications: Arc<dyn NotificationStore>,
     /// Runtime-flag overrides (the Settings page).
     pub flag_overrides: Arc<dyn FlagOverrideStore>,
+    /// Session leases: which replica owns which live session.
+    pub leases: Arc<dyn LeaseStore>,
+    /// Notes between replicas.
+    pub bus: Arc<dyn ChangeBus>,
 }
 
 impl std::fmt::Debug for Stores {
@@ -130,6 +136,8 @@ impl Stores {
             + ClarificationStore
             + NotificationStore
             + FlagOverrideStore
+            + LeaseStore
+            + ChangeBus
             + 'static,
     {
         Self {
@@ -138,7 +146,9 @@ impl Stores {
             messages: engine.clone(),
             clarifications: engine.clone(),
             notifications: engine.clone(),
-            flag_overrides: engine,
+            flag_overrides: engine.clone(),
+            leases: engine.clone(),
+            bus: engine,
         }
     }
 }

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::model::{Message, NewMessage, SessionRecord, SessionState};
+use crate::model::{Fence, Message, NewMessage, SessionRecord, SessionState};
 use crate::store::StoreError;
 
 /// What agentctl reported when a session started.
@@ -50,12 +50,14 @@ pub trait SessionStore: Send + Sync {
     async fn live_sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
 
     /// Moves session `id` to `next` if the state machine allows it from its stored state
-    /// (checked in the update itself); records `error` when given. Whether it moved.
+    /// (checked in the update itself) and its lease still has `fence`'s generation;
+    /// records `error` when given. Whether it moved.
     async fn transition(
         &self,
         id: &str,
         next: SessionState,
         error: Option<&str>,
+        fence: Fence,
     ) -> Result<bool, StoreError>;
 
     /// Records what agentctl reported at start.
@@ -67,13 +69,20 @@ pub trait SessionStore: Send + Sync {
 
     /// Claims the session's turn (`IDLE → RUNNING`, or the first prompt right after the
     /// start) and stores `prompt` as its first message, in one transaction: two prompts
-    /// racing, from any process, start one turn.
-    async fn begin_turn(&self, id: &str, prompt: &NewMessage) -> Result<TurnStart, StoreError>;
+    /// racing, from any process, start one turn. Fenced like [`SessionStore::transition`]
+    /// (a fenced-out claim is refused with the stored state).
+    async fn begin_turn(
+        &self,
+        id: &str,
+        prompt: &NewMessage,
+        fence: Fence,
+    ) -> Result<TurnStart, StoreError>;
 
     /// Undoes [`SessionStore::begin_turn`] when agentctl never took the prompt: the prompt
     /// message goes and the session is `IDLE` again.
     async fn abandon_turn(&self, id: &str, prompt_message_id: &str) -> Result<(), StoreError>;
 
-    /// Ends the turn (`RUNNING → IDLE`). Whether it was running.
-    async fn end_turn(&self, id: &str) -> Result<bool, StoreError>;
+    /// Ends the turn (`RUNNING → IDLE`), fenced like [`SessionStore::transition`].
+    /// Whether it was running.
+    async fn end_turn(&self, id: &str, fence: Fence) -> Result<bool, StoreError>;
 }

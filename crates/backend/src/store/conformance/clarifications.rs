@@ -520,6 +520,7 @@ async fn the_sql_follows_the_settlement_rule(engine: &dyn Engine) {
             by: SettledBy::ALL[new_by],
             answer: None,
             answered_by: (SettledBy::ALL[new_by] == SettledBy::Operator).then(|| "op".to_owned()),
+            fence: crate::model::Fence::NONE,
         };
         let expected = s.effect_on(before.standing());
         let got = db

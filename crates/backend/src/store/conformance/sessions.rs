@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{Engine, on_every_engine, seeded};
-use crate::model::{MessageKind, NewMessage, Session, SessionState, Task, author};
+use crate::model::{Fence, MessageKind, NewMessage, Session, SessionState, Task, author};
 use crate::store::{StartFacts, TurnStart};
 
 on_every_engine!(
@@ -20,13 +20,13 @@ async fn the_state_machine_is_enforced_in_the_update(engine: &dyn Engine) {
     assert_eq!(row.state, SessionState::Created);
     assert!(
         !s.sessions
-            .transition(&id, SessionState::Running, None)
+            .transition(&id, SessionState::Running, None, Fence::NONE)
             .await
             .expect("t")
     );
     assert!(
         s.sessions
-            .transition(&id, SessionState::Starting, None)
+            .transition(&id, SessionState::Starting, None, Fence::NONE)
             .await
             .expect("t")
     );
@@ -41,20 +41,20 @@ async fn the_state_machine_is_enforced_in_the_update(engine: &dyn Engine) {
     s.sessions.record_start(&id, &facts).await.expect("started");
     assert!(
         !s.sessions
-            .transition(&id, SessionState::WaitingForInput, None)
+            .transition(&id, SessionState::WaitingForInput, None, Fence::NONE)
             .await
             .expect("t"),
         "waiting is shown, never stored"
     );
     assert!(
         s.sessions
-            .transition(&id, SessionState::Failed, Some("agent exited"))
+            .transition(&id, SessionState::Failed, Some("agent exited"), Fence::NONE)
             .await
             .expect("t")
     );
     assert!(
         !s.sessions
-            .transition(&id, SessionState::Idle, None)
+            .transition(&id, SessionState::Idle, None, Fence::NONE)
             .await
             .expect("t"),
         "terminal states go nowhere"
@@ -89,11 +89,11 @@ async fn the_state_machine_is_enforced_in_the_update(engine: &dyn Engine) {
 async fn idle(engine: &dyn Engine) -> (crate::store::Stores, String, String) {
     let (s, task, id) = seeded(engine).await;
     s.sessions
-        .transition(&id, SessionState::Starting, None)
+        .transition(&id, SessionState::Starting, None, Fence::NONE)
         .await
         .expect("t");
     s.sessions
-        .transition(&id, SessionState::Idle, None)
+        .transition(&id, SessionState::Idle, None, Fence::NONE)
         .await
         .expect("t");
     (s, task, id)
@@ -103,23 +103,33 @@ async fn one_turn_at_a_time_and_an_abandoned_prompt_leaves_no_trace(engine: &dyn
     let (s, task, id) = seeded(engine).await;
     let prompt = NewMessage::new(&id, &task, MessageKind::Message, author::USER, "go");
     assert_eq!(
-        s.sessions.begin_turn(&id, &prompt).await.expect("turn"),
+        s.sessions
+            .begin_turn(&id, &prompt, Fence::NONE)
+            .await
+            .expect("turn"),
         TurnStart::Refused(SessionState::Created)
     );
     s.sessions
-        .transition(&id, SessionState::Starting, None)
+        .transition(&id, SessionState::Starting, None, Fence::NONE)
         .await
         .expect("t");
     s.sessions
-        .transition(&id, SessionState::Idle, None)
+        .transition(&id, SessionState::Idle, None, Fence::NONE)
         .await
         .expect("t");
-    let TurnStart::Started(message) = s.sessions.begin_turn(&id, &prompt).await.expect("turn")
+    let TurnStart::Started(message) = s
+        .sessions
+        .begin_turn(&id, &prompt, Fence::NONE)
+        .await
+        .expect("turn")
     else {
         panic!("the turn should start");
     };
     assert_eq!(
-        s.sessions.begin_turn(&id, &prompt).await.expect("turn"),
+        s.sessions
+            .begin_turn(&id, &prompt, Fence::NONE)
+            .await
+            .expect("turn"),
         TurnStart::Refused(SessionState::Running)
     );
     s.sessions
@@ -130,16 +140,22 @@ async fn one_turn_at_a_time_and_an_abandoned_prompt_leaves_no_trace(engine: &dyn
     assert_eq!(row.state, SessionState::Idle);
     assert!(s.messages.messages(&id).await.expect("list").is_empty());
     assert!(matches!(
-        s.sessions.begin_turn(&id, &prompt).await.expect("turn"),
+        s.sessions
+            .begin_turn(&id, &prompt, Fence::NONE)
+            .await
+            .expect("turn"),
         TurnStart::Started(_)
     ));
-    assert!(s.sessions.end_turn(&id).await.expect("end"));
+    assert!(s.sessions.end_turn(&id, Fence::NONE).await.expect("end"));
     assert!(
-        !s.sessions.end_turn(&id).await.expect("end"),
+        !s.sessions.end_turn(&id, Fence::NONE).await.expect("end"),
         "only a running turn ends"
     );
     assert_eq!(
-        s.sessions.begin_turn("nope", &prompt).await.expect("turn"),
+        s.sessions
+            .begin_turn("nope", &prompt, Fence::NONE)
+            .await
+            .expect("turn"),
         TurnStart::Missing
     );
 }
@@ -150,15 +166,15 @@ async fn two_handles_racing_for_the_turn_start_one(engine: &dyn Engine) {
     for round in 0..10 {
         let prompt = NewMessage::new(&id, &task, MessageKind::Message, author::USER, "go");
         let (a, b) = tokio::join!(
-            s.sessions.begin_turn(&id, &prompt),
-            other.sessions.begin_turn(&id, &prompt)
+            s.sessions.begin_turn(&id, &prompt, Fence::NONE),
+            other.sessions.begin_turn(&id, &prompt, Fence::NONE)
         );
         let started = [a.expect("a"), b.expect("b")]
             .iter()
             .filter(|t| matches!(t, TurnStart::Started(_)))
             .count();
         assert_eq!(started, 1, "round {round}");
-        assert!(s.sessions.end_turn(&id).await.expect("end"));
+        assert!(s.sessions.end_turn(&id, Fence::NONE).await.expect("end"));
     }
 }
 

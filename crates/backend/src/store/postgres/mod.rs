@@ -8,6 +8,7 @@
 
 mod clarifications;
 mod flags;
+mod leases;
 mod messages;
 mod notifications;
 mod questions;
@@ -147,4 +148,14 @@ fn name_opt<T>(
         parse(&t).ok_or_else(|| StoreError::Corrupt(format!("{column}: unknown value `{t}`")))
     })
     .transpose()
+}
+
+/// The fence of a write acting for a session (ARCHITECTURE §12), for its `WHERE`: the
+/// generation bound at `param` is `NULL` (unfenced) or still the one of the session in
+/// column `session`'s lease. The lease row is share-locked, so a claim taking the session over waits for the write, and a write waiting on a claim re-reads the new generation and changes nothing.
+fn fenced(session: &str, param: &str) -> String {
+    format!(
+        "({param}::BIGINT IS NULL OR EXISTS (SELECT 1 FROM session_leases fence \
+         WHERE fence.session_id = {session} AND fence.generation = {param} FOR SHARE))"
+    )
 }

@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use super::{PostgresDb, name, time};
-use crate::model::{NewMessage, SessionRecord, SessionState, Timestamp};
+use crate::model::{Fence, NewMessage, SessionRecord, SessionState, Timestamp};
 use crate::store::{SessionStore, StartFacts, StoreError, TurnStart};
 
 const SELECT: &str = "SELECT s.id, s.task_id, s.agent, s.state, s.acp_session_id, s.client_capabilities, \
@@ -136,16 +136,19 @@ impl SessionStore for PostgresDb {
         id: &str,
         next: SessionState,
         error: Option<&str>,
+        fence: Fence,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let done = sqlx::query(&format!(
             "UPDATE sessions SET state = $2, error = COALESCE($3, error), updated_at = $4 \
-             WHERE id = $1 AND state = ANY($5)",
-        )
+             WHERE id = $1 AND state = ANY($5) AND {}",
+            super::fenced("sessions.id", "$6")
+        ))
         .bind(id)
         .bind(next.as_str())
         .bind(error)
         .bind(Timestamp::now().instant())
         .bind(from_states(next))
+        .bind(fence.bind())
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -179,13 +182,20 @@ impl SessionStore for PostgresDb {
         Ok(())
     }
 
-    async fn begin_turn(&self, id: &str, prompt: &NewMessage) -> Result<TurnStart, StoreError> {
+    async fn begin_turn(
+        &self,
+        id: &str,
+        prompt: &NewMessage,
+        fence: Fence,
+    ) -> Result<TurnStart, StoreError> {
         let mut tx = self.begin().await?;
-        let claimed = sqlx::query(
-            "UPDATE sessions SET state = 'RUNNING', updated_at = $2 WHERE id = $1 AND state = 'IDLE'",
-        )
+        let claimed = sqlx::query(&format!(
+            "UPDATE sessions SET state = 'RUNNING', updated_at = $2 WHERE id = $1 AND state = 'IDLE' AND {}",
+            super::fenced("sessions.id", "$3")
+        ))
         .bind(id)
         .bind(Timestamp::now().instant())
+        .bind(fence.bind())
         .execute(&mut *tx)
         .await?;
         if claimed.rows_affected() == 0 {
@@ -218,12 +228,14 @@ impl SessionStore for PostgresDb {
         Ok(())
     }
 
-    async fn end_turn(&self, id: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE sessions SET state = 'IDLE', updated_at = $2 WHERE id = $1 AND state IN ('RUNNING', 'WAITING_FOR_INPUT')",
-        )
+    async fn end_turn(&self, id: &str, fence: Fence) -> Result<bool, StoreError> {
+        let done = sqlx::query(&format!(
+            "UPDATE sessions SET state = 'IDLE', updated_at = $2 WHERE id = $1 AND state IN ('RUNNING', 'WAITING_FOR_INPUT') AND {}",
+            super::fenced("sessions.id", "$3")
+        ))
         .bind(id)
         .bind(Timestamp::now().instant())
+        .bind(fence.bind())
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)

@@ -111,7 +111,8 @@ pub(super) async fn settle_in(
          answer = COALESCE($6, answer), answered_by = COALESCE($7, answered_by), claim = NULL, claimed_at = NULL \
          WHERE pending_id = $1 AND (status = 'pending' \
            OR ($4 IN ('agentctl', 'operator') AND settled_by = 'backend' AND (status <> $2 OR outcome IS NOT $3))) \
-         RETURNING {COLUMNS}"
+         AND {fence} RETURNING {COLUMNS}",
+        fence = super::fenced("clarifications.session_id", "$8")
     ))
     .bind(pending_id)
     .bind(s.status.as_str())
@@ -120,6 +121,7 @@ pub(super) async fn settle_in(
     .bind(Timestamp::now().to_rfc3339())
     .bind(&answer)
     .bind(&s.answered_by)
+    .bind(s.fence.bind())
     .fetch_optional(&mut *conn)
     .await?;
     let (row, effect) = match settled {
@@ -128,14 +130,16 @@ pub(super) async fn settle_in(
             let recorded = sqlx::query(&format!(
                 "UPDATE clarifications SET answer = COALESCE($4, answer), answered_by = $5 \
                  WHERE pending_id = $1 AND $2 = 'operator' AND settled_by = 'agentctl' \
-                   AND status = $3 AND answered_by IS NULL \
-                 RETURNING {COLUMNS}"
+                   AND status = $3 AND answered_by IS NULL AND {fence} \
+                 RETURNING {COLUMNS}",
+                fence = super::fenced("clarifications.session_id", "$6")
             ))
             .bind(pending_id)
             .bind(s.by.as_str())
             .bind(s.status.as_str())
             .bind(&answer)
             .bind(&s.answered_by)
+            .bind(s.fence.bind())
             .fetch_optional(&mut *conn)
             .await?;
             match recorded {

@@ -6,6 +6,7 @@
 
 mod clarifications;
 mod flags;
+mod leases;
 mod messages;
 mod notifications;
 mod questions;
@@ -148,6 +149,16 @@ fn name_opt<T>(
         parse(&t).ok_or_else(|| StoreError::Corrupt(format!("{column}: unknown value `{t}`")))
     })
     .transpose()
+}
+
+/// The fence of a write acting for a session (ARCHITECTURE §12), for its `WHERE`: the
+/// generation bound at `param` is `NULL` (unfenced) or still the one of the session in
+/// column `session`'s lease. One replica writes at a time on SQLite, so reading the row is enough.
+fn fenced(session: &str, param: &str) -> String {
+    format!(
+        "({param} IS NULL OR EXISTS (SELECT 1 FROM session_leases fence \
+         WHERE fence.session_id = {session} AND fence.generation = {param}))"
+    )
 }
 
 #[cfg(test)]

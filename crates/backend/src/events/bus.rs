@@ -1,0 +1,254 @@
+//! Operator events across replicas (ARCHITECTURE §12): every change this replica's feed
+//! delivers locally is also sent as a [`Note`] on the database's [`ChangeBus`]
+//! (PostgreSQL `NOTIFY`) — ids and kind only, well under the 8000-byte limit — and every
+//! replica's listener turns the notes of *other* replicas back into the same
+//! [`Change`], reading what it names from the stores, and hands it to its own hub.
+//!
+//! No duplicates: a replica ignores its own notes (its operators had the event from its
+//! feed), and each note is delivered once. Per-session order: one task per replica sends
+//! its notes in the order its feed took the changes, PostgreSQL delivers them in commit
+//! order, and one task per replica applies them in that order. A note names the current
+//! row, so a burst of updates to one message may arrive as several events showing its
+//! latest text. When the listening connection breaks, notes sent meanwhile are lost (an
+//! operator's page reloads state over REST on reconnect); the listener says so and
+//! listens again.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::events::{Change, EventHub, feed};
+use crate::flags::Flags;
+use crate::store::{StoreError, Stores};
+
+/// One note: who sent it, what kind of change, the ids to read it by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    /// The sending replica.
+    pub replica: String,
+    /// The change, by kind, with its ids.
+    #[serde(flatten)]
+    pub what: Named,
+}
+
+/// A [`Change`] by its ids.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Named {
+    /// [`Change::TaskCreated`].
+    TaskCreated {
+        /// The task.
+        task: String,
+    },
+    /// [`Change::SessionChanged`].
+    SessionChanged {
+        /// The session.
+        session: String,
+        /// Its task.
+        task: String,
+    },
+    /// [`Change::MessageCreated`].
+    MessageCreated {
+        /// The message.
+        message: String,
+    },
+    /// [`Change::MessageUpdated`].
+    MessageUpdated {
+        /// The message.
+        message: String,
+    },
+    /// [`Change::ClarificationCreated`].
+    ClarificationCreated {
+        /// The record.
+        pending: String,
+    },
+    /// [`Change::ClarificationSettled`].
+    ClarificationSettled {
+        /// The record.
+        pending: String,
+    },
+    /// [`Change::Notification`].
+    Notification {
+        /// The notification.
+        id: String,
+    },
+    /// [`Change::FlagChanged`].
+    FlagChanged {
+        /// The flag's key.
+        key: String,
+    },
+}
+
+impl Named {
+    /// The ids of `change`.
+    pub fn of(change: &Change) -> Self {
+        match change {
+            Change::TaskCreated { task_id } => Self::TaskCreated {
+                task: task_id.clone(),
+            },
+            Change::SessionChanged {
+                session_id,
+                task_id,
+            } => Self::SessionChanged {
+                session: session_id.clone(),
+                task: task_id.clone(),
+            },
+            Change::MessageCreated(m) => Self::MessageCreated {
+                message: m.id.clone(),
+            },
+            Change::MessageUpdated(m) => Self::MessageUpdated {
+                message: m.id.clone(),
+            },
+            Change::ClarificationCreated(r) => Self::ClarificationCreated {
+                pending: r.pending_id.clone(),
+            },
+            Change::ClarificationSettled(r) => Self::ClarificationSettled {
+                pending: r.pending_id.clone(),
+            },
+            Change::Notification(n) => Self::Notification { id: n.id.clone() },
+            Change::FlagChanged(flag) => Self::FlagChanged {
+                key: flag
+                    .get("key")
+                    .and_then(|k| k.as_str())
+                    .unwrap_or_default()
+                    .to_owned(),
+            },
+        }
+    }
+
+    /// The change again, read from the stores (`None` when what it names is gone).
+    pub async fn read(self, stores: &Stores, flags: &Flags) -> Result<Option<Change>, StoreError> {
+        Ok(match self {
+            Self::TaskCreated { task } => Some(Change::TaskCreated { task_id: task }),
+            Self::SessionChanged { session, task } => Some(Change::SessionChanged {
+                session_id: session,
+                task_id: task,
+            }),
+            Self::MessageCreated { message } => stores
+                .messages
+                .message(&message)
+                .await?
+                .map(Change::MessageCreated),
+            Self::MessageUpdated { message } => stores
+                .messages
+                .message(&message)
+                .await?
+                .map(Change::MessageUpdated),
+            Self::ClarificationCreated { pending } => stores
+                .clarifications
+                .clarification(&pending)
+                .await?
+                .map(Change::ClarificationCreated),
+            Self::ClarificationSettled { pending } => stores
+                .clarifications
+                .clarification(&pending)
+                .await?
+                .map(Change::ClarificationSettled),
+            Self::Notification { id } => stores
+                .notifications
+                .notification(&id)
+                .await?
+                .map(Change::Notification),
+            Self::FlagChanged { key } => match flags.resolve(&key).await {
+                Ok(flag) => Some(Change::FlagChanged(
+                    serde_json::to_value(&flag).unwrap_or_default(),
+                )),
+                Err(err) => {
+                    tracing::warn!(%key, error = %err, "cannot resolve a flag another replica changed");
+                    None
+                }
+            },
+        })
+    }
+}
+
+/// Sends this replica's notes, in the order they are queued. Ends with the queue.
+pub async fn send(stores: Stores, replica: String, mut notes: mpsc::UnboundedReceiver<Named>) {
+    while let Some(what) = notes.recv().await {
+        let note = Note {
+            replica: replica.clone(),
+            what,
+        };
+        let text = serde_json::to_string(&note).unwrap_or_default();
+        if let Err(err) = stores.bus.notify(&text).await {
+            tracing::warn!(error = %err, "cannot tell the other replicas about a change");
+        }
+    }
+}
+
+/// Applies the other replicas' notes to `hub`, for as long as the process runs.
+pub async fn listen(stores: Stores, flags: Arc<Flags>, hub: EventHub, replica: String) {
+    loop {
+        let notes = match stores.bus.listen().await {
+            Ok(Some(notes)) => notes,
+            Ok(None) => return,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for the other replicas' changes; retrying");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        tracing::info!("listening for the other replicas' changes");
+        let mut notes = notes;
+        while let Some(note) = notes.next().await {
+            match note {
+                Ok(text) => apply(&stores, &flags, &hub, &replica, &text).await,
+                Err(err) => {
+                    tracing::warn!(error = %err, "the other replicas' changes may have been missed")
+                }
+            }
+        }
+    }
+}
+
+async fn apply(stores: &Stores, flags: &Flags, hub: &EventHub, me: &str, text: &str) {
+    let note: Note = match serde_json::from_str(text) {
+        Ok(note) => note,
+        Err(err) => {
+            tracing::warn!(error = %err, "a note from another replica does not decode");
+            return;
+        }
+    };
+    if note.replica == me {
+        return;
+    }
+    let forwarded = match note.what.read(stores, flags).await {
+        Ok(Some(change)) => feed::forward(stores, hub, change).await,
+        Ok(None) => Ok(()),
+        Err(err) => Err(err),
+    };
+    if let Err(err) = forwarded {
+        tracing::warn!(error = %err, "cannot read a change another replica made");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_is_ids_and_kind_only_and_reads_back() {
+        let note = Note {
+            replica: "a".into(),
+            what: Named::SessionChanged {
+                session: "s1".into(),
+                task: "t1".into(),
+            },
+        };
+        let text = serde_json::to_string(&note).expect("json");
+        assert_eq!(
+            text,
+            r#"{"replica":"a","kind":"session_changed","session":"s1","task":"t1"}"#
+        );
+        assert_eq!(serde_json::from_str::<Note>(&text).expect("back"), note);
+        let flag = Change::FlagChanged(serde_json::json!({"key": "features.x", "value": true}));
+        assert_eq!(
+            Named::of(&flag),
+            Named::FlagChanged {
+                key: "features.x".into()
+            }
+        );
+    }
+}

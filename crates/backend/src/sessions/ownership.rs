@@ -1,0 +1,167 @@
+//! Which live sessions this replica owns (ARCHITECTURE §12), and the keeper that holds
+//! on to them: every `lease/3` it renews this replica's leases, lets go of the sessions
+//! whose lease another replica took (or that ran out while the database was
+//! unreachable), then claims and adopts the sessions whose owner stopped renewing.
+//!
+//! Letting go never tells the agent anything: the link is detached, and a remote
+//! agentctl keeps the session for the replica that attaches next. Writes the old owner
+//! still makes meanwhile carry its lease generation and change nothing (the fence).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::model::{Fence, SessionLease, TakeOver, lease::renew_every};
+use crate::sessions::live::LiveSession;
+use crate::sessions::registry::SessionRegistry;
+use crate::store::{Claimant, Engine};
+
+/// This replica's identity and the leases it holds.
+#[derive(Debug)]
+pub struct Ownership {
+    /// `cluster.replica_id` (or the one made up at start).
+    pub replica_id: String,
+    /// `cluster.advertise_url` (or `http(s)://<listen>`).
+    pub advertise_url: String,
+    /// `cluster.lease`.
+    pub lease: Duration,
+    /// SQLite: the only replica, so every lease found at start-up is a previous
+    /// process's.
+    pub single_replica: bool,
+    /// Session id → generation of every lease held here (starting, live, adopting).
+    held: Mutex<HashMap<String, u64>>,
+}
+
+impl Ownership {
+    /// This replica as `config` describes it (with `listen` the address bound).
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            replica_id: config.cluster.resolve_replica_id(),
+            advertise_url: config
+                .cluster
+                .resolve_advertise_url(config.listen, config.server.tls.is_some()),
+            lease: config.cluster.lease,
+            single_replica: Engine::of(&config.database_url) != Some(Engine::Postgres),
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<String, u64>> {
+        // Only inserted into and removed from; a poisoned lock still holds a valid map.
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Who claims.
+    pub fn claimant(&self) -> Claimant<'_> {
+        Claimant {
+            replica_id: &self.replica_id,
+            advertise_url: &self.advertise_url,
+            lease: self.lease,
+        }
+    }
+
+    /// Remembers a lease just claimed (renewed from now on).
+    pub(crate) fn hold(&self, lease: &SessionLease) {
+        self.map()
+            .insert(lease.session_id.clone(), lease.generation);
+    }
+
+    /// Forgets the lease of `session_id` (released, or lost).
+    pub(crate) fn forget(&self, session_id: &str) {
+        self.map().remove(session_id);
+    }
+
+    /// Whether this replica still holds `session_id` under `fence`.
+    pub(crate) fn holds(&self, session_id: &str, fence: Fence) -> bool {
+        fence
+            .generation()
+            .is_none_or(|g| self.map().get(session_id) == Some(&g))
+    }
+
+    /// Every lease held, `(session_id, generation)`.
+    pub(crate) fn held(&self) -> Vec<(String, u64)> {
+        self.map().iter().map(|(id, g)| (id.clone(), *g)).collect()
+    }
+}
+
+impl SessionRegistry {
+    /// Starts the keeper (see the module docs); it runs as long as the process.
+    pub fn spawn_lease_keeper(self: &Arc<Self>) {
+        let this = Arc::clone(self);
+        let span = tracing::info_span!("lease_keeper", replica_id = %self.ownership.replica_id);
+        tokio::spawn(tracing::Instrument::instrument(
+            async move { this.keep_leases().await },
+            span,
+        ));
+    }
+
+    async fn keep_leases(self: Arc<Self>) {
+        let lease = self.ownership.lease;
+        let every = renew_every(lease);
+        // The start of the last renewal that went through: the database set every
+        // lease to run out no sooner than `lease` after it.
+        let mut renewed_at = Instant::now();
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let started = Instant::now();
+            let held = self.ownership.held();
+            let renewal = tokio::time::timeout(
+                every,
+                self.stores
+                    .leases
+                    .renew(&self.ownership.replica_id, &held, lease),
+            )
+            .await;
+            match renewal {
+                Ok(Ok(still)) => {
+                    renewed_at = started;
+                    for (id, _) in held.iter().filter(|(id, _)| !still.contains(id)) {
+                        self.let_go(id, "another replica took the session over");
+                    }
+                }
+                Ok(Err(err)) => tracing::warn!(error = %err, "cannot renew the session leases"),
+                Err(_) => tracing::warn!(?every, "renewing the session leases took too long"),
+            }
+            if started.duration_since(renewed_at) >= lease {
+                for (id, _) in self.ownership.held() {
+                    self.let_go(&id, "its lease ran out while the database was unreachable");
+                }
+            }
+            match self.adopt_claimable(TakeOver::Expired).await {
+                Ok(adopted) if adopted != Default::default() => {
+                    tracing::info!(
+                        resumed = adopted.resumed,
+                        failed = adopted.failed,
+                        "took over sessions whose owner stopped renewing its lease"
+                    );
+                }
+                Ok(_) => {}
+                Err(err) => tracing::warn!(error = %err, "cannot look for sessions to take over"),
+            }
+        }
+    }
+
+    /// Stops acting for session `id`: forgets its lease and detaches its link, telling
+    /// neither the agent nor the database.
+    pub(crate) fn let_go(&self, id: &str, reason: &str) {
+        self.ownership.forget(id);
+        if let Some(live) = self.live(id) {
+            self.detach_live(&live, reason);
+        }
+    }
+
+    /// Ends `live` here without a trace: no write, no message to agentctl.
+    pub(crate) fn detach_live(&self, live: &LiveSession, reason: &str) {
+        if !live.end() {
+            return;
+        }
+        self.forget_live(&live.id);
+        live.link.detach();
+        tracing::warn!(session_id = %live.id, %reason, "this replica no longer acts for the session");
+    }
+}
