@@ -383,15 +383,19 @@ impl SessionRegistry {
     /// The agent or agentctl is gone: pending records become `agent_disconnected`, the
     /// session `FAILED`. Ignored once the session has ended (a stop's own teardown).
     pub(crate) async fn lost(&self, live: &LiveSession, reason: &str) -> Result<(), StoreError> {
-        if !live.end() {
+        if live.is_ended() {
             return Ok(());
         }
         if !self.still_owns(live).await {
-            // agentctl gave the stream to the replica that took the session over.
+            // Another replica took the session over (agentctl handed it the stream).
             self.ownership.forget(&live.id);
-            self.map().remove(&live.id);
-            live.link.detach();
-            tracing::warn!(%reason, "session taken over by another replica; this one lets go");
+            self.detach_live(
+                live,
+                &format!("{reason}, and its lease is not this replica's"),
+            );
+            return Ok(());
+        }
+        if !live.end() {
             return Ok(());
         }
         tracing::warn!(%reason, "session lost its agent");
@@ -452,8 +456,10 @@ impl SessionRegistry {
         }
     }
 
-    /// Whether the database still gives `live`'s lease to this replica (true when it
-    /// cannot say: the writes that follow are fenced anyway).
+    /// Whether the database still gives `live`'s lease to this replica. False when it
+    /// cannot say: nothing could be written then anyway, and letting go leaves the
+    /// session to whichever replica claims its lease once it runs out (which records
+    /// the loss if the agent is really gone).
     async fn still_owns(&self, live: &LiveSession) -> bool {
         let Some(generation) = live.fence.generation() else {
             return true;
@@ -462,8 +468,7 @@ impl SessionRegistry {
             Ok(Some(lease)) => {
                 lease.generation == generation && lease.replica_id == self.ownership.replica_id
             }
-            Ok(None) => false,
-            Err(_) => true,
+            Ok(None) | Err(_) => false,
         }
     }
 
