@@ -28,6 +28,10 @@ const TABLES: &[&str] = &[
     "notifications",
 ];
 
+/// Tables left behind on purpose: a lease belongs to the process that held it; the kandev
+/// on the new database claims its sessions afresh.
+const NOT_COPIED: &[&str] = &["session_leases"];
+
 /// Why a copy did not happen. Nothing was written to the target.
 #[derive(Debug, thiserror::Error)]
 pub enum TransferError {
@@ -153,10 +157,8 @@ async fn check_tables(source: &SqliteDb) -> Result<(), TransferError> {
     .fetch_all(source.pool())
     .await
     .map_err(copy_error("sqlite_master"))?;
-    match names
-        .into_iter()
-        .find(|name| !TABLES.contains(&name.as_str()))
-    {
+    let known = |name: &str| TABLES.contains(&name) || NOT_COPIED.contains(&name);
+    match names.into_iter().find(|name| !known(name)) {
         Some(unknown) => Err(TransferError::UnknownTable(unknown)),
         None => Ok(()),
     }
