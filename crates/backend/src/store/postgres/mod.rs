@@ -61,6 +61,7 @@ impl PostgresDb {
             .run(&pool)
             .await
             .map_err(|err| OpenError::Migrate(err.to_string()))?;
+        log_durability(&pool).await;
         Ok(Self { pool })
     }
 
@@ -72,6 +73,26 @@ impl PostgresDb {
     async fn begin(&self) -> Result<Tx, StoreError> {
         Ok(self.pool.begin().await?)
     }
+}
+
+/// Logs what a commit survives, as the server reports it (the bench quotes this line).
+async fn log_durability(pool: &PgPool) {
+    let settings: Option<(String, String, String)> = sqlx::query_as(
+        "SELECT current_setting('synchronous_commit'), current_setting('fsync'), \
+         current_setting('full_page_writes')",
+    )
+    .fetch_optional(pool)
+    .await
+    .ok()
+    .flatten();
+    let (synchronous_commit, fsync, full_page_writes) = settings.unwrap_or_default();
+    tracing::info!(
+        engine = "postgres",
+        synchronous_commit = %synchronous_commit,
+        fsync = %fsync,
+        full_page_writes = %full_page_writes,
+        "database opened"
+    );
 }
 
 /// One line for a failed connection: the server's own words when it answered.

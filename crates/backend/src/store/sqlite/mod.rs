@@ -76,6 +76,7 @@ impl SqliteDb {
             .run(&pool)
             .await
             .map_err(|err| OpenError::Migrate(err.to_string()))?;
+        log_durability(&pool).await;
         Ok(Self { pool })
     }
 
@@ -93,6 +94,34 @@ impl SqliteDb {
     async fn begin(&self) -> Result<Tx, StoreError> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
+}
+
+/// Logs what a commit survives, as the connections report it (the bench quotes this line).
+async fn log_durability(pool: &SqlitePool) {
+    let journal: Option<(String,)> = sqlx::query_as("PRAGMA journal_mode")
+        .fetch_optional(pool)
+        .await
+        .ok()
+        .flatten();
+    let synchronous: Option<(i64,)> = sqlx::query_as("PRAGMA synchronous")
+        .fetch_optional(pool)
+        .await
+        .ok()
+        .flatten();
+    let synchronous = match synchronous.map(|(level,)| level) {
+        Some(0) => "off",
+        Some(1) => "normal",
+        Some(2) => "full",
+        Some(3) => "extra",
+        _ => "unknown",
+    };
+    let journal = journal.map(|(mode,)| mode).unwrap_or_default();
+    tracing::info!(
+        engine = "sqlite",
+        journal_mode = %journal,
+        synchronous,
+        "database opened"
+    );
 }
 
 /// A timestamp column.
