@@ -43,11 +43,11 @@ pub struct Stack<'a> {
 
 /// The log filter of a measured kandev: warnings, plus the one line that states the
 /// database's commit settings.
-const QUIET: &str = "warn,kandev_backend::store=info";
+const QUIET: &str = "warn,kandev_backend::store=debug";
 
 /// With the per-hop timing events on, also in the local agentctls (whose lines kandev
 /// forwards into its own log at `info` on `kandev::agentctl`).
-const TIMED: &str = "warn,kandev_backend::store=info,kandev::agentctl=info,kandev::timing=debug";
+const TIMED: &str = "warn,kandev_backend::store=debug,kandev::agentctl=info,kandev::timing=debug";
 
 /// Starts a kandev with the flag on and the bench agent reporting to `stack.report`.
 pub async fn start_kandev(stack: Stack<'_>) -> Result<Kandev, String> {

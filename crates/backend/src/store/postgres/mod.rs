@@ -86,7 +86,7 @@ async fn log_durability(pool: &PgPool) {
     .ok()
     .flatten();
     let (synchronous_commit, fsync, full_page_writes) = settings.unwrap_or_default();
-    tracing::info!(
+    tracing::debug!(
         engine = "postgres",
         synchronous_commit = %synchronous_commit,
         fsync = %fsync,

@@ -1,7 +1,8 @@
-//! The stores on SQLite: one [`SqliteDb`] (a WAL-mode pool) implements every store
-//! trait, one file per domain. Writes that must be atomic run in
-//! [`SqliteDb::begin`]'s `BEGIN IMMEDIATE` transactions: the write lock is taken at the
-//! start, so two writers queue on the busy timeout instead of one failing on a stale
+//! The stores on SQLite: one [`SqliteDb`] (WAL mode; a pool of readers and one writer
+//! connection) implements every store trait, one file per domain. Every write goes
+//! through the writer; writes that must be atomic run in [`SqliteDb::begin`]'s
+//! `BEGIN IMMEDIATE` transactions: the write lock is taken at the start, so a writer of
+//! another process queues on the busy timeout instead of one failing on a stale
 //! snapshot. Timestamps are fixed-width RFC 3339 text and JSON is text.
 
 mod clarifications;
@@ -28,7 +29,12 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/
 /// The SQLite database behind every store.
 #[derive(Debug, Clone)]
 pub struct SqliteDb {
+    /// Reads (WAL readers run beside the writer).
     pool: SqlitePool,
+    /// Every write, on one connection: SQLite has one writer at a time, so writers queue
+    /// here in order instead of polling its lock (the busy handler sleeps 1, 2, 5, … up
+    /// to 100 ms between tries, which is what a contended write's tail was made of).
+    writer: SqlitePool,
 }
 
 type Tx = Transaction<'static, Sqlite>;
@@ -56,28 +62,34 @@ impl SqliteDb {
                 })?;
             }
         }
-        // Every connection to `:memory:` is its own database, so a memory pool keeps one.
-        let pool_options = if memory {
-            SqlitePoolOptions::new()
+        let connect = |pool: SqlitePoolOptions, options: SqliteConnectOptions| async move {
+            pool.connect_with(options)
+                .await
+                .map_err(|err| OpenError::Connect {
+                    url: url.to_owned(),
+                    message: err.to_string(),
+                })
+        };
+        // Every connection to `:memory:` is its own database, so a memory pool keeps one
+        // and writes through it too.
+        let (pool, writer) = if memory {
+            let pool = SqlitePoolOptions::new()
                 .max_connections(1)
                 .idle_timeout(None)
-                .max_lifetime(None)
+                .max_lifetime(None);
+            let pool = connect(pool, options).await?;
+            (pool.clone(), pool)
         } else {
-            SqlitePoolOptions::new().max_connections(8)
+            let readers = connect(SqlitePoolOptions::new().max_connections(8), options.clone());
+            let writer = connect(SqlitePoolOptions::new().max_connections(1), options);
+            (readers.await?, writer.await?)
         };
-        let pool = pool_options
-            .connect_with(options)
-            .await
-            .map_err(|err| OpenError::Connect {
-                url: url.to_owned(),
-                message: err.to_string(),
-            })?;
         MIGRATOR
-            .run(&pool)
+            .run(&writer)
             .await
             .map_err(|err| OpenError::Migrate(err.to_string()))?;
-        log_durability(&pool).await;
-        Ok(Self { pool })
+        log_durability(&writer).await;
+        Ok(Self { pool, writer })
     }
 
     /// An in-memory, migrated database (tests).
@@ -92,7 +104,7 @@ impl SqliteDb {
 
     /// A write transaction holding SQLite's write lock from its first statement.
     async fn begin(&self) -> Result<Tx, StoreError> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 }
 
@@ -116,7 +128,7 @@ async fn log_durability(pool: &SqlitePool) {
         _ => "unknown",
     };
     let journal = journal.map(|(mode,)| mode).unwrap_or_default();
-    tracing::info!(
+    tracing::debug!(
         engine = "sqlite",
         journal_mode = %journal,
         synchronous,
