@@ -3,7 +3,9 @@
 //! through the writer; writes that must be atomic run in [`SqliteDb::begin`]'s
 //! `BEGIN IMMEDIATE` transactions: the write lock is taken at the start, so a writer of
 //! another process queues on the busy timeout instead of one failing on a stale
-//! snapshot. Timestamps are fixed-width RFC 3339 text and JSON is text.
+//! snapshot. Commits are `synchronous = NORMAL` (written to the WAL, synced at
+//! checkpoints: a kandev crash loses nothing; see docs/decisions/0003). Timestamps are
+//! fixed-width RFC 3339 text and JSON is text.
 
 mod clarifications;
 mod flags;
@@ -17,7 +19,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 
 use crate::model::Timestamp;
@@ -52,7 +56,11 @@ impl SqliteDb {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
         if !memory {
-            options = options.journal_mode(SqliteJournalMode::Wal);
+            // NORMAL in WAL mode: a commit is written to the WAL before it returns, synced
+            // at checkpoints (docs/decisions/0003-sqlite-synchronous-normal.md).
+            options = options
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal);
             if let Some(dir) = options.get_filename().parent()
                 && !dir.as_os_str().is_empty()
             {
@@ -207,6 +215,13 @@ mod tests {
             .await
             .expect("pragma");
         assert_eq!(mode, "wal");
+        for pool in [db.pool(), &db.writer] {
+            let (synchronous,): (i64,) = sqlx::query_as("PRAGMA synchronous")
+                .fetch_one(pool)
+                .await
+                .expect("pragma");
+            assert_eq!(synchronous, 1, "NORMAL on every connection");
+        }
         db.pool().close().await;
         let db = SqliteDb::open(&url).await.expect("reopens");
         let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations")
