@@ -75,11 +75,21 @@ probe-claude VERSION:
     cargo build -p kandev-e2e --bin probe-claude
     target/debug/probe-claude {{VERSION}}
 
-# Performance report (docs/architecture.md §8): mapping criterion benches, full-stack round trip and load, each beside its baseline and target → target/bench/report.{json,md}. `just bench --quick` is the reduced CI run.
+# Performance report (issue 17, docs/architecture.md §8): mapping criterion benches, round trip, per-hop breakdown, load (SQLite and PostgreSQL) and the scale curve, each beside its baseline and target, on release binaries → target/bench/report.{json,md} (+ runs/). `--quick` is CI's reduced run on dev binaries; `--only PART` runs one part.
 bench *ARGS:
-    if [[ " {{ARGS}} " == *" --quick "* ]]; then cargo bench -p kandev-elicitation --bench mapping -- --warm-up-time 0.3 --measurement-time 1; else cargo bench -p kandev-elicitation --bench mapping; fi
-    cargo build --workspace --bins
-    target/debug/kandev-bench run {{ARGS}}
+    #!/usr/bin/env bash
+    set -euo pipefail
+    args=" {{ARGS}} "
+    if [[ "$args" == *" --quick "* ]]; then
+        profile=debug; build=(); criterion=(-- --warm-up-time 0.3 --measurement-time 1)
+    else
+        profile=release; build=(--release); criterion=()
+    fi
+    if [[ "$args" != *" --only "* || "$args" == *" --only mapping "* ]]; then
+        cargo bench -p kandev-elicitation --bench mapping "${criterion[@]}"
+    fi
+    cargo build "${build[@]}" --workspace --bins
+    "target/$profile/kandev-bench" run {{ARGS}}
 
 # Property-based fuzzing of map_request and build_response (arbitrary and mutated-fixture JSON, zero panics); CASES sets the count.
 fuzz CASES="20000":

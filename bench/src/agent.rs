@@ -7,9 +7,10 @@
 //! - `rt N TAG`: N sequential elicitations of the spec's two-question bridge form; each
 //!   is timed from just before its `elicitation/create` is written to the moment its
 //!   response line is parsed (one monotonic clock, one process) and reported as
-//!   `{"kind": "rt", "tag", "seq", "rtt_ns", "action"}`.
+//!   `{"kind": "rt", "tag", "seq", "rtt_ns", "sent_ns", "recv_ns", "action"}` (the last
+//!   two on the wall clock, for the per-hop breakdown).
 //! - `load K TAG`: K concurrent elicitations of a one-text-question form whose message
-//!   is `TAG/k`; reports `{"kind": "sent", "tag": "TAG/k"}` for each and
+//!   is `TAG/k`; reports `{"kind": "sent", "tag": "TAG/k", "sent_ns"}` for each and
 //!   `{"kind": "recv", "tag", "recv_ns" (wall clock), "answer"}` for every response
 //!   received — also a second one for the same request, which is how doubles are counted.
 //!
@@ -132,12 +133,15 @@ impl Agent {
         for seq in 0..n {
             form["message"] = json!(format!("{tag}/{seq}"));
             let id = format!("rt-{tag}-{seq}");
+            let sent_ns = wall_ns();
             let start = Instant::now();
             let rx = self.elicit(&id, form.clone());
             let Ok(response) = rx.await else { return };
             let rtt = start.elapsed();
+            let recv_ns = wall_ns();
             self.report(
                 json!({"kind": "rt", "tag": tag, "seq": seq, "rtt_ns": rtt.as_nanos().to_string(),
+                "sent_ns": sent_ns.to_string(), "recv_ns": recv_ns.to_string(),
                 "action": response["result"]["action"].clone()}),
             );
         }
@@ -159,7 +163,7 @@ impl Agent {
                 }}
             });
             let rx = self.elicit(&id, params);
-            self.report(json!({"kind": "sent", "tag": label}));
+            self.report(json!({"kind": "sent", "tag": label, "sent_ns": wall_ns().to_string()}));
             receivers.push((label, rx));
         }
         for (label, rx) in receivers {

@@ -3,23 +3,47 @@
 //! client i answers the events whose pending id hashes to i). Every count comes from
 //! the agents' side: a request is lost when its agent never got a response, doubled
 //! when it got more than one, crossed when the answer was another request's.
+//!
+//! Two patterns:
+//! - answer as they come (the load figures): sessions on local agentctls, each
+//!   elicitation answered as soon as its operator sees it;
+//! - open, then answer ([`Pattern::OpenThenAnswer`], the scale figures): every session on
+//!   one remote agentctl; the operators hold their answers until all S × K elicitations
+//!   are open at once, then answer them all.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::json;
+use futures::StreamExt;
+use kandev_e2e::{Kandev, RemoteAgentctl};
+use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use crate::agent::wall_ns;
 use crate::collector::Collector;
-use crate::operator::{KeepAlive, clarifications_created};
-use crate::stack::{AGENT_ID, STALL, peak_rss_bytes, start_kandev};
+use crate::engine::{Engine, durability_from_log};
+use crate::operator::{Created, KeepAlive, clarifications_created};
+use crate::stack::{AGENT_ID, STALL, Stack, peak_rss_bytes, start_kandev};
 use crate::stats::{Percentiles, percentiles};
+
+/// How many sessions are started at once.
+const STARTS_IN_FLIGHT: usize = 8;
+
+/// When the operators answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pattern {
+    /// Each elicitation as soon as it is seen; one local agentctl per session.
+    AsTheyCome,
+    /// None until every elicitation is open; all sessions on one remote agentctl.
+    OpenThenAnswer,
+}
 
 /// The load's shape.
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
-    /// Sessions (each its own agentctl and agent).
+    /// Sessions (each its own agent; with local agentctls, its own agentctl too).
     pub sessions: usize,
     /// Concurrent elicitations per session.
     pub per_session: usize,
@@ -42,8 +66,12 @@ pub struct LoadResult {
     pub crossed: usize,
     /// Respond calls that did not return 200 answered.
     pub respond_errors: usize,
-    /// Answered elicitations per second, first request sent to last response received.
+    /// Answered elicitations per second: first request sent (open-then-answer: first
+    /// answer posted) to last response received.
     pub throughput: f64,
+    /// Open-then-answer: seconds from the first session start until every elicitation
+    /// was open (seen by the operators).
+    pub open_seconds: Option<f64>,
     /// Operator POST start → agent receives, ms.
     pub answer_to_agent: Percentiles,
     /// Raw answer-to-agent samples, ms.
@@ -56,73 +84,170 @@ pub struct LoadResult {
     pub agentctl_median_peak_rss: u64,
     /// agentctl processes seen.
     pub agentctls: usize,
+    /// The commit settings kandev reported for its database.
+    pub durability: Option<String>,
 }
 
 fn slot(pending_id: &str, operators: usize) -> usize {
     pending_id.bytes().map(usize::from).sum::<usize>() % operators.max(1)
 }
 
-/// Runs the load.
-pub async fn run(shape: Shape) -> Result<LoadResult, String> {
+/// What the operator clients share.
+struct Operators {
+    posted: Mutex<HashMap<String, u128>>,
+    errors: Mutex<Vec<String>>,
+    /// Open-then-answer: elicitations seen so far, and the release once all are.
+    seen: AtomicUsize,
+    total: usize,
+    release: watch::Sender<Option<u128>>,
+}
+
+impl Operators {
+    async fn answer(&self, http: &mut KeepAlive, event: &Created) {
+        let pending = event.data["pending_id"].as_str().unwrap_or_default();
+        let tag = event.data["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let body = json!({"answers": [{"question_id": "answer", "selected_options": [], "custom_text": tag}],
+            "rejected": false, "reject_reason": ""});
+        self.posted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(tag.clone(), wall_ns());
+        match http
+            .post(&format!("/api/v1/clarifications/{pending}/respond"), &body)
+            .await
+        {
+            Ok((200, b)) if b["status"] == "answered" => {}
+            other => self
+                .errors
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(format!("{tag}: {other:?}")),
+        }
+    }
+
+    /// Counts one more open elicitation; the last one releases every operator.
+    fn opened(&self) {
+        if self.seen.fetch_add(1, Ordering::SeqCst) + 1 == self.total {
+            self.release.send_replace(Some(wall_ns()));
+        }
+    }
+}
+
+async fn operator(
+    shared: Arc<Operators>,
+    index: usize,
+    count: usize,
+    pattern: Pattern,
+    mut created: tokio::sync::mpsc::UnboundedReceiver<Created>,
+    mut http: KeepAlive,
+) {
+    let mine = |event: &Created| {
+        slot(event.data["pending_id"].as_str().unwrap_or_default(), count) == index
+    };
+    if pattern == Pattern::OpenThenAnswer {
+        let mut release = shared.release.subscribe();
+        let mut held = Vec::new();
+        loop {
+            tokio::select! {
+                event = created.recv() => match event {
+                    Some(event) if mine(&event) => {
+                        held.push(event);
+                        shared.opened();
+                    }
+                    Some(_) => {}
+                    None => return,
+                },
+                changed = release.wait_for(Option::is_some) => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    break;
+                }
+            }
+        }
+        for event in &held {
+            shared.answer(&mut http, event).await;
+        }
+    }
+    while let Some(event) = created.recv().await {
+        if mine(&event) {
+            shared.answer(&mut http, &event).await;
+        }
+    }
+}
+
+/// Starts `shape.sessions` sessions, a few at a time; the failures' first one.
+async fn start_sessions(kandev: &Kandev, shape: Shape) -> Result<(), String> {
+    let starts = futures::stream::iter(0..shape.sessions)
+        .map(|s| async move {
+            let (_, session) = kandev
+                .task_with_session(AGENT_ID, &format!("load {} s{s}", shape.per_session))
+                .await;
+            (session["state"] == "FAILED").then(|| session.to_string())
+        })
+        .buffer_unordered(STARTS_IN_FLIGHT);
+    let failed: Vec<String> = starts.filter_map(|f| async move { f }).collect().await;
+    match failed.first() {
+        None => Ok(()),
+        Some(first) => Err(format!(
+            "load: {} of {} sessions failed to start, first: {first}",
+            failed.len(),
+            shape.sessions
+        )),
+    }
+}
+
+fn ns(report: &Value, field: &str) -> u128 {
+    report[field]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_default()
+}
+
+/// Runs the load on `engine`.
+pub async fn run(shape: Shape, engine: Engine, pattern: Pattern) -> Result<LoadResult, String> {
     let mut collector = Collector::start()
         .await
         .map_err(|err| format!("collector: {err}"))?;
-    let kandev = start_kandev(collector.addr()).await?;
+    let remote = match pattern {
+        Pattern::AsTheyCome => None,
+        Pattern::OpenThenAnswer => Some(RemoteAgentctl::start(&[("RUST_LOG", "warn")]).await),
+    };
+    let kandev = start_kandev(Stack {
+        report: collector.addr(),
+        engine,
+        timing: false,
+        remote: remote.as_ref(),
+    })
+    .await?;
     let total = shape.sessions * shape.per_session;
-    let posted: Arc<Mutex<HashMap<String, u128>>> = Arc::default();
-    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let shared = Arc::new(Operators {
+        posted: Mutex::default(),
+        errors: Mutex::default(),
+        seen: AtomicUsize::new(0),
+        total,
+        release: watch::channel(None).0,
+    });
     let mut operators = Vec::new();
     for index in 0..shape.operators {
-        let mut created = clarifications_created(kandev.addr()).await?;
-        let mut http = KeepAlive::connect(kandev.addr())
+        let created = clarifications_created(kandev.addr()).await?;
+        let http = KeepAlive::connect(kandev.addr())
             .await
             .map_err(|err| format!("connect: {err}"))?;
-        let posted = Arc::clone(&posted);
-        let errors = Arc::clone(&errors);
-        let operators_n = shape.operators;
-        operators.push(tokio::spawn(async move {
-            while let Some(event) = created.recv().await {
-                let pending = event["pending_id"].as_str().unwrap_or_default().to_owned();
-                if slot(&pending, operators_n) != index {
-                    continue;
-                }
-                let tag = event["message"].as_str().unwrap_or_default().to_owned();
-                let body = json!({"answers": [{"question_id": "answer", "selected_options": [], "custom_text": tag}],
-                    "rejected": false, "reject_reason": ""});
-                posted
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(tag.clone(), wall_ns());
-                match http
-                    .post(&format!("/api/v1/clarifications/{pending}/respond"), &body)
-                    .await
-                {
-                    Ok((200, b)) if b["status"] == "answered" => {}
-                    other => errors
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(format!("{tag}: {other:?}")),
-                }
-            }
-        }));
+        operators.push(tokio::spawn(operator(
+            Arc::clone(&shared),
+            index,
+            shape.operators,
+            pattern,
+            created,
+            http,
+        )));
     }
-    let mut failed = Vec::new();
-    for s in 0..shape.sessions {
-        let (_, session) = kandev
-            .task_with_session(AGENT_ID, &format!("load {} s{s}", shape.per_session))
-            .await;
-        if session["state"] == "FAILED" {
-            failed.push(session.to_string());
-        }
-    }
-    if !failed.is_empty() {
-        return Err(format!(
-            "load: {} of {} sessions failed to start, first: {}",
-            failed.len(),
-            shape.sessions,
-            failed[0]
-        ));
-    }
+    let started_ns = wall_ns();
+    start_sessions(&kandev, shape).await?;
 
     let mut sent_at: HashMap<String, u128> = HashMap::new();
     let mut received: HashMap<String, Vec<(u128, String)>> = HashMap::new();
@@ -138,30 +263,29 @@ pub async fn run(shape: Shape) -> Result<LoadResult, String> {
         let tag = report["tag"].as_str().unwrap_or_default().to_owned();
         match report["kind"].as_str() {
             Some("sent") => {
-                sent_at.insert(tag, wall_ns());
+                sent_at.insert(tag, ns(&report, "sent_ns"));
             }
             Some("recv") => {
-                let ns = report["recv_ns"]
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or_default();
                 let answer = report["answer"].as_str().unwrap_or_default().to_owned();
                 let entry = received.entry(tag).or_default();
                 if entry.is_empty() {
                     first_responses += 1;
                 }
-                entry.push((ns, answer));
+                entry.push((ns(&report, "recv_ns"), answer));
             }
             _ => return Err(format!("load: unexpected agent report {report}")),
         }
     }
     // Peak memory while everything is still alive.
     let kandev_peak_rss = peak_rss_bytes(kandev.pid()).unwrap_or_default();
-    let mut agentctl_peaks: Vec<u64> = kandev
-        .agentctls()
-        .iter()
-        .filter_map(|(pid, _)| peak_rss_bytes(*pid))
-        .collect();
+    let mut agentctl_peaks: Vec<u64> = match &remote {
+        Some(agentctl) => peak_rss_bytes(agentctl.pid()).into_iter().collect(),
+        None => kandev
+            .agentctls()
+            .iter()
+            .filter_map(|(pid, _)| peak_rss_bytes(*pid))
+            .collect(),
+    };
     agentctl_peaks.sort_unstable();
     // Doubles arrive after the first answer, if ever: give them a moment.
     while let Some(report) = collector.next(Duration::from_millis(500)).await {
@@ -174,13 +298,19 @@ pub async fn run(shape: Shape) -> Result<LoadResult, String> {
     for operator in operators {
         operator.abort();
     }
-    let posted = posted
+    let released_ns = *shared.release.borrow();
+    let posted = shared
+        .posted
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
     let mut result = LoadResult {
         sent: sent_at.len(),
-        respond_errors: errors.lock().unwrap_or_else(PoisonError::into_inner).len(),
+        respond_errors: shared
+            .errors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len(),
         kandev_peak_rss,
         agentctl_peak_rss: agentctl_peaks.last().copied().unwrap_or_default(),
         agentctl_median_peak_rss: agentctl_peaks
@@ -188,6 +318,8 @@ pub async fn run(shape: Shape) -> Result<LoadResult, String> {
             .copied()
             .unwrap_or_default(),
         agentctls: agentctl_peaks.len(),
+        open_seconds: released_ns.map(|r| r.saturating_sub(started_ns) as f64 / 1e9),
+        durability: durability_from_log(&kandev.log()),
         ..LoadResult::default()
     };
     let mut last_recv = 0u128;
@@ -212,8 +344,11 @@ pub async fn run(shape: Shape) -> Result<LoadResult, String> {
         .keys()
         .filter(|t| !sent_at.contains_key(*t))
         .count();
-    let first_sent = sent_at.values().copied().min().unwrap_or_default();
-    let span = last_recv.saturating_sub(first_sent) as f64 / 1e9;
+    let first = match pattern {
+        Pattern::AsTheyCome => sent_at.values().copied().min(),
+        Pattern::OpenThenAnswer => posted.values().copied().min(),
+    };
+    let span = last_recv.saturating_sub(first.unwrap_or_default()) as f64 / 1e9;
     result.throughput = if span > 0.0 {
         result.answered as f64 / span
     } else {
@@ -227,6 +362,7 @@ pub async fn run(shape: Shape) -> Result<LoadResult, String> {
         ));
     }
     drop(kandev);
+    drop(remote);
     Ok(result)
 }
 
@@ -241,5 +377,22 @@ mod tests {
         }
         assert_eq!(slot("anything", 1), 0);
         assert_eq!(slot("anything", 0), 0);
+    }
+
+    #[test]
+    fn the_last_open_elicitation_releases_the_operators_once() {
+        let shared = Operators {
+            posted: Mutex::default(),
+            errors: Mutex::default(),
+            seen: AtomicUsize::new(0),
+            total: 3,
+            release: watch::channel(None).0,
+        };
+        let release = shared.release.subscribe();
+        shared.opened();
+        shared.opened();
+        assert_eq!(*release.borrow(), None);
+        shared.opened();
+        assert!(release.borrow().is_some());
     }
 }

@@ -1,37 +1,84 @@
-//! `kandev-bench`: the figures of docs/architecture.md §8, each beside a baseline measured in
-//! the same run and its target.
+//! `kandev-bench`: the figures of issue 17 and docs/architecture.md §8, each beside a baseline
+//! measured in the same run and its target.
 //!
-//! - `kandev-bench run [--quick]` reads the mapping benches' criterion estimates, runs
-//!   the round-trip and load benches through the real binaries of `target/debug`, and
-//!   writes `target/bench/report.json` and `target/bench/report.md` (+ SVGs). Exit 1
-//!   when the bench breaks or a response is lost, doubled or crossed; latency and
-//!   memory targets are reported, not asserted. `just bench` builds and runs it all.
+//! - `kandev-bench run [--quick] [--only PART] [--engine sqlite|postgres]` reads the
+//!   mapping benches' criterion estimates, runs the round trip (direct, then full stack
+//!   per engine), the per-hop breakdown, the load (per engine) and the scale curve through
+//!   the real binaries of the profile it was itself built in (`target/release` for
+//!   `just bench`, `target/debug` for `just bench --quick`), and writes
+//!   `target/bench/report.{json,md}` (+ SVGs), copied to `target/bench/runs/<date>-<commit>/`.
+//!   Exit 1 when the bench breaks or a response is lost, doubled or crossed; latency and
+//!   memory targets are reported, not asserted.
 //! - `kandev-bench agent` is the ACP agent the stack benches configure (see [`agent`]).
 
 mod agent;
+mod breakdown;
 mod collector;
+mod engine;
+mod json;
 mod load;
 mod mapping;
+mod markdown;
 mod operator;
 mod report;
 mod roundtrip;
 mod stack;
 mod stats;
+mod targets;
 
+use std::path::Path;
 use std::process::ExitCode;
 
-use load::Shape;
-use report::{Report, RoundTrip};
+use engine::Engine;
+use load::{Pattern, Shape};
+use report::{EngineFigures, Meta, Report, ScalePoint, skipped};
 
-const USAGE: &str =
-    "usage: kandev-bench run [--quick] [--only mapping|round-trip|load] | kandev-bench agent";
+const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|scale] [--engine sqlite|postgres] | kandev-bench agent";
+
+const PARTS: &[&str] = &["mapping", "round-trip", "breakdown", "load", "scale"];
+
+/// What to run.
+#[derive(Debug, Default, PartialEq)]
+struct Args {
+    quick: bool,
+    only: Option<String>,
+    engine: Option<Engine>,
+}
+
+fn parse_args(args: &[String]) -> Result<Args, String> {
+    let mut parsed = Args::default();
+    let mut rest = args.iter().skip_while(|a| *a == "run");
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--quick" => parsed.quick = true,
+            "--only" => match rest.next() {
+                Some(part) if PARTS.contains(&part.as_str()) => parsed.only = Some(part.clone()),
+                _ => return Err(format!("--only takes one of {}", PARTS.join(", "))),
+            },
+            "--engine" => match rest.next().and_then(|e| Engine::parse(e)) {
+                Some(engine) => parsed.engine = Some(engine),
+                None => return Err("--engine takes sqlite or postgres".into()),
+            },
+            bad => return Err(format!("unknown argument {bad}")),
+        }
+    }
+    Ok(parsed)
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let agent = args.first().map(String::as_str) == Some("agent");
+    // An agent is one of up to a thousand processes: one thread each.
+    let runtime = if agent {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("kandev-bench: tokio runtime: {err}");
@@ -40,34 +87,17 @@ fn main() -> ExitCode {
     };
     match args.first().map(String::as_str) {
         Some("agent") => runtime.block_on(agent::run()),
-        None | Some("run") | Some("--quick") | Some("--only") => {
-            let mut quick = false;
-            let mut only = None;
-            let mut rest = args.iter().skip_while(|a| *a == "run");
-            while let Some(arg) = rest.next() {
-                match arg.as_str() {
-                    "--quick" => quick = true,
-                    "--only" => match rest.next().map(String::as_str) {
-                        Some(part @ ("mapping" | "round-trip" | "load")) => only = Some(part),
-                        _ => {
-                            eprintln!(
-                                "kandev-bench: --only takes mapping, round-trip or load\n{USAGE}"
-                            );
-                            return ExitCode::from(2);
-                        }
-                    },
-                    bad => {
-                        eprintln!("kandev-bench: unknown argument {bad}\n{USAGE}");
-                        return ExitCode::from(2);
-                    }
-                }
-            }
-            runtime.block_on(run(quick, only))
-        }
         Some("-h" | "--help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS
         }
+        None | Some("run" | "--quick" | "--only" | "--engine") => match parse_args(&args) {
+            Ok(args) => runtime.block_on(run(args)),
+            Err(err) => {
+                eprintln!("kandev-bench: {err}\n{USAGE}");
+                ExitCode::from(2)
+            }
+        },
         Some(other) => {
             eprintln!("kandev-bench: unknown command {other}\n{USAGE}");
             ExitCode::from(2)
@@ -75,101 +105,219 @@ fn main() -> ExitCode {
     }
 }
 
-/// The result of a part `--only` left out (not a failure).
-fn skipped<T>(part: &str) -> Result<T, String> {
-    Err(format!("{part}: skipped (--only)"))
+/// The profile this executable was built in: the directory it sits in under `target/`.
+fn own_profile() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            exe.parent()
+                .and_then(Path::file_name)
+                .map(|d| d.to_string_lossy().into_owned())
+        })
+        .filter(|dir| dir != "deps")
+        .unwrap_or_else(|| "debug".to_owned())
 }
 
-async fn run(quick: bool, only: Option<&str>) -> ExitCode {
-    let wanted = |part: &str| only.is_none_or(|o| o == part);
-    let (n, warmup, shape) = if quick {
-        (
-            200,
-            20,
-            Shape {
+/// `git rev-parse HEAD` of the repository, `+dirty` when tracked files changed.
+fn commit() -> String {
+    let root = kandev_e2e::bins::repo_root();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let Some(head) = git(&["rev-parse", "HEAD"]) else {
+        return "unknown (not a git checkout)".into();
+    };
+    match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(changes) if !changes.is_empty() => format!("{head}+dirty"),
+        _ => head,
+    }
+}
+
+/// The run's sizes.
+struct Plan {
+    n: usize,
+    warmup: usize,
+    breakdown_n: usize,
+    shape: Shape,
+    scale_sessions: &'static [usize],
+    engines: Vec<Engine>,
+}
+
+const SCALE_PER_SESSION: usize = 10;
+
+fn plan(args: &Args) -> Plan {
+    let engines = match args.engine {
+        Some(engine) => vec![engine],
+        None if args.quick => vec![Engine::Sqlite],
+        None => Engine::ALL.to_vec(),
+    };
+    let operators = 10;
+    if args.quick {
+        Plan {
+            n: 200,
+            warmup: 20,
+            breakdown_n: 50,
+            shape: Shape {
                 sessions: 10,
                 per_session: 10,
-                operators: 10,
+                operators,
             },
-        )
+            scale_sessions: &[10],
+            engines,
+        }
     } else {
-        (
-            1000,
-            50,
-            Shape {
+        Plan {
+            n: 1000,
+            warmup: 50,
+            breakdown_n: 200,
+            shape: Shape {
                 sessions: 100,
                 per_session: 10,
-                operators: 10,
+                operators,
             },
-        )
+            scale_sessions: &[10, 100, 1000],
+            engines,
+        }
+    }
+}
+
+async fn engine_figures(
+    plan: &Plan,
+    engine: Engine,
+    wanted: &dyn Fn(&str) -> bool,
+) -> EngineFigures {
+    let name = engine.name();
+    let round_trip = if wanted("round-trip") {
+        eprintln!(
+            "kandev-bench: round trip, full stack on {name} ({} + {} warm-up)",
+            plan.n, plan.warmup
+        );
+        roundtrip::full_stack(plan.n, plan.warmup, engine, false).await
+    } else {
+        skipped("round trip")
+    };
+    let mut durability = round_trip.as_ref().ok().and_then(|r| r.durability.clone());
+    let breakdown = if wanted("breakdown") {
+        eprintln!(
+            "kandev-bench: breakdown on {name} ({} with timing events on)",
+            plan.breakdown_n
+        );
+        roundtrip::full_stack(plan.breakdown_n, plan.warmup, engine, true)
+            .await
+            .and_then(|pass| {
+                durability = durability.take().or(pass.durability);
+                pass.breakdown
+                    .filter(|b| b.total.n > 0)
+                    .ok_or_else(|| "no hop events in the logs".to_owned())
+            })
+    } else {
+        skipped("breakdown")
+    };
+    let load = if wanted("load") {
+        let s = plan.shape;
+        eprintln!(
+            "kandev-bench: load on {name}, {} sessions × {} elicitations, {} operators",
+            s.sessions, s.per_session, s.operators
+        );
+        load::run(s, engine, Pattern::AsTheyCome).await
+    } else {
+        skipped("load")
+    };
+    if let Ok(l) = &load {
+        durability = durability.or_else(|| l.durability.clone());
+    }
+    EngineFigures {
+        engine,
+        round_trip,
+        breakdown,
+        load,
+        durability,
+    }
+}
+
+async fn run(args: Args) -> ExitCode {
+    let profile = own_profile();
+    kandev_e2e::bins::use_profile(&profile);
+    let wanted = |part: &str| args.only.as_deref().is_none_or(|o| o == part);
+    let plan = plan(&args);
+    let meta = Meta {
+        mode: if args.quick { "quick" } else { "full" },
+        profile,
+        commit: commit(),
+        date: chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
     };
     let target = kandev_e2e::bins::target_dir();
-    let out = target.join("bench");
-    eprintln!("kandev-bench: mapping figures from target/criterion");
     let mapping = if wanted("mapping") {
+        eprintln!("kandev-bench: mapping figures from target/criterion");
         mapping::read(&target.join("criterion"))
     } else {
         skipped("mapping")
     };
-    let round_trip = if wanted("round-trip") {
-        eprintln!("kandev-bench: round trip, baseline ({n} + {warmup} warm-up)");
-        let baseline = roundtrip::baseline(n, warmup).await;
-        eprintln!("kandev-bench: round trip, full stack ({n} + {warmup} warm-up)");
-        let full = roundtrip::full_stack(n, warmup).await;
-        match (full, baseline) {
-            (Ok(full), Ok(baseline)) => Ok(RoundTrip {
-                n,
-                warmup,
-                full,
-                baseline,
-            }),
-            (Err(err), _) | (_, Err(err)) => Err(err),
-        }
+    let rt_ratios = wanted("round-trip") || wanted("breakdown");
+    let baseline = if rt_ratios {
+        eprintln!(
+            "kandev-bench: round trip, direct ({} + {} warm-up)",
+            plan.n, plan.warmup
+        );
+        roundtrip::baseline(plan.n, plan.warmup).await
     } else {
         skipped("round trip")
     };
-    let load = if wanted("load") {
-        eprintln!(
-            "kandev-bench: load, {} sessions × {} elicitations, {} operators",
-            shape.sessions, shape.per_session, shape.operators
-        );
-        load::run(shape).await
+    let mut engines = Vec::new();
+    for &engine in &plan.engines {
+        engines.push(engine_figures(&plan, engine, &wanted).await);
+    }
+    let (scale, scale_skipped) = if wanted("scale") {
+        let mut points = Vec::new();
+        for &sessions in plan.scale_sessions {
+            eprintln!(
+                "kandev-bench: scale, {sessions} sessions × {SCALE_PER_SESSION} open, one remote agentctl"
+            );
+            let shape = Shape {
+                sessions,
+                per_session: SCALE_PER_SESSION,
+                operators: plan.shape.operators,
+            };
+            let result = load::run(shape, Engine::Sqlite, Pattern::OpenThenAnswer).await;
+            points.push(ScalePoint { sessions, result });
+        }
+        (points, None)
     } else {
-        skipped("load")
+        (Vec::new(), Some(format!("scale: {}", report::SKIPPED)))
     };
     let report = Report {
-        mode: if quick { "quick" } else { "full" },
+        meta,
         mapping,
-        round_trip,
-        shape,
-        load,
+        rt_n: plan.n,
+        rt_warmup: plan.warmup,
+        breakdown_n: plan.breakdown_n,
+        baseline,
+        engines,
+        shape: plan.shape,
+        scale_per_session: SCALE_PER_SESSION,
+        scale,
+        scale_skipped,
     };
-    if let Err(err) = std::fs::create_dir_all(&out) {
-        eprintln!("kandev-bench: {}: {err}", out.display());
-        return ExitCode::FAILURE;
-    }
-    let json = report.to_json();
-    let markdown = match report.to_markdown(&out) {
-        Ok(md) => md,
+    match write(&report, &target.join("bench")) {
+        Ok(markdown) => {
+            println!("{markdown}");
+            println!("(written to {})", target.join("bench").display());
+        }
         Err(err) => {
-            eprintln!("kandev-bench: writing SVGs: {err}");
+            eprintln!("kandev-bench: writing the report: {err}");
             return ExitCode::FAILURE;
         }
-    };
-    let written = std::fs::write(
-        out.join("report.json"),
-        serde_json::to_string_pretty(&json).unwrap_or_default(),
-    )
-    .and_then(|()| std::fs::write(out.join("report.md"), &markdown));
-    if let Err(err) = written {
-        eprintln!("kandev-bench: writing the report: {err}");
-        return ExitCode::FAILURE;
     }
-    println!("{markdown}");
-    println!(
-        "(written to {} and report.md)",
-        out.join("report.json").display()
-    );
     let failures = report.failures();
     if failures.is_empty() {
         ExitCode::SUCCESS
@@ -178,5 +326,55 @@ async fn run(quick: bool, only: Option<&str>) -> ExitCode {
             eprintln!("kandev-bench: BROKEN: {f}");
         }
         ExitCode::FAILURE
+    }
+}
+
+/// Writes the report into `out` and a copy into `out/runs/<date>-<commit>/`; returns the
+/// Markdown.
+fn write(report: &Report, out: &Path) -> std::io::Result<String> {
+    let short: String = report.meta.commit.chars().take(12).collect();
+    let run_dir = out
+        .join("runs")
+        .join(format!("{}-{short}-{}", report.meta.date, report.meta.mode));
+    let json = serde_json::to_string_pretty(&report.to_json()).map_err(std::io::Error::other)?;
+    let mut markdown = String::new();
+    for dir in [out, run_dir.as_path()] {
+        std::fs::create_dir_all(dir)?;
+        markdown = report.to_markdown(dir)?;
+        std::fs::write(dir.join("report.json"), &json)?;
+        std::fs::write(dir.join("report.md"), &markdown)?;
+    }
+    Ok(markdown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Result<Args, String> {
+        parse_args(&words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn arguments_choose_parts_and_engines_and_quick_runs_sqlite_only() {
+        assert_eq!(args(&["run"]), Ok(Args::default()));
+        let a = args(&["run", "--quick", "--only", "scale", "--engine", "postgres"]).expect("ok");
+        assert_eq!(
+            a,
+            Args {
+                quick: true,
+                only: Some("scale".into()),
+                engine: Some(Engine::Postgres)
+            }
+        );
+        assert!(args(&["--only", "everything"]).is_err());
+        assert!(args(&["--engine", "mysql"]).is_err());
+        assert!(args(&["--fast"]).is_err());
+        assert_eq!(
+            plan(&args(&["--quick"]).expect("ok")).engines,
+            [Engine::Sqlite]
+        );
+        assert_eq!(plan(&Args::default()).engines, Engine::ALL);
+        assert_eq!(plan(&Args::default()).scale_sessions, [10, 100, 1000]);
     }
 }

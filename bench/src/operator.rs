@@ -11,11 +11,21 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-/// Subscribes to the operator WebSocket and forwards the `data` of every
-/// `clarification.created` event.
+use crate::agent::wall_ns;
+
+/// A `clarification.created` event as an operator client got it.
+#[derive(Debug, Clone)]
+pub struct Created {
+    /// The event's `data`: the clarification record.
+    pub data: Value,
+    /// When the client read it, wall-clock nanoseconds.
+    pub seen_ns: u128,
+}
+
+/// Subscribes to the operator WebSocket and forwards every `clarification.created` event.
 pub async fn clarifications_created(
     addr: SocketAddr,
-) -> Result<mpsc::UnboundedReceiver<Value>, String> {
+) -> Result<mpsc::UnboundedReceiver<Created>, String> {
     let url = format!("ws://{addr}/api/v1/ws");
     let (socket, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), None, true)
         .await
@@ -27,13 +37,19 @@ pub async fn clarifications_created(
             let Message::Text(text) = message else {
                 continue;
             };
+            let seen_ns = wall_ns();
             // Cheap pre-filter: most events are not clarifications.
             if !text.as_str().contains("clarification.created") {
                 continue;
             }
-            if let Ok(event) = serde_json::from_str::<Value>(text.as_str())
+            if let Ok(mut event) = serde_json::from_str::<Value>(text.as_str())
                 && event["type"] == "clarification.created"
-                && tx.send(event["data"].clone()).is_err()
+                && tx
+                    .send(Created {
+                        data: event["data"].take(),
+                        seen_ns,
+                    })
+                    .is_err()
             {
                 break;
             }

@@ -6,6 +6,10 @@
 //! - baseline: the same agent under a standalone agentctl, answered by the bench
 //!   straight over the agent stream (`agent.elicitations.respond` on
 //!   `elicitation_requested`), no backend.
+//!
+//! A full-stack pass with the timing events on also yields the per-hop [`Breakdown`].
+
+use std::collections::HashMap;
 
 use futures::{SinkExt, StreamExt};
 use kandev_e2e::RemoteAgentctl;
@@ -13,9 +17,15 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+use crate::agent::wall_ns;
+use crate::breakdown::{
+    AGENT_RECEIVED, AGENT_SENT, Breakdown, OPERATOR_ANSWERED, OPERATOR_POSTED, OPERATOR_SEEN,
+    Timeline,
+};
 use crate::collector::Collector;
+use crate::engine::{Engine, durability_from_log};
 use crate::operator::{KeepAlive, clarifications_created};
-use crate::stack::{AGENT_ID, STALL, agent_command, start_kandev};
+use crate::stack::{AGENT_ID, STALL, Stack, agent_command, start_kandev};
 
 /// The answer both paths send: question_0 = Postgres, question_1 = [prod, dev].
 pub fn bridge_answers() -> Value {
@@ -25,17 +35,28 @@ pub fn bridge_answers() -> Value {
     ])
 }
 
-/// Reads `total` `rt` reports of `tag` and returns the round trips after the first
-/// `warmup`, in milliseconds.
+/// One agent `rt` report.
+#[derive(Debug, Clone, Copy)]
+struct Rtt {
+    seq: usize,
+    ms: f64,
+    sent_us: u64,
+    recv_us: u64,
+}
+
+fn ns_field(report: &Value, field: &str) -> Option<u128> {
+    report[field].as_str().and_then(|s| s.parse().ok())
+}
+
+/// Reads `total` `rt` reports of `tag`.
 async fn collect_rtts(
     collector: &mut Collector,
     tag: &str,
     total: usize,
-    warmup: usize,
-) -> Result<Vec<f64>, String> {
-    let mut samples = Vec::with_capacity(total);
-    let mut seen = 0;
-    while seen < total {
+) -> Result<Vec<Rtt>, String> {
+    let mut rtts = Vec::with_capacity(total);
+    while rtts.len() < total {
+        let seen = rtts.len();
         let report = collector.next(STALL).await.ok_or_else(|| {
             format!("{tag}: no agent report for {STALL:?} after {seen} of {total} round trips")
         })?;
@@ -48,24 +69,68 @@ async fn collect_rtts(
         if report["action"] != "accept" {
             return Err(format!("{tag}: the agent got {report}, not an accept"));
         }
-        let ns: f64 = report["rtt_ns"]
-            .as_str()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| format!("{tag}: bad report {report}"))?;
-        if report["seq"].as_u64().unwrap_or(0) as usize >= warmup {
-            samples.push(ns / 1e6);
-        }
-        seen += 1;
+        let (Some(rtt), Some(sent), Some(recv)) = (
+            ns_field(&report, "rtt_ns"),
+            ns_field(&report, "sent_ns"),
+            ns_field(&report, "recv_ns"),
+        ) else {
+            return Err(format!("{tag}: bad report {report}"));
+        };
+        rtts.push(Rtt {
+            seq: report["seq"].as_u64().unwrap_or(0) as usize,
+            ms: rtt as f64 / 1e6,
+            sent_us: (sent / 1000) as u64,
+            recv_us: (recv / 1000) as u64,
+        });
     }
-    Ok(samples)
+    Ok(rtts)
 }
 
-/// The full-stack round trip: `n` measured after `warmup`.
-pub async fn full_stack(n: usize, warmup: usize) -> Result<Vec<f64>, String> {
+fn measured(rtts: &[Rtt], warmup: usize) -> Vec<f64> {
+    rtts.iter()
+        .filter(|r| r.seq >= warmup)
+        .map(|r| r.ms)
+        .collect()
+}
+
+/// What one full-stack pass measured.
+#[derive(Debug, Clone)]
+pub struct FullStack {
+    /// The round trips after the warm-up, ms.
+    pub samples: Vec<f64>,
+    /// With the timing events on: where the time went.
+    pub breakdown: Option<Breakdown>,
+    /// The commit settings kandev reported for its database.
+    pub durability: Option<String>,
+}
+
+/// What the operator client saw of one elicitation.
+struct Answered {
+    pending_id: String,
+    message: String,
+    seen_ns: u128,
+    posted_ns: u128,
+    answered_ns: u128,
+}
+
+/// The full-stack round trip on `engine`: `n` measured after `warmup`; with `timing`,
+/// kandev and agentctl log their hops and the pass returns the breakdown too.
+pub async fn full_stack(
+    n: usize,
+    warmup: usize,
+    engine: Engine,
+    timing: bool,
+) -> Result<FullStack, String> {
     let mut collector = Collector::start()
         .await
         .map_err(|err| format!("collector: {err}"))?;
-    let kandev = start_kandev(collector.addr()).await?;
+    let kandev = start_kandev(Stack {
+        report: collector.addr(),
+        engine,
+        timing,
+        remote: None,
+    })
+    .await?;
     let mut created = clarifications_created(kandev.addr()).await?;
     let mut http = KeepAlive::connect(kandev.addr())
         .await
@@ -76,6 +141,7 @@ pub async fn full_stack(n: usize, warmup: usize) -> Result<Vec<f64>, String> {
         .task_with_session(AGENT_ID, &format!("rt {total} full"))
         .await;
     let operator = async {
+        let mut answered = Vec::with_capacity(total);
         for i in 0..total {
             let event = tokio::time::timeout(STALL, created.recv())
                 .await
@@ -84,7 +150,8 @@ pub async fn full_stack(n: usize, warmup: usize) -> Result<Vec<f64>, String> {
                 .ok_or_else(|| {
                     format!("full stack: no clarification.created #{i} within {STALL:?}")
                 })?;
-            let pending = event["pending_id"].as_str().unwrap_or_default();
+            let pending = event.data["pending_id"].as_str().unwrap_or_default();
+            let posted_ns = wall_ns();
             let (status, body) = http
                 .post(
                     &format!("/api/v1/clarifications/{pending}/respond"),
@@ -92,18 +159,55 @@ pub async fn full_stack(n: usize, warmup: usize) -> Result<Vec<f64>, String> {
                 )
                 .await
                 .map_err(|err| format!("respond: {err}"))?;
+            let answered_ns = wall_ns();
             if status != 200 || body["status"] != "answered" {
                 return Err(format!("respond #{i}: {status} {body}"));
             }
+            answered.push(Answered {
+                pending_id: pending.to_owned(),
+                message: event.data["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                seen_ns: event.seen_ns,
+                posted_ns,
+                answered_ns,
+            });
         }
-        Ok::<(), String>(())
+        Ok::<_, String>(answered)
     };
-    let (answered, samples) = tokio::join!(
-        operator,
-        collect_rtts(&mut collector, "full", total, warmup)
-    );
-    answered?;
-    samples
+    let (answered, rtts) = tokio::join!(operator, collect_rtts(&mut collector, "full", total));
+    let (answered, rtts) = (answered?, rtts?);
+    let log = kandev.log();
+    let breakdown = timing.then(|| {
+        let mut timeline = Timeline::from_log(&log);
+        let by_message: HashMap<String, &Rtt> = rtts
+            .iter()
+            .map(|r| (format!("full/{}", r.seq), r))
+            .collect();
+        let mut ids = Vec::new();
+        for a in &answered {
+            let Some(rtt) = by_message.get(&a.message) else {
+                continue;
+            };
+            if rtt.seq < warmup {
+                continue;
+            }
+            let us = |ns: u128| (ns / 1000) as u64;
+            timeline.add(&a.pending_id, AGENT_SENT, rtt.sent_us);
+            timeline.add(&a.pending_id, AGENT_RECEIVED, rtt.recv_us);
+            timeline.add(&a.pending_id, OPERATOR_SEEN, us(a.seen_ns));
+            timeline.add(&a.pending_id, OPERATOR_POSTED, us(a.posted_ns));
+            timeline.add(&a.pending_id, OPERATOR_ANSWERED, us(a.answered_ns));
+            ids.push(a.pending_id.as_str());
+        }
+        timeline.breakdown(ids)
+    });
+    Ok(FullStack {
+        samples: measured(&rtts, warmup),
+        breakdown,
+        durability: durability_from_log(&log),
+    })
 }
 
 /// The baseline: a standalone agentctl, answered over the agent stream.
@@ -190,12 +294,12 @@ pub async fn baseline(n: usize, warmup: usize) -> Result<Vec<f64>, String> {
         }
         Ok(())
     });
-    let samples = collect_rtts(&mut collector, "base", total, warmup).await;
+    let rtts = collect_rtts(&mut collector, "base", total).await;
     if !answerer.is_finished() {
         answerer.abort();
     } else if let Ok(Err(err)) = answerer.await {
         return Err(err);
     }
     drop(agentctl);
-    samples
+    rtts.map(|rtts| measured(&rtts, warmup))
 }

@@ -1,14 +1,15 @@
 //! What the stack benches share: the bench agent's configuration, and starting a
-//! `kandev` (the e2e harness's, quiet logs) with it.
+//! `kandev` (the e2e harness's, quiet logs) with it on an engine.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kandev_e2e::{Kandev, KandevOptions};
+use kandev_e2e::{Kandev, KandevOptions, RemoteAgentctl};
 use serde_json::{Value, json};
 
 use crate::agent::REPORT_ENV;
+use crate::engine::Engine;
 
 /// How long the bench waits for any single expected report or event before calling the
 /// run broken (generous: two shared cores).
@@ -27,22 +28,46 @@ pub fn agent_command() -> Result<Vec<String>, String> {
     Ok(vec![bench_exe()?.display().to_string(), "agent".to_owned()])
 }
 
-/// Starts a kandev with the flag on, `warn` logs (the benches measure, not debug), and
-/// the bench agent reporting to `report`.
-pub async fn start_kandev(report: SocketAddr) -> Result<Kandev, String> {
+/// How a stack bench starts its kandev.
+#[derive(Debug, Clone, Copy)]
+pub struct Stack<'a> {
+    /// The collector the bench agents report to.
+    pub report: SocketAddr,
+    /// Its database engine.
+    pub engine: Engine,
+    /// Whether kandev and its local agentctls log the per-hop timing events.
+    pub timing: bool,
+    /// A remote agentctl to run every session on (else kandev starts one per session).
+    pub remote: Option<&'a RemoteAgentctl>,
+}
+
+/// The log filter of a measured kandev: warnings, plus the one line that states the
+/// database's commit settings.
+const QUIET: &str = "warn,kandev_backend::store=debug";
+
+/// With the per-hop timing events on, also in the local agentctls (whose lines kandev
+/// forwards into its own log at `info` on `kandev::agentctl`).
+const TIMED: &str = "warn,kandev_backend::store=debug,kandev::agentctl=info,kandev::timing=debug";
+
+/// Starts a kandev with the flag on and the bench agent reporting to `stack.report`.
+pub async fn start_kandev(stack: Stack<'_>) -> Result<Kandev, String> {
     let command: Vec<Value> = agent_command()?.into_iter().map(Value::from).collect();
     let toml = format!(
         "[agents.{AGENT_ID}]\ncommand = {}\nenv = {{ {REPORT_ENV} = {} }}\n",
         json!(command),
-        json!(report.to_string())
+        json!(stack.report.to_string())
     );
-    Ok(Kandev::start(
-        KandevOptions::new()
-            .flag_env(true)
-            .env("RUST_LOG", "warn")
-            .toml(&toml),
-    )
-    .await)
+    let mut options = KandevOptions::new()
+        .flag_env(true)
+        .env("RUST_LOG", if stack.timing { TIMED } else { QUIET })
+        .toml(&toml);
+    if let Some(url) = stack.engine.database().await? {
+        options = options.database(&url);
+    }
+    if let Some(agentctl) = stack.remote {
+        options = options.remote(&format!("ws://{}", agentctl.addr()), agentctl.token());
+    }
+    Ok(Kandev::start(options).await)
 }
 
 /// VmHWM (peak resident set) of a process, bytes, from /proc/<pid>/status.

@@ -1,6 +1,7 @@
 //! Where the built binaries and the repository's files are.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// The repository root (the workspace directory).
 pub fn repo_root() -> PathBuf {
@@ -24,32 +25,50 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| repo_root().join("target"))
 }
 
-/// A built binary of the workspace, `target/debug/<name>`.
+static PROFILE: OnceLock<String> = OnceLock::new();
+
+/// Makes every later lookup use the binaries of `target/<profile>` (`release` for the
+/// bench); without a call the harness uses `target/debug`. The first call wins.
+pub fn use_profile(profile: &str) {
+    let _ = PROFILE.set(profile.to_owned());
+}
+
+/// The profile directory binaries are taken from (`debug` unless [`use_profile`] said).
+pub fn profile() -> &'static str {
+    PROFILE.get().map(String::as_str).unwrap_or("debug")
+}
+
+/// A built binary of the workspace, `target/<profile>/<name>`.
 ///
 /// # Panics
 /// When it is missing, with the command that builds it: the tests drive the real
 /// binaries and never build them themselves.
 pub fn binary(name: &str) -> PathBuf {
-    let path = target_dir().join("debug").join(name);
+    let profile = profile();
+    let path = target_dir().join(profile).join(name);
+    let build = match profile {
+        "debug" => "cargo build --workspace --bins` first (`just e2e` does)".to_owned(),
+        other => format!("cargo build --profile {other} --workspace --bins` first"),
+    };
     assert!(
         path.is_file(),
-        "{} is missing: run `cargo build --workspace --bins` first (`just e2e` does)",
+        "{} is missing: run `{build}",
         path.display()
     );
     path
 }
 
-/// `target/debug/kandev`.
+/// `target/<profile>/kandev`.
 pub fn kandev() -> PathBuf {
     binary("kandev")
 }
 
-/// `target/debug/agentctl`.
+/// `target/<profile>/agentctl`.
 pub fn agentctl() -> PathBuf {
     binary("agentctl")
 }
 
-/// `target/debug/mock-agent`.
+/// `target/<profile>/mock-agent`.
 pub fn mock_agent() -> PathBuf {
     binary("mock-agent")
 }

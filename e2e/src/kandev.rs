@@ -29,7 +29,7 @@ pub const ANSWER_TIMEOUT_ENV: &str = "KANDEV_ELICITATION_ANSWER_TIMEOUT";
 /// Where kandev runs agentctl.
 #[derive(Debug, Clone, Default)]
 pub enum Executor {
-    /// kandev starts `target/debug/agentctl` per session (with a chosen part of kandev's environment).
+    /// kandev starts `target/<profile>/agentctl` per session (with a chosen part of kandev's environment).
     #[default]
     Local,
     /// kandev connects to an agentctl at `url` with `token`.

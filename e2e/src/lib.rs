@@ -13,7 +13,8 @@
 //! - [`FaultProxy`] sits between `kandev` and a remote `agentctl` and can be cut.
 //! - [`claude`] runs the real claude-agent-acp bridge and CLI against a fake model.
 //!
-//! The binaries come from `target/debug`; `just e2e` builds them first.
+//! The binaries come from `target/debug` (`just e2e` builds them first), or from the profile
+//! [`bins::use_profile`] names (the bench uses `target/release`).
 
 pub mod bins;
 pub mod claude;

@@ -76,6 +76,11 @@ impl RemoteAgentctl {
         self.addr
     }
 
+    /// Its pid (and process group).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
     /// Its bearer token.
     pub fn token(&self) -> &str {
         &self.token

@@ -1,4 +1,4 @@
-//! Replicas on one PostgreSQL (ARCHITECTURE §12): two kandev processes with the same
+//! Replicas on one PostgreSQL (docs/architecture.md §12): two kandev processes with the same
 //! `cluster.secret`, a remote agentctl (or two), a fresh database of the test cluster.
 //! An answer given on the replica that does not own the session reaches the agent; the
 //! other replica's operators see the owner's events; forty answers spread over both

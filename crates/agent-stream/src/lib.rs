@@ -9,6 +9,7 @@
 //!   ([`ErrorPayload`]) carrying the same `id`.
 //! - agentctl sends `notification` frames with action [`action::AGENT_EVENT`] whose
 //!   payload is an [`event::AgentEvent`].
+//! - [`timing`]: the per-hop timing events of one elicitation (off unless asked for).
 
 pub mod agent_env;
 pub mod envelope;
@@ -16,6 +17,7 @@ pub mod event;
 pub mod mcp;
 pub mod request;
 pub mod response;
+pub mod timing;
 
 pub use envelope::{Envelope, ErrorCode, ErrorPayload, FrameType};
 pub use event::{AgentEvent, AskUserQuestionRequested, ElicitationRequested, SettleOutcome};

@@ -30,9 +30,35 @@ pub struct Cluster {
 
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
+/// What a commit survives on a [`Cluster`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `fsync`, `synchronous_commit` and `full_page_writes` off: tests, which never
+    /// survive a crash anyway.
+    Fast,
+    /// PostgreSQL's defaults (all three on): a committed transaction is on disk, as in a
+    /// deployment. What the bench measures.
+    Durable,
+}
+
+impl Durability {
+    fn server_options(self) -> &'static str {
+        match self {
+            Self::Fast => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+            Self::Durable => "-c fsync=on -c synchronous_commit=on -c full_page_writes=on",
+        }
+    }
+}
+
 impl Cluster {
-    /// Finds the binaries, runs `initdb` and starts the server; waits until it answers.
+    /// Finds the binaries, runs `initdb` and starts a [`Durability::Fast`] server; waits
+    /// until it answers.
     pub fn start() -> Result<Self, Unavailable> {
+        Self::start_with(Durability::Fast)
+    }
+
+    /// Like [`Cluster::start`], with the given durability.
+    pub fn start_with(durability: Durability) -> Result<Self, Unavailable> {
         let bin = binaries()?;
         let dir = tempfile::Builder::new()
             .prefix("kandev-pg-")
@@ -65,11 +91,12 @@ impl Cluster {
         let postgres = runas.command_line(&bin.join("postgres"));
         let script = format!(
             "{postgres} -D '{data}' -p {port} -k '{dir}' -c listen_addresses=127.0.0.1 \
-             -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 \
+             {durability} -c max_connections=400 \
              >'{dir}/postgres.log' 2>&1 & pid=$!; \
              read _ignored; kill -INT $pid; wait $pid; rm -rf '{dir}'",
             data = data.display(),
             dir = dir.display(),
+            durability = durability.server_options(),
         );
         let mut supervisor = Command::new("sh")
             .args(["-c", &script])

@@ -8,20 +8,30 @@
 //! When PostgreSQL is not installed, a test that needs it fails under `CI=true` and is
 //! skipped (with a line saying so) elsewhere: [`database`] returns `None` then.
 //!
-//! The cluster trades durability for speed (`fsync=off`): these are tests, not
-//! benchmarks. As root, `initdb` and `postgres` run as the `postgres` user.
+//! The [`cluster`] trades durability for speed (`fsync=off`): these are tests; the bench
+//! takes the [`durable_cluster`], on PostgreSQL's default commit settings. As root,
+//! `initdb` and `postgres` run as the `postgres` user.
 
 mod cluster;
 
-pub use cluster::{Cluster, Unavailable};
+pub use cluster::{Cluster, Durability, Unavailable};
 
 use std::sync::OnceLock;
 
 static CLUSTER: OnceLock<Result<Cluster, Unavailable>> = OnceLock::new();
+static DURABLE: OnceLock<Result<Cluster, Unavailable>> = OnceLock::new();
 
 /// The process's cluster, started on first use.
 pub fn cluster() -> Result<&'static Cluster, &'static Unavailable> {
     CLUSTER.get_or_init(Cluster::start).as_ref()
+}
+
+/// The process's [`Durability::Durable`] cluster (PostgreSQL's default commit settings),
+/// started on first use: for measurements, where `fsync=off` would flatter the figures.
+pub fn durable_cluster() -> Result<&'static Cluster, &'static Unavailable> {
+    DURABLE
+        .get_or_init(|| Cluster::start_with(Durability::Durable))
+        .as_ref()
 }
 
 /// Whether a test that needs PostgreSQL must fail when it is missing (`CI=true`).

@@ -4,7 +4,7 @@
 
 use kandev_agent_stream::request::ElicitationsRespond;
 use kandev_agent_stream::{
-    AgentEvent, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome,
+    AgentEvent, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, timing,
 };
 use kandev_elicitation::{ElicitationResponse, build_response, map_request};
 use serde_json::Value;
@@ -17,6 +17,7 @@ use crate::pending::{PendingElicitation, TakeRefused};
 
 impl Session {
     pub(super) fn on_elicitation(&self, params: Value, responder: AcpResponder) {
+        let received = timing::stamp();
         if !self.elicitation_enabled {
             // AC-20: an unadvertised elicitation never reaches the operator.
             tracing::info!(session_id = %self.id, "elicitation/create declined: features.acpElicitation is off");
@@ -71,6 +72,8 @@ impl Session {
             respond_or_log(entry.responder, ElicitationResponse::Decline.to_json());
             return;
         }
+        timing::hop_at(timing::hop::AGENTCTL_RECEIVED, &pending_id, received);
+        timing::hop(timing::hop::AGENTCTL_EMITTED, &pending_id);
         tracing::info!(questions, seq = announced, "elicitation pending");
 
         let me = self.me.clone();
@@ -126,7 +129,10 @@ impl Session {
             Some(response) => {
                 let json = response.to_json();
                 match responder.respond(json.clone()) {
-                    Ok(()) => (outcome, json),
+                    Ok(()) => {
+                        timing::hop(timing::hop::AGENTCTL_REPLIED, &requested.pending_id);
+                        (outcome, json)
+                    }
                     Err(err) => {
                         tracing::warn!(error = %err, ?outcome, "could not answer the agent; its connection is gone");
                         (SettleOutcome::AgentExited, Value::Null)
@@ -154,6 +160,7 @@ impl Session {
 
     /// `agent.elicitations.respond`: validate (F10), then answer exactly once.
     pub fn respond(&self, respond: &ElicitationsRespond) -> Result<(), ErrorPayload> {
+        timing::hop(timing::hop::AGENTCTL_RESPOND, &respond.pending_id);
         let taken = self.pending.take_if(&respond.pending_id, |entry| {
             build_response(&entry.mapped, &respond.answer)
         });

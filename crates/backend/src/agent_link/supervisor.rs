@@ -11,7 +11,7 @@ use kandev_agent_stream::request::SessionAttach;
 use kandev_agent_stream::response::{PendingList, QuestionList, SessionAttached};
 use kandev_agent_stream::{
     AgentEvent, AskUserQuestionRequested, ElicitationRequested, Envelope, ErrorCode, ErrorPayload,
-    FrameType, action,
+    FrameType, action, timing,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -252,6 +252,9 @@ impl Supervisor {
         let event = decode_event(envelope);
         if envelope.action != action::AGENT_EVENT {
             return;
+        }
+        if let Some(AgentEvent::ElicitationRequested(request)) = &event {
+            timing::hop(timing::hop::BACKEND_RECEIVED, &request.pending_id);
         }
         let fresh = self.shared.deliver_if_new(&envelope.id, || {
             if let Some(event) = event {

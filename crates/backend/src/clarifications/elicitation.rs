@@ -6,7 +6,9 @@
 
 use kandev_agent_stream::request::{ElicitationsCancel, ElicitationsRespond};
 use kandev_agent_stream::response::Success;
-use kandev_agent_stream::{ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, action};
+use kandev_agent_stream::{
+    ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, action, timing,
+};
 use kandev_elicitation::OperatorAnswer;
 use serde_json::{Map, Value, json};
 
@@ -44,6 +46,7 @@ pub async fn requested(
     else {
         return Ok(false);
     };
+    timing::hop(timing::hop::BACKEND_STORED, &record.pending_id);
     rooms.announce_opened(session, record, message).await?;
     Ok(true)
 }
@@ -136,8 +139,10 @@ pub(super) async fn respond(
         pending_id: record.pending_id.clone(),
         answer: answer.clone(),
     };
+    timing::hop(timing::hop::BACKEND_FORWARD, &record.pending_id);
     match call::<_, Success>(&*link, action::ELICITATIONS_RESPOND, &payload).await {
         Ok(_) => {
+            timing::hop(timing::hop::BACKEND_FORWARDED, &record.pending_id);
             let verdict = if answer.rejected {
                 RespondStatus::Declined
             } else {
@@ -147,6 +152,7 @@ pub(super) async fn respond(
             rooms
                 .settle_and_announce(&record.pending_id, &settlement)
                 .await?;
+            timing::hop(timing::hop::BACKEND_SETTLED, &record.pending_id);
             tracing::info!(status = ?verdict, "answer delivered");
             Ok(verdict)
         }

@@ -170,6 +170,10 @@ impl Clarifications {
         answer: OperatorAnswer,
         operator: &str,
     ) -> Result<RespondStatus, AppError> {
+        kandev_agent_stream::timing::hop(
+            kandev_agent_stream::timing::hop::BACKEND_RESPOND,
+            pending_id,
+        );
         let record = self.record(pending_id).await?;
         let span = tracing::info_span!("respond", pending_id = %pending_id, session_id = %record.session_id);
         match record.source {

@@ -1,4 +1,4 @@
-//! `[cluster]` (ARCHITECTURE §12): several kandev processes on one PostgreSQL. Each live
+//! `[cluster]` (docs/architecture.md §12): several kandev processes on one PostgreSQL. Each live
 //! session is owned by one replica through a lease; requests for it that reach another
 //! replica are forwarded to the owner's `advertise_url`, authenticated by `secret`.
 //!

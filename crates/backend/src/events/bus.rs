@@ -1,4 +1,4 @@
-//! Operator events across replicas (ARCHITECTURE §12): every change this replica's feed
+//! Operator events across replicas (docs/architecture.md §12): every change this replica's feed
 //! delivers locally is also sent as a [`Note`] on the database's [`ChangeBus`]
 //! (PostgreSQL `NOTIFY`) — ids and kind only, well under the 8000-byte limit — and every
 //! replica's listener turns the notes of *other* replicas back into the same

@@ -47,7 +47,13 @@ pub async fn forward(stores: &Stores, hub: &EventHub, change: Change) -> Result<
         }
         Change::MessageCreated(message) => hub.send(kind::MESSAGE_CREATED, message),
         Change::MessageUpdated(message) => hub.send(kind::MESSAGE_UPDATED, message),
-        Change::ClarificationCreated(record) => hub.send(kind::CLARIFICATION_CREATED, record),
+        Change::ClarificationCreated(record) => {
+            hub.send(kind::CLARIFICATION_CREATED, &record);
+            kandev_agent_stream::timing::hop(
+                kandev_agent_stream::timing::hop::BACKEND_PUSHED,
+                &record.pending_id,
+            );
+        }
         Change::ClarificationSettled(record) => hub.send(kind::CLARIFICATION_SETTLED, record),
         Change::Notification(n) => hub.send(kind::NOTIFICATION, n),
         Change::FlagChanged(flag) => hub.send(kind::RUNTIME_FLAGS_UPDATED, flag),

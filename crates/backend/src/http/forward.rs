@@ -1,4 +1,4 @@
-//! Any replica answers any request (ARCHITECTURE §12): a verb that needs a session's
+//! Any replica answers any request (docs/architecture.md §12): a verb that needs a session's
 //! agent — prompt, cancel, stop, respond, clarification cancel — arriving at a replica
 //! that does not own the session is forwarded to the owner's `advertise_url`, and the
 //! owner's status and body go back unchanged. Reads are served here, from the database.

@@ -43,7 +43,7 @@ pub(super) async fn screen(
     request: Request,
     next: Next,
 ) -> Response {
-    // A replica forwarding a verb (ARCHITECTURE §12) is no browser: it names the owner
+    // A replica forwarding a verb (docs/architecture.md §12) is no browser: it names the owner
     // by its advertise_url, which the authenticated secret vouches for.
     let cluster = matches!(
         super::forward::cluster_call(&state, request.headers()),

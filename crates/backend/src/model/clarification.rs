@@ -242,7 +242,7 @@ pub struct Settlement {
     /// The operator, when one acted.
     pub answered_by: Option<String>,
     /// The lease generation of the session's owner this settlement is made under: it
-    /// applies only while that lease stands (ARCHITECTURE §12).
+    /// applies only while that lease stands (docs/architecture.md §12).
     pub fence: Fence,
 }
 

@@ -1,4 +1,4 @@
-//! Session ownership across replicas (ARCHITECTURE §12): a [`SessionLease`] says which
+//! Session ownership across replicas (docs/architecture.md §12): a [`SessionLease`] says which
 //! replica acts for a live session until when; its generation is the [`Fence`] every
 //! write acting for the session carries, so a replica whose lease was taken over can no
 //! longer change the session even before it notices.

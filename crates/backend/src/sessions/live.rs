@@ -19,7 +19,7 @@ pub struct LiveSession {
     pub agent: String,
     pub(crate) link: DynLink,
     /// The generation of the lease it is live here under: every write acting for it
-    /// carries it (ARCHITECTURE §12).
+    /// carries it (docs/architecture.md §12).
     pub fence: Fence,
     ended: AtomicBool,
     turn: AtomicU64,

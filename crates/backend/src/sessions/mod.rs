@@ -11,7 +11,7 @@
 //! - [`restart`]: adopting the sessions nobody acts for — left live by a previous
 //!   process, or by a replica that stopped renewing its lease.
 //! - [`ownership`]: this replica's leases and the keeper that renews them, lets go of
-//!   the lost ones and takes over the expired ones (ARCHITECTURE §12).
+//!   the lost ones and takes over the expired ones (docs/architecture.md §12).
 //! - [`hosts`]: which agentctl host a new session goes to.
 
 pub mod consumer;

@@ -1,4 +1,4 @@
-//! Which live sessions this replica owns (ARCHITECTURE §12), and the keeper that holds
+//! Which live sessions this replica owns (docs/architecture.md §12), and the keeper that holds
 //! on to them: every `lease/3` it renews this replica's leases, lets go of the sessions
 //! whose lease another replica took (or that ran out while the database was
 //! unreachable), then claims and adopts the sessions whose owner stopped renewing.

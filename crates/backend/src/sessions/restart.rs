@@ -1,6 +1,6 @@
 //! What a replica does with live sessions nobody acts for: those a previous process left
 //! live (start-up), and those whose owner stopped renewing its lease (takeover,
-//! ARCHITECTURE §12). Only a session whose lease this replica could claim is touched —
+//! docs/architecture.md §12). Only a session whose lease this replica could claim is touched —
 //! at start-up on PostgreSQL, one whose lease ran out or was this replica's own
 //! (`cluster.replica_id` kept across the restart); on SQLite, the only replica, all.
 //!

@@ -1,4 +1,4 @@
-//! [`LeaseStore`]: which replica owns each live session (ARCHITECTURE §12), and
+//! [`LeaseStore`]: which replica owns each live session (docs/architecture.md §12), and
 //! [`ChangeBus`]: the database's own channel between replicas (PostgreSQL
 //! `LISTEN/NOTIFY`; nothing on SQLite, which has one replica).
 

@@ -78,6 +78,7 @@ impl PostgresDb {
             .run(&pool)
             .await
             .map_err(|err| OpenError::Migrate(err.to_string()))?;
+        log_durability(&pool).await;
         Ok(Self { pool })
     }
 
@@ -89,6 +90,26 @@ impl PostgresDb {
     async fn begin(&self) -> Result<Tx, StoreError> {
         Ok(self.pool.begin().await?)
     }
+}
+
+/// Logs what a commit survives, as the server reports it (the bench quotes this line).
+async fn log_durability(pool: &PgPool) {
+    let settings: Option<(String, String, String)> = sqlx::query_as(
+        "SELECT current_setting('synchronous_commit'), current_setting('fsync'), \
+         current_setting('full_page_writes')",
+    )
+    .fetch_optional(pool)
+    .await
+    .ok()
+    .flatten();
+    let (synchronous_commit, fsync, full_page_writes) = settings.unwrap_or_default();
+    tracing::debug!(
+        engine = "postgres",
+        synchronous_commit = %synchronous_commit,
+        fsync = %fsync,
+        full_page_writes = %full_page_writes,
+        "database opened"
+    );
 }
 
 /// One line for a failed connection: the server's own words when it answered.
@@ -150,7 +171,7 @@ fn name_opt<T>(
     .transpose()
 }
 
-/// The fence of a write acting for a session (ARCHITECTURE §12), for its `WHERE`: the
+/// The fence of a write acting for a session (docs/architecture.md §12), for its `WHERE`: the
 /// generation bound at `param` is `NULL` (unfenced) or still the one of the session in
 /// column `session`'s lease. The lease row is share-locked, so a claim taking the session over waits for the write, and a write waiting on a claim re-reads the new generation and changes nothing.
 fn fenced(session: &str, param: &str) -> String {

@@ -293,7 +293,7 @@ impl ClarificationStore for SqliteDb {
         )
         .bind(pending_id)
         .bind(claim)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }

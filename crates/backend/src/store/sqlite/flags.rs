@@ -28,13 +28,13 @@ impl FlagOverrideStore for SqliteDb {
                 .bind(key)
                 .bind(value)
                 .bind(Timestamp::now().to_rfc3339())
-                .execute(&self.pool)
+                .execute(&self.writer)
                 .await?;
             }
             None => {
                 sqlx::query("DELETE FROM runtime_flag_overrides WHERE key = $1")
                     .bind(key)
-                    .execute(&self.pool)
+                    .execute(&self.writer)
                     .await?;
             }
         }

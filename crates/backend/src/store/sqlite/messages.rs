@@ -151,7 +151,7 @@ impl MessageStore for SqliteDb {
         .bind(id)
         .bind(text)
         .bind(Timestamp::now().to_rfc3339())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.writer)
         .await?
         .ok_or_else(|| StoreError::Query(format!("no message `{id}`")))?;
         message(&row)

@@ -1,8 +1,11 @@
-//! The stores on SQLite: one [`SqliteDb`] (a WAL-mode pool) implements every store
-//! trait, one file per domain. Writes that must be atomic run in
-//! [`SqliteDb::begin`]'s `BEGIN IMMEDIATE` transactions: the write lock is taken at the
-//! start, so two writers queue on the busy timeout instead of one failing on a stale
-//! snapshot. Timestamps are fixed-width RFC 3339 text and JSON is text.
+//! The stores on SQLite: one [`SqliteDb`] (WAL mode; a pool of readers and one writer
+//! connection) implements every store trait, one file per domain. Every write goes
+//! through the writer; writes that must be atomic run in [`SqliteDb::begin`]'s
+//! `BEGIN IMMEDIATE` transactions: the write lock is taken at the start, so a writer of
+//! another process queues on the busy timeout instead of one failing on a stale
+//! snapshot. Commits are `synchronous = NORMAL` (written to the WAL, synced at
+//! checkpoints: a kandev crash loses nothing; see docs/decisions/0003). Timestamps are
+//! fixed-width RFC 3339 text and JSON is text.
 
 mod clarifications;
 mod flags;
@@ -17,7 +20,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 
 use crate::model::Timestamp;
@@ -29,7 +34,12 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/
 /// The SQLite database behind every store.
 #[derive(Debug, Clone)]
 pub struct SqliteDb {
+    /// Reads (WAL readers run beside the writer).
     pool: SqlitePool,
+    /// Every write, on one connection: SQLite has one writer at a time, so writers queue
+    /// here in order instead of polling its lock (the busy handler sleeps 1, 2, 5, … up
+    /// to 100 ms between tries, which is what a contended write's tail was made of).
+    writer: SqlitePool,
 }
 
 type Tx = Transaction<'static, Sqlite>;
@@ -47,7 +57,11 @@ impl SqliteDb {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
         if !memory {
-            options = options.journal_mode(SqliteJournalMode::Wal);
+            // NORMAL in WAL mode: a commit is written to the WAL before it returns, synced
+            // at checkpoints (docs/decisions/0011-sqlite-synchronous-normal.md).
+            options = options
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal);
             if let Some(dir) = options.get_filename().parent()
                 && !dir.as_os_str().is_empty()
             {
@@ -57,27 +71,34 @@ impl SqliteDb {
                 })?;
             }
         }
-        // Every connection to `:memory:` is its own database, so a memory pool keeps one.
-        let pool_options = if memory {
-            SqlitePoolOptions::new()
+        let connect = |pool: SqlitePoolOptions, options: SqliteConnectOptions| async move {
+            pool.connect_with(options)
+                .await
+                .map_err(|err| OpenError::Connect {
+                    url: url.to_owned(),
+                    message: err.to_string(),
+                })
+        };
+        // Every connection to `:memory:` is its own database, so a memory pool keeps one
+        // and writes through it too.
+        let (pool, writer) = if memory {
+            let pool = SqlitePoolOptions::new()
                 .max_connections(1)
                 .idle_timeout(None)
-                .max_lifetime(None)
+                .max_lifetime(None);
+            let pool = connect(pool, options).await?;
+            (pool.clone(), pool)
         } else {
-            SqlitePoolOptions::new().max_connections(8)
+            let readers = connect(SqlitePoolOptions::new().max_connections(8), options.clone());
+            let writer = connect(SqlitePoolOptions::new().max_connections(1), options);
+            (readers.await?, writer.await?)
         };
-        let pool = pool_options
-            .connect_with(options)
-            .await
-            .map_err(|err| OpenError::Connect {
-                url: url.to_owned(),
-                message: err.to_string(),
-            })?;
         MIGRATOR
-            .run(&pool)
+            .run(&writer)
             .await
             .map_err(|err| OpenError::Migrate(err.to_string()))?;
-        Ok(Self { pool })
+        log_durability(&writer).await;
+        Ok(Self { pool, writer })
     }
 
     /// An in-memory, migrated database (tests).
@@ -92,8 +113,36 @@ impl SqliteDb {
 
     /// A write transaction holding SQLite's write lock from its first statement.
     async fn begin(&self) -> Result<Tx, StoreError> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
+}
+
+/// Logs what a commit survives, as the connections report it (the bench quotes this line).
+async fn log_durability(pool: &SqlitePool) {
+    let journal: Option<(String,)> = sqlx::query_as("PRAGMA journal_mode")
+        .fetch_optional(pool)
+        .await
+        .ok()
+        .flatten();
+    let synchronous: Option<(i64,)> = sqlx::query_as("PRAGMA synchronous")
+        .fetch_optional(pool)
+        .await
+        .ok()
+        .flatten();
+    let synchronous = match synchronous.map(|(level,)| level) {
+        Some(0) => "off",
+        Some(1) => "normal",
+        Some(2) => "full",
+        Some(3) => "extra",
+        _ => "unknown",
+    };
+    let journal = journal.map(|(mode,)| mode).unwrap_or_default();
+    tracing::debug!(
+        engine = "sqlite",
+        journal_mode = %journal,
+        synchronous,
+        "database opened"
+    );
 }
 
 /// A timestamp column.
@@ -151,7 +200,7 @@ fn name_opt<T>(
     .transpose()
 }
 
-/// The fence of a write acting for a session (ARCHITECTURE §12), for its `WHERE`: the
+/// The fence of a write acting for a session (docs/architecture.md §12), for its `WHERE`: the
 /// generation bound at `param` is `NULL` (unfenced) or still the one of the session in
 /// column `session`'s lease. One replica writes at a time on SQLite, so reading the row is enough.
 fn fenced(session: &str, param: &str) -> String {
@@ -177,6 +226,13 @@ mod tests {
             .await
             .expect("pragma");
         assert_eq!(mode, "wal");
+        for pool in [db.pool(), &db.writer] {
+            let (synchronous,): (i64,) = sqlx::query_as("PRAGMA synchronous")
+                .fetch_one(pool)
+                .await
+                .expect("pragma");
+            assert_eq!(synchronous, 1, "NORMAL on every connection");
+        }
         db.pool().close().await;
         let db = SqliteDb::open(&url).await.expect("reopens");
         let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations")

@@ -35,7 +35,7 @@ impl NotificationStore for SqliteDb {
         .bind(&n.title)
         .bind(&n.body)
         .bind(n.created_at.to_rfc3339())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }

@@ -80,7 +80,7 @@ impl SessionStore for SqliteDb {
         .bind(agent)
         .bind(SessionState::Created.as_str())
         .bind(at.to_rfc3339())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(SessionRecord {
             id,
@@ -155,7 +155,7 @@ impl SessionStore for SqliteDb {
         .bind(error)
         .bind(Timestamp::now().to_rfc3339())
         .bind(fence.bind())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -171,7 +171,7 @@ impl SessionStore for SqliteDb {
         .bind(facts.flags.to_string())
         .bind(facts.agent_info.as_ref().map(ToString::to_string))
         .bind(Timestamp::now().to_rfc3339())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -180,7 +180,7 @@ impl SessionStore for SqliteDb {
         sqlx::query("UPDATE sessions SET last_event_seq = $2 WHERE id = $1")
             .bind(id)
             .bind(i64::try_from(seq).unwrap_or(i64::MAX))
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -239,7 +239,7 @@ impl SessionStore for SqliteDb {
         .bind(id)
         .bind(Timestamp::now().to_rfc3339())
         .bind(fence.bind())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }

@@ -31,7 +31,7 @@ impl TaskStore for SqliteDb {
         .bind(&task.description)
         .bind(task.created_at.to_rfc3339())
         .bind(task.updated_at.to_rfc3339())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
