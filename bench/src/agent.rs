@@ -11,8 +11,9 @@
 //!   two on the wall clock, for the per-hop breakdown).
 //! - `load K TAG`: K concurrent elicitations of a one-text-question form whose message
 //!   is `TAG/k`; reports `{"kind": "sent", "tag": "TAG/k", "sent_ns"}` for each and
-//!   `{"kind": "recv", "tag", "recv_ns" (wall clock), "answer"}` for every response
-//!   received — also a second one for the same request, which is how doubles are counted.
+//!   `{"kind": "recv", "tag", "recv_ns" (wall clock, when the line was read), "answer"}`
+//!   for every response received — also a second one for the same request, which is how
+//!   doubles are counted.
 //!
 //! A response to an unknown id is reported as `{"kind": "stray", "id"}`.
 
@@ -41,7 +42,11 @@ pub fn wall_ns() -> u128 {
         .unwrap_or_default()
 }
 
-type Waiters = Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>;
+/// A response line and when it was read (wall-clock ns): stamped on arrival, so a
+/// response that overtakes an earlier request's is not timed by the later await.
+type Received = (Value, u128);
+
+type Waiters = Arc<Mutex<HashMap<String, oneshot::Sender<Received>>>>;
 
 #[derive(Clone)]
 struct Agent {
@@ -63,7 +68,7 @@ impl Agent {
     }
 
     /// Registers a waiter for request `id`, then writes the request.
-    fn elicit(&self, id: &str, params: Value) -> oneshot::Receiver<Value> {
+    fn elicit(&self, id: &str, params: Value) -> oneshot::Receiver<Received> {
         let (tx, rx) = oneshot::channel();
         self.waiters
             .lock()
@@ -78,6 +83,7 @@ impl Agent {
     /// A response line from the client: hand it to its waiter, or report it as a double
     /// (a second response to an answered request) or a stray.
     fn on_response(&self, frame: Value) {
+        let recv_ns = wall_ns();
         let id = match &frame["id"] {
             Value::String(s) => s.clone(),
             other => other.to_string(),
@@ -92,7 +98,7 @@ impl Agent {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(id);
-            let _ = waiter.send(frame);
+            let _ = waiter.send((frame, recv_ns));
             return;
         }
         let again = self
@@ -110,7 +116,7 @@ impl Agent {
                 .unwrap_or_default();
             // A double: counted by the bench from this line.
             self.report(
-                json!({"kind": "recv", "tag": tag, "id": id, "recv_ns": wall_ns().to_string(),
+                json!({"kind": "recv", "tag": tag, "id": id, "recv_ns": recv_ns.to_string(),
                 "answer": frame["result"]["content"]["answer"].clone(), "double": true}),
             );
         } else {
@@ -136,9 +142,10 @@ impl Agent {
             let sent_ns = wall_ns();
             let start = Instant::now();
             let rx = self.elicit(&id, form.clone());
-            let Ok(response) = rx.await else { return };
+            let Ok((response, recv_ns)) = rx.await else {
+                return;
+            };
             let rtt = start.elapsed();
-            let recv_ns = wall_ns();
             self.report(
                 json!({"kind": "rt", "tag": tag, "seq": seq, "rtt_ns": rtt.as_nanos().to_string(),
                 "sent_ns": sent_ns.to_string(), "recv_ns": recv_ns.to_string(),
@@ -167,9 +174,11 @@ impl Agent {
             receivers.push((label, rx));
         }
         for (label, rx) in receivers {
-            let Ok(response) = rx.await else { return };
+            let Ok((response, recv_ns)) = rx.await else {
+                return;
+            };
             self.report(
-                json!({"kind": "recv", "tag": label, "recv_ns": wall_ns().to_string(),
+                json!({"kind": "recv", "tag": label, "recv_ns": recv_ns.to_string(),
                 "answer": response["result"]["content"]["answer"].clone(), "double": false}),
             );
         }
@@ -289,7 +298,7 @@ mod tests {
         let response = json!({"jsonrpc": "2.0", "id": "load-x/0",
             "result": {"action": "accept", "content": {"answer": "x/0"}}});
         agent.on_response(response.clone());
-        assert_eq!(rx.await.expect("delivered"), response);
+        assert_eq!(rx.await.expect("delivered").0, response);
         agent.on_response(response);
         let double = reports.recv().await.expect("report");
         assert_eq!(
@@ -300,6 +309,22 @@ mod tests {
         assert_eq!(
             reports.recv().await.expect("report"),
             json!({"kind": "stray", "id": "7"})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_response_is_timed_when_read_even_when_it_overtakes_an_earlier_request() {
+        let (agent, _out, _reports) = agent();
+        let first = agent.elicit("a", json!({}));
+        let second = agent.elicit("b", json!({}));
+        agent.on_response(json!({"jsonrpc": "2.0", "id": "b", "result": {}}));
+        let between = wall_ns();
+        agent.on_response(json!({"jsonrpc": "2.0", "id": "a", "result": {}}));
+        let (_, a_ns) = first.await.expect("a");
+        let (_, b_ns) = second.await.expect("b");
+        assert!(
+            b_ns <= between && between <= a_ns,
+            "{b_ns} {between} {a_ns}"
         );
     }
 

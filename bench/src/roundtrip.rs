@@ -2,7 +2,8 @@
 //! timed by the agent from writing `elicitation/create` to reading its response.
 //!
 //! - full stack: agent → agentctl → kandev → operator WebSocket `clarification.created`
-//!   → the bench POSTs `/respond` (keep-alive connection) → kandev → agentctl → agent;
+//!   → the bench POSTs `/respond` (on a free one of a few keep-alive connections) →
+//!   kandev → agentctl → agent;
 //! - baseline: the same agent under a standalone agentctl, answered by the bench
 //!   straight over the agent stream (`agent.elicitations.respond` on
 //!   `elicitation_requested`), no backend.
@@ -14,6 +15,7 @@ use std::collections::HashMap;
 use futures::{SinkExt, StreamExt};
 use kandev_e2e::RemoteAgentctl;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
@@ -34,6 +36,10 @@ pub fn bridge_answers() -> Value {
         {"question_id": "question_1", "selected_options": ["prod", "dev"], "custom_text": ""}
     ])
 }
+
+/// Keep-alive connections the operator client answers on, as a browser keeps several
+/// per host: an answer never waits for the HTTP response to the one before it.
+const CONNECTIONS: usize = 4;
 
 /// One agent `rt` report.
 #[derive(Debug, Clone, Copy)]
@@ -132,16 +138,20 @@ pub async fn full_stack(
     })
     .await?;
     let mut created = clarifications_created(kandev.addr()).await?;
-    let mut http = KeepAlive::connect(kandev.addr())
-        .await
-        .map_err(|err| format!("connect: {err}"))?;
+    let (free, mut connections) = mpsc::unbounded_channel::<KeepAlive>();
+    for _ in 0..CONNECTIONS {
+        let http = KeepAlive::connect(kandev.addr())
+            .await
+            .map_err(|err| format!("connect: {err}"))?;
+        let _ = free.send(http);
+    }
     let total = n + warmup;
     let answer = json!({"answers": bridge_answers(), "rejected": false, "reject_reason": ""});
     kandev
         .task_with_session(AGENT_ID, &format!("rt {total} full"))
         .await;
     let operator = async {
-        let mut answered = Vec::with_capacity(total);
+        let mut posts = Vec::with_capacity(total);
         for i in 0..total {
             let event = tokio::time::timeout(STALL, created.recv())
                 .await
@@ -150,29 +160,43 @@ pub async fn full_stack(
                 .ok_or_else(|| {
                     format!("full stack: no clarification.created #{i} within {STALL:?}")
                 })?;
-            let pending = event.data["pending_id"].as_str().unwrap_or_default();
-            let posted_ns = wall_ns();
-            let (status, body) = http
-                .post(
-                    &format!("/api/v1/clarifications/{pending}/respond"),
-                    &answer,
-                )
+            let mut http = connections
+                .recv()
                 .await
-                .map_err(|err| format!("respond: {err}"))?;
-            let answered_ns = wall_ns();
-            if status != 200 || body["status"] != "answered" {
-                return Err(format!("respond #{i}: {status} {body}"));
-            }
-            answered.push(Answered {
-                pending_id: pending.to_owned(),
-                message: event.data["message"]
+                .ok_or("full stack: the operator's connections are gone")?;
+            let (free, answer) = (free.clone(), answer.clone());
+            posts.push(tokio::spawn(async move {
+                let pending = event.data["pending_id"]
                     .as_str()
                     .unwrap_or_default()
-                    .to_owned(),
-                seen_ns: event.seen_ns,
-                posted_ns,
-                answered_ns,
-            });
+                    .to_owned();
+                let posted_ns = wall_ns();
+                let response = http
+                    .post(
+                        &format!("/api/v1/clarifications/{pending}/respond"),
+                        &answer,
+                    )
+                    .await;
+                let answered_ns = wall_ns();
+                let _ = free.send(http);
+                match response {
+                    Ok((200, body)) if body["status"] == "answered" => Ok(Answered {
+                        pending_id: pending,
+                        message: event.data["message"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                        seen_ns: event.seen_ns,
+                        posted_ns,
+                        answered_ns,
+                    }),
+                    other => Err(format!("respond #{i}: {other:?}")),
+                }
+            }));
+        }
+        let mut answered = Vec::with_capacity(total);
+        for post in posts {
+            answered.push(post.await.map_err(|err| format!("respond task: {err}"))??);
         }
         Ok::<_, String>(answered)
     };

@@ -36,7 +36,9 @@
 //! | the agent process exiting | none possible (`null`) | `agent_exited` |
 //!
 //! An invalid answer is refused with `INVALID_ANSWER` and the pending stays answerable;
-//! a second answer finds nothing and gets `NOT_FOUND`.
+//! a second answer finds nothing and gets `NOT_FOUND`. An accepted answer's success
+//! response is sent before its `elicitation_settled`, so the backend records the
+//! operator's answer first and the event then finds the record settled.
 //!
 //! ## One `ask_user_question_kandev` call
 //!

@@ -179,8 +179,11 @@ impl AgentCtl {
             action::ELICITATIONS_RESPOND => {
                 let respond: ElicitationsRespond = request.decode_payload()?;
                 tracing::Span::current().record("pending_id", respond.pending_id.as_str());
-                connection.session()?.respond(&respond)?;
-                payload(&Success::OK)
+                // The success goes out before `elicitation_settled` (see `Session::respond`).
+                connection.session()?.respond(&respond, || {
+                    connection.send(Envelope::response_to(request, &Success::OK));
+                })?;
+                Ok(None)
             }
             action::ELICITATIONS_CANCEL => {
                 let cancel: ElicitationsCancel = request.decode_payload()?;

@@ -259,6 +259,35 @@ async fn ac12_multi_select_sends_an_array_in_declaration_order() {
 }
 
 #[tokio::test]
+async fn an_accepted_answer_is_confirmed_before_its_elicitation_settled() {
+    let mut h = Harness::start("two-identical", true).await;
+    h.prompt("go").await;
+    let first = h.stream.event("elicitation_requested").await;
+    let answer = h
+        .respond(
+            &pending_id(&first),
+            json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
+            false,
+        )
+        .await;
+    assert_eq!(answer["type"], "response", "{answer}");
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(settled["outcome"], "answered");
+    let arrivals = h.stream.arrivals();
+    let at = |what: &str| {
+        arrivals
+            .iter()
+            .position(|a| a == what)
+            .unwrap_or_else(|| panic!("{what} not in {arrivals:?}"))
+    };
+    let response = format!("response {}", answer["id"].as_str().expect("id"));
+    assert!(
+        at(&response) < at("event elicitation_settled"),
+        "the backend's answer must come first: {arrivals:?}"
+    );
+}
+
+#[tokio::test]
 async fn ac12f_identical_questions_get_two_pendings_answered_independently() {
     let mut h = Harness::start("two-identical", true).await;
     h.prompt("go").await;

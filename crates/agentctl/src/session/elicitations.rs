@@ -118,6 +118,18 @@ impl Session {
         outcome: SettleOutcome,
         response: Option<ElicitationResponse>,
     ) -> bool {
+        self.settle_then(entry, outcome, response, || {})
+    }
+
+    /// [`Self::settle`], running `delivered` between answering the agent and emitting
+    /// `elicitation_settled` when the response reached the connection.
+    fn settle_then(
+        &self,
+        entry: PendingElicitation<AcpResponder>,
+        outcome: SettleOutcome,
+        response: Option<ElicitationResponse>,
+        delivered: impl FnOnce(),
+    ) -> bool {
         let PendingElicitation {
             requested,
             responder,
@@ -149,17 +161,28 @@ impl Session {
         // for an API key), so only the action is logged; the backend gets it on the stream.
         let action = sent.get("action").and_then(Value::as_str).unwrap_or("none");
         tracing::info!(?outcome, action, "elicitation settled");
-        let delivered = !sent.is_null();
+        let reached = !sent.is_null();
+        if reached {
+            delivered();
+        }
         self.emit(AgentEvent::ElicitationSettled {
             pending_id: requested.pending_id,
             outcome,
             response: sent,
         });
-        delivered
+        reached
     }
 
-    /// `agent.elicitations.respond`: validate (F10), then answer exactly once.
-    pub fn respond(&self, respond: &ElicitationsRespond) -> Result<(), ErrorPayload> {
+    /// `agent.elicitations.respond`: validate (F10), then answer exactly once. `accepted`
+    /// runs once the agent has the answer and before `elicitation_settled` is emitted: the
+    /// server sends its success response there, so the backend records the operator's
+    /// answer before the event arrives, which then finds the record settled (one write
+    /// for the pair, not two).
+    pub fn respond(
+        &self,
+        respond: &ElicitationsRespond,
+        accepted: impl FnOnce(),
+    ) -> Result<(), ErrorPayload> {
         timing::hop(timing::hop::AGENTCTL_RESPOND, &respond.pending_id);
         let taken = self.pending.take_if(&respond.pending_id, |entry| {
             build_response(&entry.mapped, &respond.answer)
@@ -184,7 +207,7 @@ impl Session {
             ElicitationResponse::Decline => SettleOutcome::Declined,
             _ => SettleOutcome::Answered,
         };
-        if self.settle(entry, outcome, Some(response)) {
+        if self.settle_then(entry, outcome, Some(response), accepted) {
             Ok(())
         } else {
             Err(ErrorPayload::new(

@@ -204,6 +204,7 @@ pub struct Stream {
     parked: VecDeque<Frame>,
     closed: Arc<Mutex<Option<String>>>,
     next_id: AtomicU64,
+    arrivals: Arc<Mutex<Vec<String>>>,
 }
 
 impl Stream {
@@ -231,10 +232,12 @@ impl Stream {
         });
         let waiters: Arc<Mutex<HashMap<String, oneshot::Sender<Frame>>>> = Arc::default();
         let closed: Arc<Mutex<Option<String>>> = Arc::default();
+        let arrivals: Arc<Mutex<Vec<String>>> = Arc::default();
         let (events_tx, events) = mpsc::unbounded_channel();
         {
             let waiters = Arc::clone(&waiters);
             let closed = Arc::clone(&closed);
+            let arrivals = Arc::clone(&arrivals);
             tokio::spawn(async move {
                 while let Some(message) = source.next().await {
                     match message {
@@ -243,6 +246,13 @@ impl Stream {
                                 serde_json::from_str(&text).expect("agentctl sends JSON");
                             let id = frame["id"].as_str().unwrap_or("").to_owned();
                             let kind = frame["type"].as_str().unwrap_or("");
+                            arrivals.lock().expect("lock").push(match kind {
+                                "notification" => format!(
+                                    "event {}",
+                                    frame["payload"]["event"].as_str().unwrap_or("")
+                                ),
+                                other => format!("{other} {id}"),
+                            });
                             if kind == "notification" {
                                 let _ = events_tx.send(frame);
                             } else if let Some(waiter) = waiters.lock().expect("lock").remove(&id) {
@@ -272,7 +282,14 @@ impl Stream {
             parked: VecDeque::new(),
             closed,
             next_id: AtomicU64::new(1),
+            arrivals,
         })
+    }
+
+    /// Every frame read so far, in arrival order: `event <name>` for a notification,
+    /// `<type> <id>` for a response or an error.
+    pub fn arrivals(&self) -> Vec<String> {
+        self.arrivals.lock().expect("lock").clone()
     }
 
     /// Sends a raw text frame.

@@ -1,12 +1,16 @@
 //! The feed: drains the [`Publisher`](crate::events::Publisher)'s queue in order and sends
 //! each change to the [`EventHub`] as operator events, reading the views a change names.
-//! One task per process, so per-session order is publication order.
+//! One task per process, so per-session order is publication order (a session change
+//! repeated later in the queue is read and sent once, at its later place).
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::events::bus::Named;
 use crate::events::{Change, EventHub, kind};
 use crate::store::{StoreError, Stores};
+
+/// How many queued changes the feed takes at once.
+const BATCH: usize = 256;
 
 /// Runs until every publisher is gone. With `others` (replicas share the database),
 /// each change is also queued there, by its ids, for the other replicas ([`super::bus`]).
@@ -16,14 +20,39 @@ pub async fn run(
     hub: EventHub,
     others: Option<UnboundedSender<Named>>,
 ) {
-    while let Some(change) = changes.recv().await {
-        if let Some(others) = &others {
-            let _ = others.send(Named::of(&change));
-        }
-        if let Err(err) = forward(&stores, &hub, change).await {
-            tracing::warn!(error = %err, "cannot read a changed resource for the operator feed");
+    let mut batch = Vec::with_capacity(BATCH);
+    while changes.recv_many(&mut batch, BATCH).await > 0 {
+        for change in coalesce(std::mem::take(&mut batch)) {
+            if let Some(others) = &others {
+                let _ = others.send(Named::of(&change));
+            }
+            if let Err(err) = forward(&stores, &hub, change).await {
+                tracing::warn!(error = %err, "cannot read a changed resource for the operator feed");
+            }
         }
     }
+}
+
+/// Drops each `SessionChanged` that a later one of the same session repeats in `batch`:
+/// the views are read when forwarded, so the later one shows both changes, and it keeps
+/// its place after everything published between them. Under load this spares the feed
+/// (which every operator event waits behind) most of its reads.
+fn coalesce(batch: Vec<Change>) -> Vec<Change> {
+    let mut last = std::collections::HashMap::new();
+    for (i, change) in batch.iter().enumerate() {
+        if let Change::SessionChanged { session_id, .. } = change {
+            last.insert(session_id.clone(), i);
+        }
+    }
+    batch
+        .into_iter()
+        .enumerate()
+        .filter(|(i, change)| match change {
+            Change::SessionChanged { session_id, .. } => last.get(session_id) == Some(i),
+            _ => true,
+        })
+        .map(|(_, change)| change)
+        .collect()
 }
 
 /// Sends the operator events of one change.
@@ -59,4 +88,35 @@ pub async fn forward(stores: &Stores, hub: &EventHub, change: Change) -> Result<
         Change::FlagChanged(flag) => hub.send(kind::RUNTIME_FLAGS_UPDATED, flag),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(id: &str) -> Change {
+        Change::SessionChanged {
+            session_id: id.into(),
+            task_id: "t".into(),
+        }
+    }
+
+    #[test]
+    fn a_repeated_session_change_keeps_only_its_last_place() {
+        let created = Change::TaskCreated {
+            task_id: "t".into(),
+        };
+        let batch = vec![
+            session("a"),
+            created.clone(),
+            session("b"),
+            session("a"),
+            session("c"),
+        ];
+        assert_eq!(
+            coalesce(batch),
+            vec![created, session("b"), session("a"), session("c")]
+        );
+        assert_eq!(coalesce(vec![session("a")]), vec![session("a")]);
+    }
 }

@@ -1,5 +1,7 @@
 //! [`EventHub`]: broadcasts [`OperatorEvent`]s to every WebSocket subscriber.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -34,6 +36,24 @@ pub struct OperatorEvent {
     pub kind: &'static str,
     /// The resource, as the API returns it.
     pub data: Value,
+    /// This event as its WebSocket frame's text, rendered once for every subscriber.
+    #[serde(skip)]
+    text: Arc<str>,
+}
+
+impl OperatorEvent {
+    /// `{"type", "data"}` as JSON text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+/// The frame an [`OperatorEvent`] is sent as.
+#[derive(Serialize)]
+struct Frame<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    data: &'a Value,
 }
 
 /// Broadcasts [`OperatorEvent`]s to every subscriber. Cheap to clone.
@@ -55,10 +75,16 @@ impl EventHub {
         Self { tx }
     }
 
-    /// Sends `data` as a `kind` event; nobody listening is fine.
+    /// Sends `data` as a `kind` event; nobody listening is fine (and costs nothing).
     pub fn send(&self, kind: &'static str, data: impl Serialize) {
+        if self.tx.receiver_count() == 0 {
+            return;
+        }
         let data = serde_json::to_value(data).unwrap_or(Value::Null);
-        let _ = self.tx.send(OperatorEvent { kind, data });
+        let text = serde_json::to_string(&Frame { kind, data: &data })
+            .unwrap_or_default()
+            .into();
+        let _ = self.tx.send(OperatorEvent { kind, data, text });
     }
 
     /// A receiver of every event sent from now on.
@@ -81,6 +107,10 @@ mod tests {
         let first = rx.recv().await.expect("event");
         assert_eq!(
             serde_json::to_value(&first).expect("json"),
+            serde_json::json!({"type": "message.created", "data": {"id": "m1"}})
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(first.text()).expect("frame text"),
             serde_json::json!({"type": "message.created", "data": {"id": "m1"}})
         );
         assert_eq!(rx.recv().await.expect("event").kind, kind::NOTIFICATION);

@@ -36,7 +36,7 @@ async fn forward(
         tokio::select! {
             event = events.recv() => {
                 let text = match event {
-                    Ok(event) => serde_json::to_string(&event).unwrap_or_default(),
+                    Ok(event) => event.text().to_owned(),
                     Err(RecvError::Lagged(missed)) => {
                         // The client fell behind: tell it to re-read the resources.
                         serde_json::json!({"type": "resync", "data": {"missed": missed}}).to_string()

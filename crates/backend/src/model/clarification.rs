@@ -503,5 +503,41 @@ mod tests {
             };
             prop_assert_eq!(s.effect_on(after), Effect::Nothing);
         }
+
+        /// A settlement that does nothing to a settled record never will, whatever comes
+        /// after: so a store may read the record outside a transaction and skip the write
+        /// (a stale read only shows an earlier standing).
+        #[test]
+        fn nothing_is_final(
+            status in 0usize..6, outcome in 0usize..6, by in 0usize..3, has_op in any::<bool>(),
+            later in proptest::collection::vec((1usize..6, 0usize..6, 0usize..3), 0..4),
+            new_status in 1usize..6, new_outcome in 0usize..6, new_by in 0usize..3,
+        ) {
+            let settlement = |status: usize, outcome: usize, by: usize| Settlement {
+                status: ClarificationStatus::ALL[status],
+                outcome: Outcome::ALL[outcome],
+                by: SettledBy::ALL[by],
+                answer: None,
+                answered_by: (SettledBy::ALL[by] == SettledBy::Operator).then(|| "op".to_owned()),
+            };
+            let s = settlement(new_status, new_outcome, new_by);
+            let mut current = standing(status, outcome, by, has_op);
+            if s.effect_on(current) == Effect::Nothing {
+                for (status, outcome, by) in later {
+                    let t = settlement(status, outcome, by);
+                    current = match t.effect_on(current) {
+                        Effect::Settle => Standing {
+                            status: t.status,
+                            outcome: Some(t.outcome),
+                            settled_by: Some(t.by),
+                            has_operator: t.answered_by.is_some() || current.has_operator,
+                        },
+                        Effect::RecordAnswer => Standing { has_operator: true, ..current },
+                        Effect::Nothing => current,
+                    };
+                    prop_assert_eq!(s.effect_on(current), Effect::Nothing);
+                }
+            }
+        }
     }
 }

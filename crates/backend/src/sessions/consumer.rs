@@ -27,15 +27,19 @@ pub async fn run(
         registry,
         live,
         transcript: Transcript::default(),
+        changed: false,
+        unstored: false,
     };
     while let Some(event) = events.recv().await {
         let last = matches!(event, LinkEvent::Lost { .. });
+        consumer.changed = true;
         if let Err(err) = consumer.apply(event).await {
             tracing::error!(error = %err, "cannot apply an agent event");
         }
         if last {
             return;
         }
+        consumer.unstored |= consumer.changed;
         consumer.store_progress(&events, &mut stored).await;
     }
     if let Err(err) = consumer
@@ -53,6 +57,14 @@ struct Consumer {
     transcript: Transcript,
     /// The turn the transcript's open message belongs to.
     turn: u64,
+    /// Whether the event being applied may have changed anything (only a settlement that
+    /// found its record already settled is known not to).
+    changed: bool,
+    /// Whether an event applied since `last_event_seq` was stored changed anything: if
+    /// none did, replaying them after a crash changes nothing either, so the write waits
+    /// for one that does (agentctl's `elicitation_settled` after an operator's answer
+    /// then costs no write at all).
+    unstored: bool,
 }
 
 impl Consumer {
@@ -115,9 +127,11 @@ impl Consumer {
                 pending_id,
                 outcome,
                 ..
-            }) => elicitation::settled(rooms, &session, &pending_id, outcome)
-                .await
-                .map(|_| ()),
+            }) => {
+                let settled = elicitation::settled(rooms, &session, &pending_id, outcome).await?;
+                self.changed = settled.is_some();
+                Ok(())
+            }
             LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(request)) => {
                 if ask_user_question::requested(rooms, &session, &request).await? {
                     self.transcript.close();
@@ -168,14 +182,14 @@ impl Consumer {
     /// event up to `delivered_seq` read before has been applied. (Written when idle, not
     /// per event, to spare a burst of updates a write each.)
     async fn store_progress(
-        &self,
+        &mut self,
         events: &UnboundedReceiver<LinkEvent>,
         stored: &mut Option<u64>,
     ) {
         let Some(seq) = self.live.link.delivered_seq() else {
             return;
         };
-        if *stored == Some(seq) || !events.is_empty() {
+        if *stored == Some(seq) || !events.is_empty() || !self.unstored {
             return;
         }
         match self
@@ -185,7 +199,10 @@ impl Consumer {
             .set_last_event_seq(&self.live.id, seq)
             .await
         {
-            Ok(()) => *stored = Some(seq),
+            Ok(()) => {
+                *stored = Some(seq);
+                self.unstored = false;
+            }
             Err(err) => tracing::warn!(error = %err, "cannot store the last applied event"),
         }
     }

@@ -195,4 +195,27 @@ async fn metadata_merges_keys_and_tool_calls_are_found_by_id(engine: &dyn Engine
         s.messages.message(&tool.id).await.expect("get"),
         Some(updated)
     );
+    // A null is kept as a value, a new key is added, and any key is one key (an agent's
+    // tool-call fields name them).
+    for patch in [
+        json!({"status": null, "extra": {"a": [1, "x"]}}),
+        json!({"we\"ird.$key[0]": true}),
+    ] {
+        s.messages
+            .merge_metadata(&tool.id, patch.as_object().expect("obj"), None)
+            .await
+            .expect("merge");
+    }
+    let updated = s
+        .messages
+        .message(&tool.id)
+        .await
+        .expect("get")
+        .expect("message");
+    assert_eq!(
+        updated.metadata,
+        json!({"tool_call_id": "t1", "status": null, "rawInput": {"path": "b.rs"},
+               "extra": {"a": [1, "x"]}, "we\"ird.$key[0]": true})
+    );
+    assert_eq!(updated.content, "Read b.rs", "no content given: kept");
 }

@@ -11,7 +11,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
 use super::{PostgresDb, json, json_opt, name, name_opt, time, time_opt};
-use crate::model::clarification::Effect;
+use crate::model::clarification::{Effect, Standing};
 use crate::model::{
     Clarification, ClarificationStatus, Message, NewClarification, NewMessage, Outcome, SettledBy,
     Settlement, Source, Timestamp,
@@ -46,11 +46,24 @@ pub(super) async fn insert(
     new: &NewClarification,
     message_id: &str,
 ) -> Result<Clarification, StoreError> {
+    insert_if_new(conn, new, message_id).await?.ok_or_else(|| {
+        StoreError::Query(format!("clarification `{}` exists already", new.pending_id))
+    })
+}
+
+/// Inserts a pending record inside the caller's transaction, or nothing (`None`) when its
+/// pending id is taken: the key decides, in the same statement.
+async fn insert_if_new(
+    conn: &mut PgConnection,
+    new: &NewClarification,
+    message_id: &str,
+) -> Result<Option<Clarification>, StoreError> {
     let questions =
         serde_json::to_value(&new.questions).map_err(|err| StoreError::Query(err.to_string()))?;
     let row = sqlx::query(&format!(
         "INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) \
+         ON CONFLICT (pending_id) DO NOTHING RETURNING {COLUMNS}"
     ))
     .bind(&new.pending_id)
     .bind(new.source.as_str())
@@ -61,9 +74,9 @@ pub(super) async fn insert(
     .bind(questions)
     .bind(Timestamp::now().instant())
     .bind(message_id)
-    .fetch_one(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    clarification(&row)
+    row.as_ref().map(clarification).transpose()
 }
 
 pub(super) async fn exists(conn: &mut PgConnection, pending_id: &str) -> Result<bool, StoreError> {
@@ -73,6 +86,26 @@ pub(super) async fn exists(conn: &mut PgConnection, pending_id: &str) -> Result<
             .fetch_optional(&mut *conn)
             .await?;
     Ok(found.is_some())
+}
+
+/// A record's [`Standing`], as last committed.
+async fn standing(pool: &sqlx::PgPool, pending_id: &str) -> Result<Option<Standing>, StoreError> {
+    let row = sqlx::query(
+        "SELECT status, outcome, settled_by, answered_by IS NOT NULL AS has_operator \
+         FROM clarifications WHERE pending_id = $1",
+    )
+    .bind(pending_id)
+    .fetch_optional(pool)
+    .await?;
+    row.map(|row| {
+        Ok(Standing {
+            status: name(&row, "status", ClarificationStatus::parse)?,
+            outcome: name_opt(&row, "outcome", Outcome::parse)?,
+            settled_by: name_opt(&row, "settled_by", SettledBy::parse)?,
+            has_operator: row.try_get("has_operator")?,
+        })
+    })
+    .transpose()
 }
 
 /// What the record's message carries about its settlement.
@@ -168,12 +201,12 @@ impl ClarificationStore for PostgresDb {
         message: &NewMessage,
     ) -> Result<Option<(Clarification, Message)>, StoreError> {
         let mut tx = self.begin().await?;
-        if exists(&mut tx, &record.pending_id).await? {
+        let message = super::messages::insert(&mut tx, message).await?;
+        // A replayed request finds its pending id taken: undo the message too.
+        let Some(record) = insert_if_new(&mut tx, record, &message.id).await? else {
             tx.rollback().await?;
             return Ok(None);
-        }
-        let message = super::messages::insert(&mut tx, message).await?;
-        let record = insert(&mut tx, record, &message.id).await?;
+        };
         tx.commit().await?;
         Ok(Some((record, message)))
     }
@@ -213,6 +246,15 @@ impl ClarificationStore for PostgresDb {
         pending_id: &str,
         settlement: &Settlement,
     ) -> Result<Option<SettledRecord>, StoreError> {
+        // agentctl's event after the operator's answer finds the record settled: what does
+        // nothing to a committed record never will (`nothing_is_final`), so a read outside
+        // the transaction spares the writer one.
+        if settlement.by == SettledBy::Agentctl
+            && let Some(current) = standing(&self.pool, pending_id).await?
+            && settlement.effect_on(current) == Effect::Nothing
+        {
+            return Ok(None);
+        }
         let mut tx = self.begin().await?;
         let settled = settle_in(&mut tx, pending_id, settlement).await?;
         tx.commit().await?;

@@ -10,7 +10,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 
 use super::{SqliteDb, json, json_opt, name, name_opt, time, time_opt};
-use crate::model::clarification::Effect;
+use crate::model::clarification::{Effect, Standing};
 use crate::model::{
     Clarification, ClarificationStatus, Message, NewClarification, NewMessage, Outcome, SettledBy,
     Settlement, Source, Timestamp,
@@ -45,11 +45,24 @@ pub(super) async fn insert(
     new: &NewClarification,
     message_id: &str,
 ) -> Result<Clarification, StoreError> {
+    insert_if_new(conn, new, message_id).await?.ok_or_else(|| {
+        StoreError::Query(format!("clarification `{}` exists already", new.pending_id))
+    })
+}
+
+/// Inserts a pending record inside the caller's transaction, or nothing (`None`) when its
+/// pending id is taken: the key decides, in the same statement.
+async fn insert_if_new(
+    conn: &mut SqliteConnection,
+    new: &NewClarification,
+    message_id: &str,
+) -> Result<Option<Clarification>, StoreError> {
     let questions =
         serde_json::to_string(&new.questions).map_err(|err| StoreError::Query(err.to_string()))?;
     let row = sqlx::query(&format!(
         "INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) \
+         ON CONFLICT (pending_id) DO NOTHING RETURNING {COLUMNS}"
     ))
     .bind(&new.pending_id)
     .bind(new.source.as_str())
@@ -60,9 +73,9 @@ pub(super) async fn insert(
     .bind(questions)
     .bind(Timestamp::now().to_rfc3339())
     .bind(message_id)
-    .fetch_one(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    clarification(&row)
+    row.as_ref().map(clarification).transpose()
 }
 
 pub(super) async fn exists(
@@ -75,6 +88,29 @@ pub(super) async fn exists(
             .fetch_optional(&mut *conn)
             .await?;
     Ok(found.is_some())
+}
+
+/// A record's [`Standing`], as last committed.
+async fn standing(
+    pool: &sqlx::SqlitePool,
+    pending_id: &str,
+) -> Result<Option<Standing>, StoreError> {
+    let row = sqlx::query(
+        "SELECT status, outcome, settled_by, answered_by IS NOT NULL AS has_operator \
+         FROM clarifications WHERE pending_id = $1",
+    )
+    .bind(pending_id)
+    .fetch_optional(pool)
+    .await?;
+    row.map(|row| {
+        Ok(Standing {
+            status: name(&row, "status", ClarificationStatus::parse)?,
+            outcome: name_opt(&row, "outcome", Outcome::parse)?,
+            settled_by: name_opt(&row, "settled_by", SettledBy::parse)?,
+            has_operator: row.try_get("has_operator")?,
+        })
+    })
+    .transpose()
 }
 
 /// What the record's message carries about its settlement.
@@ -170,12 +206,12 @@ impl ClarificationStore for SqliteDb {
         message: &NewMessage,
     ) -> Result<Option<(Clarification, Message)>, StoreError> {
         let mut tx = self.begin().await?;
-        if exists(&mut tx, &record.pending_id).await? {
+        let message = super::messages::insert(&mut tx, message).await?;
+        // A replayed request finds its pending id taken: undo the message too.
+        let Some(record) = insert_if_new(&mut tx, record, &message.id).await? else {
             tx.rollback().await?;
             return Ok(None);
-        }
-        let message = super::messages::insert(&mut tx, message).await?;
-        let record = insert(&mut tx, record, &message.id).await?;
+        };
         tx.commit().await?;
         Ok(Some((record, message)))
     }
@@ -215,6 +251,15 @@ impl ClarificationStore for SqliteDb {
         pending_id: &str,
         settlement: &Settlement,
     ) -> Result<Option<SettledRecord>, StoreError> {
+        // agentctl's event after the operator's answer finds the record settled: what does
+        // nothing to a committed record never will (`nothing_is_final`), so a read outside
+        // the transaction spares the writer one.
+        if settlement.by == SettledBy::Agentctl
+            && let Some(current) = standing(&self.pool, pending_id).await?
+            && settlement.effect_on(current) == Effect::Nothing
+        {
+            return Ok(None);
+        }
         let mut tx = self.begin().await?;
         let settled = settle_in(&mut tx, pending_id, settlement).await?;
         tx.commit().await?;

@@ -2,6 +2,8 @@
 //! `message_seq` counter, bumped in the inserting transaction; `UNIQUE (session_id, seq)`
 //! backs it up.
 
+use std::fmt::Write as _;
+
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use sqlx::sqlite::SqliteRow;
@@ -80,8 +82,50 @@ pub(super) async fn insert(
     Ok(message)
 }
 
-/// Merges `patch` into message `id`'s metadata inside the caller's transaction.
+/// Merges `patch` into message `id`'s metadata inside the caller's transaction: each key
+/// replaced in place or appended (key order kept), in one statement (`json_set`, paths and
+/// values bound) when every key is a plain name.
 pub(super) async fn merge(
+    conn: &mut SqliteConnection,
+    id: &str,
+    patch: &Map<String, Value>,
+    content: Option<&str>,
+) -> Result<Message, StoreError> {
+    let plain = |key: &String| {
+        !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    if !patch.keys().all(plain) {
+        return merge_by_rewrite(conn, id, patch, content).await;
+    }
+    let mut metadata = String::from("metadata");
+    if !patch.is_empty() {
+        metadata = String::from("json_set(metadata");
+        for n in 0..patch.len() {
+            let _ = write!(metadata, ", ${}, json(${})", 4 + 2 * n, 5 + 2 * n);
+        }
+        metadata.push(')');
+    }
+    let sql = format!(
+        "UPDATE messages SET metadata = {metadata}, content = COALESCE($2, content), updated_at = $3 \
+         WHERE id = $1 RETURNING {COLUMNS}"
+    );
+    let mut query = sqlx::query(&sql)
+        .bind(id)
+        .bind(content)
+        .bind(Timestamp::now().to_rfc3339());
+    for (key, value) in patch {
+        query = query.bind(format!("$.\"{key}\"")).bind(value.to_string());
+    }
+    let row = query
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(|| StoreError::Query(format!("no message `{id}`")))?;
+    message(&row)
+}
+
+/// [`merge`] by reading the row and writing it back: for keys a JSON path cannot name
+/// plainly (a tool call's fields come from the agent).
+async fn merge_by_rewrite(
     conn: &mut SqliteConnection,
     id: &str,
     patch: &Map<String, Value>,
