@@ -90,6 +90,9 @@ pub enum AppError {
     /// 503 `AGENT_STREAM_NOT_CONNECTED`: nothing was sent to the agent.
     #[error("{0}")]
     AgentStreamNotConnected(String),
+    /// 503 `DRAINING`: this process is shutting down and takes no new sessions.
+    #[error("{0}")]
+    Draining(String),
     /// 502 `AGENTCTL_ERROR`: agentctl failed or answered something unexpected.
     #[error("{0}")]
     Agentctl(String),
@@ -125,7 +128,7 @@ impl AppError {
             Self::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::AgentStreamNotConnected(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::AgentStreamNotConnected(_) | Self::Draining(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Agentctl(_) => StatusCode::BAD_GATEWAY,
             Self::AgentctlTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Store(StoreError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
@@ -145,6 +148,7 @@ impl AppError {
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
             Self::AgentStreamNotConnected(_) => "AGENT_STREAM_NOT_CONNECTED",
+            Self::Draining(_) => "DRAINING",
             Self::Agentctl(_) => "AGENTCTL_ERROR",
             Self::AgentctlTimeout(_) => "AGENTCTL_TIMEOUT",
             Self::Store(StoreError::Unavailable(_)) => "DATABASE_UNAVAILABLE",

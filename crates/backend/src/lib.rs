@@ -23,6 +23,7 @@ pub mod app;
 pub mod auth;
 pub mod clarifications;
 pub mod config;
+pub mod drain;
 pub mod error;
 pub mod events;
 pub mod flags;

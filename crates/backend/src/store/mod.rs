@@ -16,6 +16,7 @@ mod clarifications;
 #[cfg(test)]
 mod conformance;
 mod flags;
+mod health;
 mod messages;
 mod notifications;
 pub mod postgres;
@@ -30,6 +31,7 @@ pub use clarifications::{
     Claim, ClarificationFilter, ClarificationStore, QuestionOpened, SettledRecord,
 };
 pub use flags::{FlagOverrideStore, StoredOverrides};
+pub use health::{HealthStore, MigrationState, PoolUse};
 pub use messages::MessageStore;
 pub use notifications::NotificationStore;
 pub use sessions::{SessionStore, StartFacts, TurnStart};
@@ -111,6 +113,8 @@ pub struct Stores {
     pub notifications: Arc<dyn NotificationStore>,
     /// Runtime-flag overrides (the Settings page).
     pub flag_overrides: Arc<dyn FlagOverrideStore>,
+    /// The database itself: reachable, migrated, its pool (readiness, metrics).
+    pub health: Arc<dyn HealthStore>,
 }
 
 impl std::fmt::Debug for Stores {
@@ -129,6 +133,7 @@ impl Stores {
             + ClarificationStore
             + NotificationStore
             + FlagOverrideStore
+            + HealthStore
             + 'static,
     {
         Self {
@@ -137,7 +142,8 @@ impl Stores {
             messages: engine.clone(),
             clarifications: engine.clone(),
             notifications: engine.clone(),
-            flag_overrides: engine,
+            flag_overrides: engine.clone(),
+            health: engine,
         }
     }
 }

@@ -66,8 +66,9 @@ pub fn on_postgres() -> bool {
 /// the PostgreSQL test cluster (which must be there when asked for).
 pub async fn fresh_database(dir: &Path) -> String {
     if on_postgres() {
-        let cluster = kandev_testdb::cluster()
-            .unwrap_or_else(|why| panic!("TEST_DATABASE=postgres but PostgreSQL is unavailable: {why}"));
+        let cluster = kandev_testdb::cluster().unwrap_or_else(|why| {
+            panic!("TEST_DATABASE=postgres but PostgreSQL is unavailable: {why}")
+        });
         return cluster.create_database().await.expect("a fresh database");
     }
     format!("sqlite://{}", dir.join("data/kandev.db").display())

@@ -7,6 +7,7 @@
 
 mod clarifications;
 mod flags;
+mod health;
 mod messages;
 mod notifications;
 mod questions;

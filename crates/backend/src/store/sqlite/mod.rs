@@ -6,6 +6,7 @@
 
 mod clarifications;
 mod flags;
+mod health;
 mod messages;
 mod notifications;
 mod questions;
@@ -29,6 +30,9 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/
 #[derive(Debug, Clone)]
 pub struct SqliteDb {
     pool: SqlitePool,
+    /// How the readiness probe reaches the file afresh (never creating it); `None` for
+    /// an in-memory database, which only its pool can see.
+    probe: Option<SqliteConnectOptions>,
 }
 
 type Tx = Transaction<'static, Sqlite>;
@@ -65,6 +69,7 @@ impl SqliteDb {
         } else {
             SqlitePoolOptions::new().max_connections(8)
         };
+        let probe = (!memory).then(|| options.clone().create_if_missing(false));
         let pool = pool_options
             .connect_with(options)
             .await
@@ -76,7 +81,7 @@ impl SqliteDb {
             .run(&pool)
             .await
             .map_err(|err| OpenError::Migrate(err.to_string()))?;
-        Ok(Self { pool })
+        Ok(Self { pool, probe })
     }
 
     /// An in-memory, migrated database (tests).

@@ -1,0 +1,7 @@
+//! Operating kandev in production, against the real processes: readiness that follows
+//! the database, structured logs, metrics, graceful drain.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod readiness;
