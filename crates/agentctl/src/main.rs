@@ -39,12 +39,23 @@ use kandev_tls::ServeListener;
         Environment: AGENTCTL_TOKEN (required unless --insecure-no-token), \
         KANDEV_ELICITATION_ANSWER_TIMEOUT (default 55m), KANDEV_ACP_IDLE_TIMEOUT (default 1h; must exceed \
         the answer timeout), KANDEV_ASK_USER_QUESTION_TIMEOUT (default 2h; the ask_user_question_kandev \
-        tool call's own deadline), RUST_LOG (log filter; logs go to stderr).\n\n\
+        tool call's own deadline), RUST_LOG (log filter; logs go to stderr), AGENTCTL_LOG_FORMAT \
+        (text or json, as --log-format).\n\n\
         Agents get a chosen environment, not agentctl's: PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, \
         SHELL, the names in the session's agent.inherit_env and its agent.env; never AGENTCTL_TOKEN, \
         DATABASE_URL or any KANDEV_* variable."
 )]
 struct Cli {
+    /// How log lines on stderr look: `text`, or `json` (one object per line, the
+    /// `session_id`/`pending_id` of the enclosing spans at the top level).
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTCTL_LOG_FORMAT",
+        value_enum,
+        default_value_t
+    )]
+    log_format: kandev_log::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -112,9 +123,15 @@ fn main() -> ExitCode {
             tls_key,
         } => {
             let tls = tls_cert.zip(tls_key);
-            serve(listen, insecure_no_token, exit_on_stdin_eof, tls)
+            serve(
+                cli.log_format,
+                listen,
+                insecure_no_token,
+                exit_on_stdin_eof,
+                tls,
+            )
         }
-        Command::McpStdio { url, token } => mcp_stdio(url, token),
+        Command::McpStdio { url, token } => mcp_stdio(cli.log_format, url, token),
         Command::Elicitation(ElicitationCommand::Map) => {
             let Some(stdin) = read_stdin() else {
                 return ExitCode::from(2);
@@ -184,16 +201,9 @@ fn config_error(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn mcp_stdio(url: String, token: String) -> ExitCode {
+fn mcp_stdio(log_format: kandev_log::LogFormat, url: String, token: String) -> ExitCode {
     // stdout is the MCP channel: logs go to stderr only.
-    tracing_subscriber::fmt()
-        .with_writer(|| LossyStderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    kandev_log::init(log_format, "warn", || LossyStderr, false);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),
@@ -208,6 +218,7 @@ fn mcp_stdio(url: String, token: String) -> ExitCode {
 }
 
 fn serve(
+    log_format: kandev_log::LogFormat,
     listen: SocketAddr,
     insecure_no_token: bool,
     exit_on_stdin_eof: bool,
@@ -235,16 +246,12 @@ fn serve(
         }
     };
     // Colour only for a terminal: the backend and CI capture this stream into files.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt()
-        .with_writer(|| LossyStderr)
-        .with_ansi(ansi)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    kandev_log::init(
+        log_format,
+        "info",
+        || LossyStderr,
+        kandev_log::stderr_wants_colour(),
+    );
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),

@@ -46,6 +46,7 @@ const FOREIGN_ENV: &[&str] = &[
     "mcp_url",
     "mcp_token",
     "log",
+    "log_format",
 ];
 
 /// The `KANDEV_*` prefix of runtime-flag variables.
@@ -520,6 +521,8 @@ mod tests {
             ("KANDEV_FEATURES_ACP_ELICITATION", "true"),
             ("KANDEV_ELICITATION_ANSWER_TIMEOUT", "2s"),
             ("KANDEV_CONFIG", "elsewhere.toml"),
+            // The log format is a command-line setting, read before the config.
+            ("KANDEV_LOG_FORMAT", "json"),
         ]);
         let c = Config::load(Some(&file), vars).expect("loads");
         assert_eq!(c.profile, Profile::Prod);

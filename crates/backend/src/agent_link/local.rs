@@ -42,6 +42,7 @@ const AGENTCTL_SETTINGS: &[&str] = &[
     "KANDEV_ASK_USER_QUESTION_TIMEOUT",
     "RUST_LOG",
     "NO_COLOR",
+    "AGENTCTL_LOG_FORMAT",
 ];
 
 /// The part of `own` (kandev's environment) a local agentctl gets: its settings, the
@@ -425,6 +426,7 @@ mod tests {
             ("AGENTCTL_TOKEN", "stale"),
             ("AWS_SECRET_ACCESS_KEY", "cloud"),
             ("ANTHROPIC_API_KEY", "model"),
+            ("AGENTCTL_LOG_FORMAT", "json"),
         ]
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
         let passed = agentctl_environment(own, &["ANTHROPIC_API_KEY".to_owned()]);
@@ -437,7 +439,8 @@ mod tests {
                 "RUST_LOG",
                 "KANDEV_ELICITATION_ANSWER_TIMEOUT",
                 "KANDEV_ASK_USER_QUESTION_TIMEOUT",
-                "ANTHROPIC_API_KEY"
+                "ANTHROPIC_API_KEY",
+                "AGENTCTL_LOG_FORMAT"
             ]
         );
     }

@@ -125,7 +125,11 @@ impl Kandev {
         };
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kandev"));
         for (key, _) in std::env::vars() {
-            if key.starts_with("KANDEV_") || key == "AGENTCTL_TOKEN" || key == "MOCK_AGENT_LOG" {
+            if key.starts_with("KANDEV_")
+                || key == "AGENTCTL_TOKEN"
+                || key == "AGENTCTL_LOG_FORMAT"
+                || key == "MOCK_AGENT_LOG"
+            {
                 cmd.env_remove(key);
             }
         }
@@ -540,14 +544,26 @@ pub struct RemoteAgentctl {
 
 impl RemoteAgentctl {
     pub async fn start() -> Self {
+        Self::start_with(&[], &[], None).await
+    }
+
+    /// Starts with extra `args` to `serve` and `env`, its stderr into `stderr` when given.
+    pub async fn start_with(args: &[&str], env: &[(&str, &str)], stderr: Option<&Path>) -> Self {
         let token = format!("test-token-{}", std::process::id());
+        let stderr = match stderr {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("agentctl stderr file")),
+            None => Stdio::null(),
+        };
         let mut child = Command::new(sibling("agentctl"))
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .env("AGENTCTL_TOKEN", &token)
             .env_remove("KANDEV_FEATURES_ACP_ELICITATION")
+            .env_remove("AGENTCTL_LOG_FORMAT")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .expect("spawn agentctl");
