@@ -18,7 +18,9 @@ pub mod request;
 pub mod response;
 
 pub use envelope::{Envelope, ErrorCode, ErrorPayload, FrameType};
-pub use event::{AgentEvent, AskUserQuestionRequested, ElicitationRequested, SettleOutcome};
+pub use event::{
+    AgentEvent, AskUserQuestionRequested, DoorDecline, ElicitationRequested, SettleOutcome,
+};
 
 /// The path of the agent-stream WebSocket on agentctl.
 pub const STREAM_PATH: &str = "/api/v1/agent/stream";

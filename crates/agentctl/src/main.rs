@@ -81,6 +81,10 @@ enum Command {
         /// The PEM private key of --tls-cert.
         #[arg(long, value_name = "PEM", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// Serve Prometheus metrics at http://ADDR/metrics, without a token (bind it where
+        /// only the scraper reaches); prints `AGENTCTL_METRICS_LISTENING <addr>` once bound.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
     },
     /// Serve the session's ask_user_question_kandev MCP server on stdin/stdout, relaying
     /// to its HTTP endpoint (for agents without HTTP MCP support; agentctl lists this
@@ -121,11 +125,13 @@ fn main() -> ExitCode {
             exit_on_stdin_eof,
             tls_cert,
             tls_key,
+            metrics,
         } => {
             let tls = tls_cert.zip(tls_key);
+            let listeners = Listeners { listen, metrics };
             serve(
                 cli.log_format,
-                listen,
+                listeners,
                 insecure_no_token,
                 exit_on_stdin_eof,
                 tls,
@@ -217,9 +223,15 @@ fn mcp_stdio(log_format: kandev_log::LogFormat, url: String, token: String) -> E
     }
 }
 
+/// Where `serve` listens: the agent stream, and the metrics when asked.
+struct Listeners {
+    listen: SocketAddr,
+    metrics: Option<SocketAddr>,
+}
+
 fn serve(
     log_format: kandev_log::LogFormat,
-    listen: SocketAddr,
+    listeners: Listeners,
     insecure_no_token: bool,
     exit_on_stdin_eof: bool,
     tls: Option<(PathBuf, PathBuf)>,
@@ -256,16 +268,23 @@ fn serve(
         Ok(runtime) => runtime,
         Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),
     };
-    runtime.block_on(run_server(listen, token, timeouts, exit_on_stdin_eof, tls))
+    runtime.block_on(run_server(
+        listeners,
+        token,
+        timeouts,
+        exit_on_stdin_eof,
+        tls,
+    ))
 }
 
 async fn run_server(
-    listen: SocketAddr,
+    listeners: Listeners,
     token: Option<String>,
     timeouts: Timeouts,
     exit_on_stdin_eof: bool,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> ExitCode {
+    let listen = listeners.listen;
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(err) => return config_error(&format!("cannot listen on {listen}: {err}")),
@@ -294,6 +313,28 @@ async fn run_server(
     );
     let app = AgentCtl::new(token, timeouts);
     let router = app.router();
+    if let Some(addr) = listeners.metrics {
+        let metrics = match tokio::net::TcpListener::bind(addr).await {
+            Ok(metrics) => metrics,
+            Err(err) => {
+                return config_error(&format!("cannot listen on {addr} (--metrics): {err}"));
+            }
+        };
+        match metrics.local_addr() {
+            Ok(addr) => {
+                tracing::info!(%addr, "metrics on http://{addr}/metrics");
+                println!("AGENTCTL_METRICS_LISTENING {addr}");
+            }
+            Err(err) => return config_error(&format!("cannot read the metrics address: {err}")),
+        }
+        let load = Arc::clone(&app);
+        let routes = kandev_agentctl::metrics::router(Arc::new(move || load.load()));
+        tokio::spawn(async move {
+            if let Err(err) = axum::serve(metrics, routes).await {
+                tracing::error!(error = %err, "the metrics listener failed");
+            }
+        });
+    }
     println!("AGENTCTL_LISTENING {bound}");
     let _ = std::io::stdout().flush();
 

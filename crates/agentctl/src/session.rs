@@ -12,8 +12,8 @@ use kandev_agent_stream::request::{
     AgentSpec, ElicitationsRespond, PermissionPolicy, QuestionsRespond, SessionStart,
 };
 use kandev_agent_stream::{
-    AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorCode, ErrorPayload,
-    SettleOutcome,
+    AgentEvent, AskUserQuestionRequested, DoorDecline, ElicitationRequested, ErrorCode,
+    ErrorPayload, SettleOutcome,
 };
 use kandev_elicitation::{ElicitationResponse, build_response, map_request};
 use kandev_flags::FlagSnapshot;
@@ -99,6 +99,12 @@ impl AgentHandler for SessionHandler {
     fn session_update(&self, params: Value) {
         if let Some(session) = self.0.upgrade() {
             session.emit(AgentEvent::SessionUpdate { update: params });
+        }
+    }
+
+    fn declined(&self, reason: DoorDecline) {
+        if let Some(session) = self.0.upgrade() {
+            session.declined(reason);
         }
     }
 
@@ -321,6 +327,11 @@ impl Session {
         self.pending.list()
     }
 
+    /// How many elicitations wait for an answer.
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
     fn emit(&self, event: AgentEvent) {
         self.outbox.emit(&event);
     }
@@ -337,11 +348,19 @@ impl Session {
 
     // ---- elicitations -------------------------------------------------------------------
 
+    /// Counts a decline at the door and tells the backend why (the reason only: the
+    /// request itself never leaves agentctl).
+    fn declined(&self, reason: DoorDecline) {
+        crate::metrics::elicitation_declined(reason);
+        self.emit(AgentEvent::ElicitationDeclined { reason });
+    }
+
     fn on_elicitation(&self, params: Value, responder: AcpResponder) {
         if !self.elicitation_enabled {
             // AC-20: an unadvertised elicitation never reaches the operator.
             tracing::info!(session_id = %self.id, "elicitation/create declined: features.acpElicitation is off");
             respond_or_log(responder, ElicitationResponse::Decline.to_json());
+            self.declined(DoorDecline::FlagOff);
             return;
         }
         let mapped = match map_request(&params) {
@@ -349,6 +368,7 @@ impl Session {
             Err(decline) => {
                 tracing::info!(session_id = %self.id, reason = ?decline.reason, detail = %decline.detail, "elicitation/create declined");
                 respond_or_log(responder, ElicitationResponse::Decline.to_json());
+                self.declined(decline.reason.into());
                 return;
             }
         };
@@ -390,6 +410,7 @@ impl Session {
             // A UUID v4 collision; answer rather than leave the agent waiting.
             tracing::error!("pending id collision; declining");
             respond_or_log(entry.responder, ElicitationResponse::Decline.to_json());
+            self.declined(DoorDecline::IdCollision);
             return;
         }
         tracing::info!(questions, seq = announced, "elicitation pending");

@@ -19,6 +19,9 @@ use crate::store::{OpenError, StoredOverrides};
 /// `listen` asked for port 0), for scripts and tests.
 pub const LISTENING_PREFIX: &str = "KANDEV_LISTENING=";
 
+/// The line printed (before [`LISTENING_PREFIX`]'s) when `metrics.listen` is bound.
+pub const METRICS_LISTENING_PREFIX: &str = "KANDEV_METRICS_LISTENING=";
+
 /// Why `kandev serve` could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -111,6 +114,17 @@ pub async fn serve(mut config: Config, profiles: Profiles) -> Result<(), StartEr
             sessions = reconciled.resumed,
             "sessions left live by a previous run re-attached to their agentctl"
         );
+    }
+    crate::metrics::spawn_upkeep();
+    if let Some(metrics) = state.config.metrics.listen {
+        let bound = crate::http::metrics::serve_separately(metrics, state.clone())
+            .await
+            .map_err(|source| StartError::Listen {
+                addr: metrics.to_string(),
+                source,
+            })?;
+        println!("{METRICS_LISTENING_PREFIX}{bound}");
+        tracing::info!(%bound, "metrics on http://{bound}/metrics");
     }
     // TCP_NODELAY on every connection: small latency-bound frames (operator WS, respond).
     let listener = ServeListener::new(listener, tls).map_err(|source| StartError::Listen {

@@ -150,6 +150,19 @@ pub struct Config {
     /// `[auth]`: operators.
     #[serde(default)]
     pub auth: AuthConfig,
+    /// `[metrics]`: a listener of its own for `GET /metrics`.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+}
+
+/// `[metrics]`. `GET /metrics` is always served on `listen`, behind operator auth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Also serve `GET /metrics` alone on this address, without auth or `Host` check
+    /// (for a scraper; bind it where only the scraper reaches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
 }
 
 fn default_pool_size() -> u32 {
@@ -212,6 +225,7 @@ impl Default for Config {
             profiles_file: None,
             server: ServerConfig::default(),
             auth: AuthConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -610,6 +624,21 @@ mod tests {
         )
         .expect_err("missing profiles");
         assert_eq!(err.key, "profiles_file");
+    }
+
+    #[test]
+    fn metrics_listen_is_a_strict_key() {
+        let c = Config::load(None, env(&[("KANDEV_METRICS__LISTEN", "127.0.0.1:9464")]))
+            .expect("loads");
+        assert_eq!(
+            c.metrics.listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 9464)))
+        );
+        assert_eq!(Config::default().metrics.listen, None);
+        let err = Config::load(None, env(&[("KANDEV_METRICS__LISTN", "127.0.0.1:9464")]))
+            .expect_err("unknown key");
+        assert_eq!(err.key, "metrics.listn");
+        assert!(err.to_string().contains("listen"), "{err}");
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //! - [`events`] — rooms publish committed changes; one feed turns them into operator events.
 //! - [`auth`] says who is asking (the guard in [`http`] enforces it); [`notifications`],
 //!   [`flags`], [`config`]; [`app`] wires it all and serves.
+//! - [`metrics`] — what the event points record, one call each, for `GET /metrics`;
+//!   [`drain`] — whether the process is on its way out.
 
 pub mod agent_link;
 pub mod app;
@@ -28,6 +30,7 @@ pub mod error;
 pub mod events;
 pub mod flags;
 pub mod http;
+pub mod metrics;
 pub mod model;
 pub mod notifications;
 pub mod sessions;

@@ -27,6 +27,8 @@ CONFIGURATION (layers: built-in defaults < kandev.toml (--config / KANDEV_CONFIG
   auth.required                KANDEV_AUTH__REQUIRED                  true unless listen is loopback (false is refused elsewhere)
   [[auth.operators]] name, token_sha256   who may operate; `kandev operator add NAME` prints both
   auth.session_secret          KANDEV_AUTH__SESSION_SECRET            unset (mixed into the session-cookie key; same on every replica)
+  metrics.listen               KANDEV_METRICS__LISTEN                 unset (GET /metrics is on `listen` behind operator auth;
+                               this adds a listener serving only /metrics, no auth)
   agents.<id>.command          program and arguments, e.g. [\"claude-agent-acp\"]
   agents.<id>.env              extra environment of the agent process
   agents.<id>.inherit_env      names of variables the agent also gets from agentctl's environment, e.g. [\"ANTHROPIC_API_KEY\"]

@@ -10,7 +10,9 @@ use kandev_agent_stream::{ElicitationRequested, ErrorCode, ErrorPayload, SettleO
 use kandev_elicitation::OperatorAnswer;
 use serde_json::{Map, Value, json};
 
-use super::service::{CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef};
+use super::service::{
+    CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef, has_verdict,
+};
 use crate::agent_link::{LinkError, call};
 use crate::error::{AppError, Origin};
 use crate::model::{
@@ -136,7 +138,10 @@ pub(super) async fn respond(
         pending_id: record.pending_id.clone(),
         answer: answer.clone(),
     };
-    match call::<_, Success>(&*link, action::ELICITATIONS_RESPOND, &payload).await {
+    let asked = std::time::Instant::now();
+    let verdict = call::<_, Success>(&*link, action::ELICITATIONS_RESPOND, &payload).await;
+    crate::metrics::delivery(Source::Elicitation, asked, has_verdict(&verdict));
+    match verdict {
         Ok(_) => {
             let verdict = if answer.rejected {
                 RespondStatus::Declined

@@ -8,8 +8,8 @@
 //! response forbids framing (clickjacking). `/healthz` and `/readyz` are exempt from the
 //! `Host` check, so load balancers may probe them by address.
 //!
-//! [`authenticate`] then requires an operator on `/api/*` when auth is on (everything
-//! but sign-in and sign-out): a Bearer token or the session cookie, 401 otherwise, 429
+//! [`authenticate`] then requires an operator on `/api/*` and `/metrics` when auth is on
+//! (everything but sign-in and sign-out): a Bearer token or the session cookie, 401 otherwise, 429
 //! once an address has failed too often. It puts the [`Operator`] on the request, which
 //! handlers take as an argument; without auth that is [`Operator::LOCAL`].
 
@@ -215,15 +215,16 @@ fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
         .map(|ConnectInfo(PeerAddr(addr))| addr.ip())
 }
 
-/// Operators on `/api/*`; see the module docs.
+/// Operators on `/api/*` and `/metrics`; see the module docs.
 pub(super) async fn authenticate(
     State(state): State<AppState>,
     mut request: Request,
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    let needs_operator =
-        (path == "/api" || path.starts_with("/api/")) && !OPEN_API_PATHS.contains(&path);
+    let needs_operator = ((path == "/api" || path.starts_with("/api/"))
+        && !OPEN_API_PATHS.contains(&path))
+        || path == super::metrics::METRICS_PATH;
     if !state.auth.required() {
         request.extensions_mut().insert(Operator::local());
         return next.run(request).await;

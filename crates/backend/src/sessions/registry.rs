@@ -77,6 +77,11 @@ impl SessionRegistry {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// How many sessions are live here (their links held by this process).
+    pub fn attached(&self) -> usize {
+        self.map().len()
+    }
+
     /// The live session `id`, if its link is up here.
     pub fn live(&self, id: &str) -> Option<Arc<LiveSession>> {
         self.map().get(id).cloned()

@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 
+use crate::model::{SessionState, Source};
 use crate::store::StoreError;
 
 /// The migrations the binary carries, against those the database records as applied.
@@ -48,6 +49,38 @@ pub struct PoolUse {
     pub max: u32,
 }
 
+/// What the database holds right now, for the metrics' gauges. The same on every
+/// replica of one database.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Gauges {
+    /// Pending clarifications per source (sources with none are left out).
+    pub pending: Vec<(Source, u64)>,
+    /// Live sessions per state as shown (`WAITING_FOR_INPUT` while one has a pending
+    /// clarification); ended sessions are not counted.
+    pub sessions: Vec<(SessionState, u64)>,
+}
+
+impl Gauges {
+    /// Adds `n` sessions stored as `stored`, `waiting` when one of theirs is pending.
+    pub(crate) fn add_sessions(&mut self, stored: SessionState, waiting: bool, n: u64) {
+        let shown = stored.shown(usize::from(waiting));
+        match self.sessions.iter_mut().find(|(state, _)| *state == shown) {
+            Some((_, count)) => *count += n,
+            None => self.sessions.push((shown, n)),
+        }
+    }
+}
+
+/// The SQL both engines run for [`Gauges`]: pending per source, and live sessions per
+/// stored state and whether one of their clarifications is pending.
+pub(crate) const PENDING_BY_SOURCE: &str =
+    "SELECT source, COUNT(*) AS n FROM clarifications WHERE status = 'pending' GROUP BY source";
+/// See [`PENDING_BY_SOURCE`].
+pub(crate) const LIVE_SESSIONS: &str = "SELECT s.state AS state, \
+     EXISTS (SELECT 1 FROM clarifications c WHERE c.session_id = s.id AND c.status = 'pending') AS waiting, \
+     COUNT(*) AS n FROM sessions s \
+     WHERE s.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') GROUP BY 1, 2";
+
 /// The database as a service: reachable, migrated, its pool.
 #[async_trait]
 pub trait HealthStore: Send + Sync {
@@ -58,6 +91,9 @@ pub trait HealthStore: Send + Sync {
 
     /// The pool's connections.
     fn pool_use(&self) -> PoolUse;
+
+    /// Counts for the gauges (two grouped queries).
+    async fn gauges(&self) -> Result<Gauges, StoreError>;
 }
 
 #[cfg(test)]
@@ -80,5 +116,22 @@ mod tests {
         // A version the binary does not know (a newer binary migrated) does not count.
         let other = MigrationState::of([1, 2].into_iter(), &[1, 7]);
         assert_eq!(other.applied, 1);
+    }
+
+    #[test]
+    fn a_live_session_with_a_pending_one_counts_as_waiting() {
+        let mut gauges = Gauges::default();
+        gauges.add_sessions(SessionState::Running, true, 2);
+        gauges.add_sessions(SessionState::Idle, true, 1);
+        gauges.add_sessions(SessionState::Idle, false, 3);
+        gauges.add_sessions(SessionState::WaitingForInput, false, 1);
+        assert_eq!(
+            gauges.sessions,
+            [
+                (SessionState::WaitingForInput, 3),
+                (SessionState::Idle, 3),
+                (SessionState::Running, 1),
+            ]
+        );
     }
 }

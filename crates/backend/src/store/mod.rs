@@ -31,7 +31,7 @@ pub use clarifications::{
     Claim, ClarificationFilter, ClarificationStore, QuestionOpened, SettledRecord,
 };
 pub use flags::{FlagOverrideStore, StoredOverrides};
-pub use health::{HealthStore, MigrationState, PoolUse};
+pub use health::{Gauges, HealthStore, MigrationState, PoolUse};
 pub use messages::MessageStore;
 pub use notifications::NotificationStore;
 pub use sessions::{SessionStore, StartFacts, TurnStart};

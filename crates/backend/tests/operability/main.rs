@@ -5,4 +5,5 @@
 mod support;
 
 mod logs;
+mod metrics;
 mod readiness;

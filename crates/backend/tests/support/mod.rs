@@ -96,6 +96,8 @@ impl Options {
 pub struct Kandev {
     child: Option<Child>,
     pub addr: SocketAddr,
+    /// The `metrics.listen` listener, when configured (`KANDEV_METRICS_LISTENING=`).
+    pub metrics_addr: Option<SocketAddr>,
     pub dir: tempfile::TempDir,
 }
 
@@ -151,8 +153,12 @@ impl Kandev {
         let mut child = cmd.spawn().expect("spawn kandev");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
+        let mut metrics_addr = None;
         let addr = tokio::time::timeout(DEADLINE, async {
             while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(addr) = line.strip_prefix("KANDEV_METRICS_LISTENING=") {
+                    metrics_addr = addr.parse::<SocketAddr>().ok();
+                }
                 if let Some(addr) = line.strip_prefix("KANDEV_LISTENING=") {
                     return addr.parse::<SocketAddr>().ok();
                 }
@@ -172,6 +178,7 @@ impl Kandev {
         Self {
             child: Some(child),
             addr,
+            metrics_addr,
             dir,
         }
     }
@@ -539,6 +546,8 @@ pub fn capability_fixture(name: &str) -> String {
 pub struct RemoteAgentctl {
     child: Child,
     pub addr: SocketAddr,
+    /// Its `--metrics` listener, when asked for (`AGENTCTL_METRICS_LISTENING`).
+    pub metrics_addr: Option<SocketAddr>,
     pub token: String,
 }
 
@@ -568,8 +577,12 @@ impl RemoteAgentctl {
             .spawn()
             .expect("spawn agentctl");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut metrics_addr = None;
         let addr = tokio::time::timeout(DEADLINE, async {
             while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(addr) = line.strip_prefix("AGENTCTL_METRICS_LISTENING ") {
+                    metrics_addr = addr.trim().parse::<SocketAddr>().ok();
+                }
                 if let Some(addr) = line.strip_prefix("AGENTCTL_LISTENING ") {
                     return addr.trim().parse::<SocketAddr>().ok();
                 }
@@ -581,7 +594,12 @@ impl RemoteAgentctl {
         .flatten()
         .expect("agentctl listening");
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Self { child, addr, token }
+        Self {
+            child,
+            addr,
+            metrics_addr,
+            token,
+        }
     }
 
     /// The kandev.toml section pointing the remote executor at `addr`.

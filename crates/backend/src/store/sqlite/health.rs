@@ -4,7 +4,11 @@ use async_trait::async_trait;
 use sqlx::{Connection, SqliteConnection};
 
 use super::{MIGRATOR, SqliteDb};
-use crate::store::{HealthStore, MigrationState, PoolUse, StoreError};
+use sqlx::Row;
+
+use crate::model::{SessionState, Source};
+use crate::store::health::{LIVE_SESSIONS, PENDING_BY_SOURCE};
+use crate::store::{Gauges, HealthStore, MigrationState, PoolUse, StoreError};
 
 const APPLIED: &str = "SELECT version FROM _sqlx_migrations WHERE success";
 
@@ -40,4 +44,21 @@ impl HealthStore for SqliteDb {
             max: self.pool.options().get_max_connections(),
         }
     }
+
+    async fn gauges(&self) -> Result<Gauges, StoreError> {
+        let mut gauges = Gauges::default();
+        for row in sqlx::query(PENDING_BY_SOURCE).fetch_all(&self.pool).await? {
+            let source = super::name(&row, "source", Source::parse)?;
+            gauges.pending.push((source, count(row.try_get("n")?)));
+        }
+        for row in sqlx::query(LIVE_SESSIONS).fetch_all(&self.pool).await? {
+            let state: SessionState = super::name(&row, "state", |s| s.parse().ok())?;
+            gauges.add_sessions(state, row.try_get("waiting")?, count(row.try_get("n")?));
+        }
+        Ok(gauges)
+    }
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
 }
