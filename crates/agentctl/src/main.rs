@@ -268,13 +268,19 @@ fn serve(
         Ok(runtime) => runtime,
         Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),
     };
-    runtime.block_on(run_server(
+    let code = runtime.block_on(run_server(
         listeners,
         token,
         timeouts,
         exit_on_stdin_eof,
         tls,
-    ))
+    ));
+    // Dropping the runtime would wait for every blocking task, and with
+    // --exit-on-stdin-eof one is a stdin read that lasts until the backend closes the
+    // pipe: a SIGTERM'd agentctl then hung until the backend killed it. Everything that
+    // matters (pendings answered `cancel`, agents stopped) is done by now.
+    runtime.shutdown_background();
+    code
 }
 
 async fn run_server(

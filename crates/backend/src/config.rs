@@ -153,6 +153,37 @@ pub struct Config {
     /// `[metrics]`: a listener of its own for `GET /metrics`.
     #[serde(default)]
     pub metrics: MetricsConfig,
+    /// `[drain]`: how a SIGTERM is wound down.
+    #[serde(default)]
+    pub drain: DrainConfig,
+}
+
+/// `[drain]`: the timing of the shutdown on SIGTERM/SIGINT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrainConfig {
+    /// How long kandev keeps serving after the signal, answering `/readyz` 503 and
+    /// refusing new sessions, before it stops accepting connections: time for a load
+    /// balancer to notice (humantime; default `0s`).
+    #[serde(default, with = "humantime_text")]
+    pub grace: std::time::Duration,
+    /// How long the requests in flight may take to finish once connections are no
+    /// longer accepted (default `10s`).
+    #[serde(default = "default_finish_within", with = "humantime_text")]
+    pub finish_within: std::time::Duration,
+}
+
+fn default_finish_within() -> std::time::Duration {
+    std::time::Duration::from_secs(10)
+}
+
+impl Default for DrainConfig {
+    fn default() -> Self {
+        Self {
+            grace: std::time::Duration::ZERO,
+            finish_within: default_finish_within(),
+        }
+    }
 }
 
 /// `[metrics]`. `GET /metrics` is always served on `listen`, behind operator auth.
@@ -226,6 +257,7 @@ impl Default for Config {
             server: ServerConfig::default(),
             auth: AuthConfig::default(),
             metrics: MetricsConfig::default(),
+            drain: DrainConfig::default(),
         }
     }
 }
@@ -635,6 +667,18 @@ mod tests {
             Some(SocketAddr::from(([127, 0, 0, 1], 9464)))
         );
         assert_eq!(Config::default().metrics.listen, None);
+        let drain = Config::load(
+            None,
+            env(&[
+                ("KANDEV_DRAIN__GRACE", "5s"),
+                ("KANDEV_DRAIN__FINISH_WITHIN", "1m"),
+            ]),
+        )
+        .expect("loads")
+        .drain;
+        assert_eq!(drain.grace, std::time::Duration::from_secs(5));
+        assert_eq!(drain.finish_within, std::time::Duration::from_secs(60));
+        assert_eq!(Config::default().drain.grace, std::time::Duration::ZERO);
         let err = Config::load(None, env(&[("KANDEV_METRICS__LISTN", "127.0.0.1:9464")]))
             .expect_err("unknown key");
         assert_eq!(err.key, "metrics.listn");

@@ -1,8 +1,8 @@
 //! [`Drain`]: whether this process is on its way out. Set once, on SIGTERM; from then on
-//! `/readyz` answers 503 (the load balancer stops sending new work), new sessions are
-//! refused with 503 `DRAINING`, and the operator WebSockets close, so the HTTP server's
-//! graceful shutdown only waits for the requests in flight. What else happens, in what
-//! order, is the drain sequence of `app`.
+//! `/readyz` answers 503 (the load balancer stops sending new work) and new sessions are
+//! refused with 503 `DRAINING`. When the HTTP server stops accepting connections,
+//! [`Drain::close_connections`] closes the operator WebSockets, so its graceful shutdown
+//! only waits for the requests in flight. The steps and their order are `shutdown`'s.
 
 use std::sync::Arc;
 
@@ -14,6 +14,7 @@ use crate::error::AppError;
 #[derive(Debug, Clone)]
 pub struct Drain {
     state: Arc<watch::Sender<bool>>,
+    closing: Arc<watch::Sender<bool>>,
 }
 
 impl Default for Drain {
@@ -27,6 +28,7 @@ impl Drain {
     pub fn new() -> Self {
         Self {
             state: Arc::new(watch::Sender::new(false)),
+            closing: Arc::new(watch::Sender::new(false)),
         }
     }
 
@@ -45,6 +47,17 @@ impl Drain {
         let mut rx = self.state.subscribe();
         // The sender lives as long as `self`, so this only ends once it is true.
         let _ = rx.wait_for(|draining| *draining).await;
+    }
+
+    /// Tells long-lived connections (operator WebSockets) to close now.
+    pub fn close_connections(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Resolves once long-lived connections should close.
+    pub async fn closing(&self) {
+        let mut rx = self.closing.subscribe();
+        let _ = rx.wait_for(|closing| *closing).await;
     }
 
     /// `Err(503 DRAINING)` once draining: a new session would be cut off at once.
@@ -86,5 +99,14 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(5), drain.started())
             .await
             .expect("at once");
+        let closing = tokio::spawn({
+            let drain = drain.clone();
+            async move { drain.closing().await }
+        });
+        drain.close_connections();
+        tokio::time::timeout(std::time::Duration::from_secs(5), closing)
+            .await
+            .expect("woken")
+            .expect("no panic");
     }
 }

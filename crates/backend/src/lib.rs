@@ -18,7 +18,7 @@
 //! - [`auth`] says who is asking (the guard in [`http`] enforces it); [`notifications`],
 //!   [`flags`], [`config`]; [`app`] wires it all and serves.
 //! - [`metrics`] — what the event points record, one call each, for `GET /metrics`;
-//!   [`drain`] — whether the process is on its way out.
+//!   [`drain`] — whether the process is on its way out, and [`shutdown`] the way out.
 
 pub mod agent_link;
 pub mod app;
@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod model;
 pub mod notifications;
 pub mod sessions;
+pub mod shutdown;
 pub mod state;
 pub mod store;
 

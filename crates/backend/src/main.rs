@@ -29,6 +29,8 @@ CONFIGURATION (layers: built-in defaults < kandev.toml (--config / KANDEV_CONFIG
   auth.session_secret          KANDEV_AUTH__SESSION_SECRET            unset (mixed into the session-cookie key; same on every replica)
   metrics.listen               KANDEV_METRICS__LISTEN                 unset (GET /metrics is on `listen` behind operator auth;
                                this adds a listener serving only /metrics, no auth)
+  drain.grace                  KANDEV_DRAIN__GRACE                    0s  (after SIGTERM: keep serving, /readyz 503, no new sessions)
+  drain.finish_within          KANDEV_DRAIN__FINISH_WITHIN            10s (then: no new connections; requests in flight may finish)
   agents.<id>.command          program and arguments, e.g. [\"claude-agent-acp\"]
   agents.<id>.env              extra environment of the agent process
   agents.<id>.inherit_env      names of variables the agent also gets from agentctl's environment, e.g. [\"ANTHROPIC_API_KEY\"]

@@ -278,12 +278,14 @@ async fn watch_process(
 ) {
     // `Child::wait` closes stdin before waiting; agentctl runs with --exit-on-stdin-eof,
     // so the pipe is taken out and held here for as long as the watcher lives.
-    let _stdin = child.stdin.take();
+    let mut stdin = child.stdin.take();
     let status = tokio::select! {
         status = child.wait() => status,
         // Asked to stop, or the handle was dropped (the sender with it): a dropped
         // link still gives agentctl the chance to cancel its pendings and stop its agent.
         stop = stop => {
+            // End of file is agentctl's cue as well as SIGTERM: either starts its shutdown.
+            drop(stdin.take());
             let grace = match stop.unwrap_or(Stop::Graceful(DROPPED_GRACE)) {
                 Stop::Graceful(grace) => terminate(&child).await.then_some(grace),
                 Stop::Kill => None,

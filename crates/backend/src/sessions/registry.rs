@@ -307,21 +307,19 @@ impl SessionRegistry {
         self.end_live(&live, SessionState::Completed, None).await
     }
 
-    /// Ends every live session as `CANCELLED` (the backend is shutting down).
+    /// Ends every live session as `CANCELLED` (the backend is shutting down), all at once:
+    /// each waits on its own agentctl, and one slow agentctl must not hold up the rest.
     pub async fn shutdown_all(&self) {
         let all: Vec<Arc<LiveSession>> = self.map().values().cloned().collect();
-        for live in all {
+        futures::future::join_all(all.iter().map(|live| async move {
             if let Err(err) = self
-                .end_live(
-                    &live,
-                    SessionState::Cancelled,
-                    Some("the backend shut down"),
-                )
+                .end_live(live, SessionState::Cancelled, Some("the backend shut down"))
                 .await
             {
                 tracing::error!(session_id = %live.id, error = %err, "cannot end session at shutdown");
             }
-        }
+        }))
+        .await;
     }
 
     /// Shuts the link down (agentctl answers its pendings `cancel`) and records the end.

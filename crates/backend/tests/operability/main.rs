@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod drain;
 mod logs;
 mod metrics;
 mod readiness;

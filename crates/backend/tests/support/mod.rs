@@ -349,6 +349,30 @@ impl Kandev {
         log
     }
 
+    /// Sends SIGTERM without waiting (see [`Kandev::wait_exit`]).
+    pub fn sigterm(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -TERM");
+    }
+
+    /// Waits for kandev to exit (after [`Kandev::sigterm`]); returns its exit code.
+    pub async fn wait_exit(&mut self) -> Option<i32> {
+        let mut child = self.child.take().expect("running");
+        match tokio::time::timeout(DEADLINE, child.wait()).await {
+            Ok(Ok(status)) => status.code(),
+            _ => {
+                let _ = child.start_kill();
+                panic!(
+                    "kandev did not exit within {DEADLINE:?}:\n{}",
+                    self.stderr()
+                );
+            }
+        }
+    }
+
     /// Sends SIGTERM and waits for kandev to exit; returns its exit code.
     pub async fn terminate(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
