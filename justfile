@@ -26,6 +26,16 @@ test: lint
     just e2e-browser
     just bench --quick
 
+# Release archive target/dist/kandev-<version>-<target>.tar.gz: release kandev, agentctl and mock-agent, an example kandev.toml, systemd units, the README's Deploying section.
+dist:
+    cargo build --release -p kandev-backend -p kandev-agentctl -p kandev-mock-agent --bins
+    dist/package.sh target/release target/dist
+
+# The same archive from the dev binaries (target/dist-dev/), quick to make; e2e/tests/dist.rs runs the demo from it.
+dist-dev:
+    cargo build --workspace --bins
+    DIST_GZIP_LEVEL=1 dist/package.sh target/debug target/dist-dev
+
 # Format check and clippy with warnings as errors.
 lint:
     cargo fmt --all -- --check

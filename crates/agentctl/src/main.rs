@@ -10,7 +10,7 @@
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -36,7 +36,7 @@ use kandev_tls::ServeListener;
         {\"id\":\"2\",\"type\":\"request\",\"action\":\"agent.prompt\",\"payload\":{\"text\":\"hi\"}}\n\
         Answers come back with the same id; events arrive as \
         {\"type\":\"notification\",\"action\":\"agent.event\",\"payload\":{\"event\":\"session_update\"|\"elicitation_requested\"|…}}.\n\n\
-        Environment: AGENTCTL_TOKEN (required unless --insecure-no-token), \
+        Environment: AGENTCTL_TOKEN (required unless --token-file / AGENTCTL_TOKEN_FILE or --insecure-no-token), \
         KANDEV_ELICITATION_ANSWER_TIMEOUT (default 55m), KANDEV_ACP_IDLE_TIMEOUT (default 1h; must exceed \
         the answer timeout), KANDEV_ASK_USER_QUESTION_TIMEOUT (default 2h; the ask_user_question_kandev \
         tool call's own deadline), RUST_LOG (log filter; logs go to stderr), AGENTCTL_LOG_FORMAT \
@@ -70,6 +70,11 @@ enum Command {
         /// Accept streams without a token (local development only).
         #[arg(long)]
         insecure_no_token: bool,
+        /// Read the agent-stream token from this file instead of AGENTCTL_TOKEN (e.g. a
+        /// systemd credential: `--token-file %d/agentctl-token`); surrounding whitespace
+        /// is ignored.
+        #[arg(long, env = "AGENTCTL_TOKEN_FILE", value_name = "PATH")]
+        token_file: Option<PathBuf>,
         /// Shut down (cancelling every pending elicitation) when stdin reaches end of file.
         /// The backend's local executor holds that pipe, so agentctl goes away with the
         /// backend even when the backend is killed outright.
@@ -122,6 +127,7 @@ fn main() -> ExitCode {
         Command::Serve {
             listen,
             insecure_no_token,
+            token_file,
             exit_on_stdin_eof,
             tls_cert,
             tls_key,
@@ -129,13 +135,11 @@ fn main() -> ExitCode {
         } => {
             let tls = tls_cert.zip(tls_key);
             let listeners = Listeners { listen, metrics };
-            serve(
-                cli.log_format,
-                listeners,
-                insecure_no_token,
-                exit_on_stdin_eof,
-                tls,
-            )
+            let token = match stream_token(token_file.as_deref(), insecure_no_token) {
+                Ok(token) => token,
+                Err(message) => return config_error(&message),
+            };
+            serve(cli.log_format, listeners, token, exit_on_stdin_eof, tls)
         }
         Command::McpStdio { url, token } => mcp_stdio(cli.log_format, url, token),
         Command::Elicitation(ElicitationCommand::Map) => {
@@ -229,10 +233,36 @@ struct Listeners {
     metrics: Option<SocketAddr>,
 }
 
+/// The agent-stream token: from `file`, else `AGENTCTL_TOKEN`; `None` only with
+/// `--insecure-no-token`.
+fn stream_token(file: Option<&Path>, insecure: bool) -> Result<Option<String>, String> {
+    let token = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|err| format!("cannot read --token-file {}: {err}", path.display()))?;
+            let token = text.trim().to_owned();
+            if token.is_empty() {
+                return Err(format!("--token-file {} is empty", path.display()));
+            }
+            Some(token)
+        }
+        None => std::env::var(TOKEN_VAR)
+            .ok()
+            .filter(|t| !t.trim().is_empty()),
+    };
+    match (token, insecure) {
+        (Some(token), _) => Ok(Some(token)),
+        (None, true) => Ok(None),
+        (None, false) => Err(format!(
+            "{TOKEN_VAR} is not set; set it (or --token-file) to the agent-stream bearer token, or pass --insecure-no-token for local development"
+        )),
+    }
+}
+
 fn serve(
     log_format: kandev_log::LogFormat,
     listeners: Listeners,
-    insecure_no_token: bool,
+    token: Option<String>,
     exit_on_stdin_eof: bool,
     tls: Option<(PathBuf, PathBuf)>,
 ) -> ExitCode {
@@ -244,18 +274,6 @@ fn serve(
         None => None,
         Some(Ok(config)) => Some(config),
         Some(Err(err)) => return config_error(&err.to_string()),
-    };
-    let token = std::env::var(TOKEN_VAR)
-        .ok()
-        .filter(|t| !t.trim().is_empty());
-    let token = match (token, insecure_no_token) {
-        (Some(token), _) => Some(token),
-        (None, true) => None,
-        (None, false) => {
-            return config_error(&format!(
-                "{TOKEN_VAR} is not set; set it to the agent-stream bearer token, or pass --insecure-no-token for local development"
-            ));
-        }
     };
     // Colour only for a terminal: the backend and CI capture this stream into files.
     kandev_log::init(
