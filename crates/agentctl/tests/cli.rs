@@ -130,18 +130,19 @@ async fn token_file_holds_the_stream_token() {
     let file = dir.path().join("agentctl-token");
     std::fs::write(&file, "from-the-file\n").expect("write");
     let path = file.display().to_string();
-    let agentctl = support::AgentCtl::start_with(&[], &["--token-file", &path]);
+    let served = support::AgentCtl::start_with(&[], &["--token-file", &path]);
     assert!(
-        support::Stream::connect(&agentctl.url(), Some("from-the-file"))
+        support::Stream::connect(&served.url(), Some("from-the-file"))
             .await
             .is_ok()
     );
     assert!(
-        support::Stream::connect(&agentctl.url(), Some(support::TOKEN))
+        support::Stream::connect(&served.url(), Some(support::TOKEN))
             .await
             .is_err(),
         "the file wins over AGENTCTL_TOKEN"
     );
+    drop(served);
 
     std::fs::write(&file, "  \n").expect("write");
     let output = agentctl(&["serve", "--token-file", &path], &[], "");
