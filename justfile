@@ -20,25 +20,40 @@ run:
 # Node.js + npm (bridge conformance, foreign agent, browser tests); chromium is installed
 # by `web-deps` when missing.
 
-# The whole suite, what CI runs (.ci/run): lint, unit, integration, e2e on SQLite and PostgreSQL, browser, quick bench.
-test: lint pg-deps
+# The whole suite, what CI runs (.ci/run): lint, unit, integration and e2e tests, the backend and e2e tests again on PostgreSQL, browser, quick bench.
+test: lint pg-deps e2e-deps web-deps
     cargo build --workspace --bins
-    cargo test --workspace --all-targets --exclude kandev-e2e
+    cargo test --workspace --all-targets -- --test-threads 4
     cargo test --workspace --doc
-    just e2e
-    just postgres
-    just e2e-browser
+    node --test e2e/foreign-agent/
+    TEST_DATABASE=postgres cargo test --workspace $({{just_executable()}} _targets crates/backend/tests e2e/tests) -- --test-threads 4
+    node --test apps/web/tests/
     just bench --quick
 
+# `--test NAME` for every integration test in DIRS. Recipes pick tests by name inside the whole
+# workspace, never with `-p`: cargo then resolves features once, and every dependency is
+# built once for `cargo build` and `cargo test` alike.
+[private]
+_targets +DIRS:
+    @for dir in {{DIRS}}; do for f in "$dir"/*.rs "$dir"/*/main.rs; do [ -e "$f" ] || continue; name="${f#"$dir"/}"; name="${name%.rs}"; echo "${name%/main}"; done; done | sort -u | sed 's/^/--test /' | tr '\n' ' '
 # Install Debian's postgresql when no initdb is found (the tests run their own throwaway cluster, never the system's).
 pg-deps:
     command -v initdb >/dev/null || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
 
-# The backend integration tests and the e2e suite again, on PostgreSQL (a throwaway cluster in a temp dir, one fresh database per kandev); run `just e2e` once first for its Node prerequisites.
-postgres: pg-deps
+# The backend integration tests and the e2e suite again, on PostgreSQL (a throwaway cluster in a temp dir, one fresh database per kandev).
+postgres: pg-deps e2e-deps
     cargo build --workspace --bins
-    TEST_DATABASE=postgres cargo test -p kandev-backend --test '*'
-    TEST_DATABASE=postgres cargo test -p kandev-e2e -- --test-threads 4
+    TEST_DATABASE=postgres cargo test --workspace $({{just_executable()}} _targets crates/backend/tests e2e/tests) -- --test-threads 4
+
+# Release archive target/dist/kandev-<version>-<target>.tar.gz: release kandev, agentctl and mock-agent, an example kandev.toml, systemd units, the README's Deploying section.
+dist:
+    cargo build --release --workspace --bins
+    dist/package.sh target/release target/dist
+
+# The same archive from the dev binaries (target/dist-dev/), quick to make; e2e/tests/dist.rs runs the demo from it.
+dist-dev:
+    cargo build --workspace --bins
+    DIST_GZIP_LEVEL=1 dist/package.sh target/debug target/dist-dev
 
 # Format check and clippy with warnings as errors.
 lint:
@@ -60,19 +75,22 @@ e2e-browser: web-deps
     node --test apps/web/tests/
 
 # Full-stack e2e suite (e2e/): real kandev, agentctl, mock-agent, a Node ACP agent using the real claude-agent-acp builders, and the real claude-agent-acp bridge + Claude Code CLI (0.65.0, 0.101.0) against a fake Anthropic API.
-e2e:
+e2e: e2e-deps
     cargo build --workspace --bins
+    node --test e2e/foreign-agent/
+    cargo test --workspace $({{just_executable()}} _targets e2e/tests) -- --test-threads 4
+
+# The e2e suite's Node prerequisites: the foreign agent's locked packages, the bridge builders and the real bridges (0.65.0, 0.101.0) under target/.
+e2e-deps:
     cd e2e/foreign-agent && npm ci --ignore-scripts --no-audit --no-fund
     node crates/elicitation/tests/bridge/bridge.mjs ensure 0.65.0
     node crates/elicitation/tests/bridge/bridge.mjs ensure 0.101.0
     e2e/claude/install.sh 0.65.0
     e2e/claude/install.sh 0.101.0
-    node --test e2e/foreign-agent/
-    cargo test -p kandev-e2e -- --test-threads 4
 
 # The §K A/B against any published claude-agent-acp VERSION (installed into target/claude-bridge/VERSION): one-screen verdict, exit 1 on FAIL.
 probe-claude VERSION:
-    cargo build -p kandev-e2e --bin probe-claude
+    cargo build --workspace --bin probe-claude
     target/debug/probe-claude {{VERSION}}
 
 # Performance report (issue 17, docs/architecture.md §8): mapping criterion benches, round trip, per-hop breakdown, load (SQLite and PostgreSQL) and the scale curve, each beside its baseline and target, on release binaries → target/bench/report.{json,md} (+ runs/). `--quick` is CI's reduced run on dev binaries; `--only PART` runs one part.
@@ -81,16 +99,16 @@ bench *ARGS:
     set -euo pipefail
     args=" {{ARGS}} "
     if [[ "$args" == *" --quick "* ]]; then
-        profile=debug; build=(); criterion=(-- --warm-up-time 0.3 --measurement-time 1)
+        profile=debug; build=(); criterion=(--profile dev -- --warm-up-time 0.3 --measurement-time 1)
     else
         profile=release; build=(--release); criterion=()
     fi
     if [[ "$args" != *" --only "* || "$args" == *" --only mapping "* ]]; then
-        cargo bench -p kandev-elicitation --bench mapping "${criterion[@]}"
+        cargo bench --workspace --bench mapping "${criterion[@]}"
     fi
     cargo build "${build[@]}" --workspace --bins
     "target/$profile/kandev-bench" run {{ARGS}}
 
 # Property-based fuzzing of map_request and build_response (arbitrary and mutated-fixture JSON, zero panics); CASES sets the count.
 fuzz CASES="20000":
-    PROPTEST_CASES={{CASES}} cargo test -p kandev-elicitation --test fuzz -- --ignored --nocapture
+    PROPTEST_CASES={{CASES}} cargo test --workspace --test fuzz -- --ignored --nocapture

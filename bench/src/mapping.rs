@@ -1,5 +1,5 @@
 //! The mapping figures, read from criterion's estimates of
-//! `crates/elicitation/benches/mapping.rs` (run by `just bench` just before).
+//! `bench/benches/mapping.rs` (run by `just bench` just before).
 
 use std::path::Path;
 
@@ -51,7 +51,7 @@ fn median_ns(criterion_dir: &Path, group: &str, function: &str) -> Result<f64, S
         .join("estimates.json");
     let text = std::fs::read_to_string(&path).map_err(|err| {
         format!(
-            "{}: {err} (run `cargo bench -p kandev-elicitation --bench mapping` first; `just bench` does)",
+            "{}: {err} (run `cargo bench --workspace --bench mapping` first; `just bench` does)",
             path.display()
         )
     })?;

@@ -287,6 +287,13 @@ impl Kandev {
         self.process.kill_group();
     }
 
+    /// SIGTERMs kandev and waits for it to drain and exit (panics after [`DEADLINE`]);
+    /// its directory and logs stay.
+    pub async fn terminate(&mut self) {
+        let exited = self.process.terminate(DEADLINE).await;
+        assert!(exited, "kandev did not exit on SIGTERM within {DEADLINE:?}");
+    }
+
     /// Starts kandev with the default options.
     pub async fn start_default() -> Self {
         Self::start(KandevOptions::new()).await

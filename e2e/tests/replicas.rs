@@ -4,11 +4,12 @@
 //! other replica's operators see the owner's events; forty answers spread over both
 //! deliver one; the owner SIGKILLed with a question pending, the survivor takes the
 //! session over and the answer still reaches the agent; an owner cut off from the
-//! database lets go once its lease has run out and the other replica carries on; sessions
-//! spread over two agentctl hosts and a dead host is skipped.
+//! database lets go once its lease has run out and the other replica carries on; an owner
+//! drained by SIGTERM hands its session over at once instead; sessions spread over two
+//! agentctl hosts and a dead host is skipped.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kandev_e2e::{
     DEADLINE, FaultProxy, Kandev, KandevOptions, OperatorWs, RemoteAgentctl, TURN_DEADLINE,
@@ -26,11 +27,21 @@ async fn replica(
     db: &str,
     executor: impl FnOnce(KandevOptions) -> KandevOptions,
 ) -> Kandev {
+    replica_with_lease(name, db, LEASE, executor).await
+}
+
+/// [`replica`] with its own `cluster.lease`.
+async fn replica_with_lease(
+    name: &str,
+    db: &str,
+    lease: &str,
+    executor: impl FnOnce(KandevOptions) -> KandevOptions,
+) -> Kandev {
     let options = KandevOptions::new()
         .flag_env(true)
         .database(db)
         .toml(&format!(
-            "[cluster]\nreplica_id = \"{name}\"\nsecret = \"{SECRET}\"\nlease = \"{LEASE}\"\n"
+            "[cluster]\nreplica_id = \"{name}\"\nsecret = \"{SECRET}\"\nlease = \"{lease}\"\n"
         ));
     Kandev::start(executor(options)).await
 }
@@ -233,6 +244,68 @@ async fn the_owner_sigkilled_with_a_pending_question_the_survivor_takes_over_and
         "the survivor says why it took over"
     );
     assert!(agentctl.log().contains(&asked.session_id));
+}
+
+#[tokio::test]
+async fn a_drained_owner_hands_its_session_over_long_before_its_lease_would_run_out() {
+    let Some(db) = kandev_testdb::database("replicas_hand_over").await else {
+        return;
+    };
+    // Renewed (and looked over by the survivor) every 10 s: a takeover that waited for
+    // this lease to run out could not answer before 30 s after the drain.
+    const LONG_LEASE: Duration = Duration::from_secs(30);
+    let agentctl = RemoteAgentctl::start(&[]).await;
+    let url = format!("ws://{}", agentctl.addr());
+    let remote = |o: KandevOptions| o.remote(&url, agentctl.token());
+    let mut a = replica_with_lease("replica-a", &db, "30s", remote).await;
+    let b = replica_with_lease("replica-b", &db, "30s", remote).await;
+    let asked = a.ask("mock", "/e2e:single").await;
+
+    a.terminate().await;
+    let drained = Instant::now();
+    assert!(
+        a.log()
+            .contains("draining: handed sessions to the other replicas sessions=1"),
+        "the owner says it handed the session on"
+    );
+    let body = answer_body(&[("question_0", &["DynamoDB"], "")]);
+    let within = LONG_LEASE - Duration::from_secs(5);
+    let answered = poll_until(
+        "the survivor to take the handed-over session",
+        within,
+        || async {
+            let r = b.respond(&asked.pending_id, &body).await;
+            match r.status {
+                200 => Some(r),
+                503 => None,
+                _ => panic!("unexpected respond outcome during the hand-over: {r}"),
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "HAND-OVER: answered through the survivor {:?} after the owner drained (cluster.lease = 30s)",
+        drained.elapsed()
+    );
+    assert_eq!(answered.body, json!({"status": "answered"}), "{answered}");
+    // The agent was not stopped by the drain: it got the operator's answer, once.
+    let got = a
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"question_0": "DynamoDB"}})
+    );
+    b.wait_session_state(&asked.session_id, "IDLE").await;
+    assert_eq!(a.frames().elicitation_responses().len(), 1, "not doubled");
+    let metrics = b.api().get("/metrics").await;
+    assert_eq!(metrics.status, 200, "{metrics}");
+    let text = metrics.body.as_str().unwrap_or_default();
+    assert!(
+        text.contains("kandev_lease_takeovers_total 1"),
+        "the survivor counts the takeover: {text}"
+    );
 }
 
 #[tokio::test]

@@ -64,6 +64,77 @@ pub enum SettleOutcome {
     AgentExited,
 }
 
+/// Why agentctl declined an `elicitation/create` itself, without any operator seeing it:
+/// the mapping's [`kandev_elicitation::DeclineReason`]s, the flag, a pending id collision.
+/// Names only, never the request's content: it exists to be counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DoorDecline {
+    /// `mode` is not `"form"`.
+    NotFormMode,
+    /// Scoped by `requestId` rather than `sessionId`.
+    RequestScope,
+    /// Neither a `sessionId` nor a `requestId`.
+    MissingSessionId,
+    /// Not the shape of an elicitation request.
+    Malformed,
+    /// The schema maps to zero questions.
+    NoQuestions,
+    /// Past a mapping limit.
+    TooLarge,
+    /// `features.acpElicitation` is off for the session (AC-20).
+    FlagOff,
+    /// A fresh pending id collided with an open one.
+    IdCollision,
+    /// A reason this build does not know (a newer agentctl).
+    #[serde(other)]
+    Other,
+}
+
+impl DoorDecline {
+    /// Every reason.
+    pub const ALL: [DoorDecline; 9] = [
+        Self::NotFormMode,
+        Self::RequestScope,
+        Self::MissingSessionId,
+        Self::Malformed,
+        Self::NoQuestions,
+        Self::TooLarge,
+        Self::FlagOff,
+        Self::IdCollision,
+        Self::Other,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotFormMode => "not_form_mode",
+            Self::RequestScope => "request_scope",
+            Self::MissingSessionId => "missing_session_id",
+            Self::Malformed => "malformed",
+            Self::NoQuestions => "no_questions",
+            Self::TooLarge => "too_large",
+            Self::FlagOff => "flag_off",
+            Self::IdCollision => "id_collision",
+            Self::Other => "other",
+        }
+    }
+}
+
+impl From<kandev_elicitation::DeclineReason> for DoorDecline {
+    fn from(reason: kandev_elicitation::DeclineReason) -> Self {
+        use kandev_elicitation::DeclineReason as R;
+        match reason {
+            R::NotFormMode => Self::NotFormMode,
+            R::RequestScope => Self::RequestScope,
+            R::MissingSessionId => Self::MissingSessionId,
+            R::Malformed => Self::Malformed,
+            R::NoQuestions => Self::NoQuestions,
+            R::TooLarge => Self::TooLarge,
+        }
+    }
+}
+
 /// The payload of an `agent.event` notification, tagged by `event`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -83,6 +154,12 @@ pub enum AgentEvent {
     },
     /// A form elicitation awaits the operator.
     ElicitationRequested(ElicitationRequested),
+    /// agentctl answered an `elicitation/create` `decline` itself: nothing reached, or
+    /// will reach, the operator. Only the reason travels (for the backend's metrics).
+    ElicitationDeclined {
+        /// Why.
+        reason: DoorDecline,
+    },
     /// A pending elicitation ended; `response` is the ACP response sent (null if none could be).
     ElicitationSettled {
         /// Which one.
@@ -121,4 +198,37 @@ pub enum AgentEvent {
         /// The line, without its newline.
         line: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_door_decline_carries_its_reason_name_and_an_unknown_one_reads_as_other() {
+        let event = AgentEvent::ElicitationDeclined {
+            reason: DoorDecline::NotFormMode,
+        };
+        assert_eq!(
+            serde_json::to_value(&event).expect("encode"),
+            json!({"event": "elicitation_declined", "reason": "not_form_mode"})
+        );
+        for reason in DoorDecline::ALL {
+            assert_eq!(
+                serde_json::to_value(reason).expect("encode"),
+                json!(reason.as_str())
+            );
+        }
+        let newer: AgentEvent =
+            serde_json::from_value(json!({"event": "elicitation_declined", "reason": "shiny"}))
+                .expect("decode");
+        assert_eq!(
+            newer,
+            AgentEvent::ElicitationDeclined {
+                reason: DoorDecline::Other
+            }
+        );
+    }
 }

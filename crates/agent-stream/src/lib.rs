@@ -20,7 +20,9 @@ pub mod response;
 pub mod timing;
 
 pub use envelope::{Envelope, ErrorCode, ErrorPayload, FrameType};
-pub use event::{AgentEvent, AskUserQuestionRequested, ElicitationRequested, SettleOutcome};
+pub use event::{
+    AgentEvent, AskUserQuestionRequested, DoorDecline, ElicitationRequested, SettleOutcome,
+};
 
 /// The path of the agent-stream WebSocket on agentctl.
 pub const STREAM_PATH: &str = "/api/v1/agent/stream";

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use agent_client_protocol::{Agent, Client, Handled, Lines, UntypedMessage};
 use futures::{SinkExt, StreamExt};
+use kandev_agent_stream::DoorDecline;
 use kandev_agent_stream::agent_env::agent_environment;
 use kandev_agent_stream::request::AgentSpec;
 use serde_json::Value;
@@ -45,6 +46,9 @@ pub trait AgentHandler: Send + Sync + 'static {
     fn elicitation(&self, params: Value, responder: AcpResponder);
     /// A `session/request_permission` request.
     fn permission(&self, params: Value, responder: AcpResponder);
+    /// An `elicitation/create` was answered `decline` before reaching
+    /// [`AgentHandler::elicitation`] (its params were not an object).
+    fn declined(&self, reason: DoorDecline);
     /// One line of the agent's stderr, without its newline.
     fn stderr_line(&self, line: String);
     /// The agent process ended (`None`: killed by a signal).
@@ -254,6 +258,7 @@ async fn run_connection<T>(
         .name("kandev-agentctl")
         .on_receive_request(
             async move |message: UntypedMessage, responder: AcpResponder, _cx: AcpConnection| {
+                crate::metrics::acp_request(message.method());
                 let handled: Handled<(UntypedMessage, AcpResponder)> = match message.method() {
                     ELICITATION_CREATE => {
                         requests.elicitation(message.params, responder);
@@ -347,6 +352,8 @@ fn guarded_lines(
                         handler.activity();
                         if let Some(reply) = decline_unstructured_elicitation(&line) {
                             tracing::info!("elicitation/create with unstructured params declined");
+                            crate::metrics::acp_request(ELICITATION_CREATE);
+                            handler.declined(DoorDecline::Malformed);
                             let _ = guard_tx.send(reply);
                             continue;
                         }
@@ -418,6 +425,7 @@ fn spawn_exit_watcher(
             }
         };
         tracing::info!(code, "agent exited");
+        crate::metrics::agent_exited(code);
         // The connection cannot outlive the process it talks to.
         if let Some(stop) = lock(&stop).take() {
             let _ = stop.send(());

@@ -17,12 +17,14 @@
 //!   and `agentctl mcp-stdio`, its stdio bridge; [`mcp_servers`]: the agent's own MCP
 //!   servers (`agents.<id>.mcp_servers`), listed beside it in `session/new`.
 //! - [`debug_cli`]: `agentctl elicitation map|respond`, the mapping on stdin/stdout.
+//! - [`metrics`]: the Prometheus counters and gauges `agentctl serve --metrics` serves.
 //!
 //! ## One elicitation
 //!
 //! The agent sends `elicitation/create`. agentctl decides from the raw params: flag off,
 //! not form mode, request scope, malformed, zero questions or too large → `decline` at
-//! once and nothing is emitted. Otherwise it parks the ACP responder under a fresh UUID v4
+//! once, and only `elicitation_declined` with the reason's name is emitted (counted by
+//! the backend; nothing reaches an operator). Otherwise it parks the ACP responder under a fresh UUID v4
 //! `pending_id` and emits `elicitation_requested`. Whoever *removes* that pending from
 //! the session's [`pending::PendingSet`] is the only one allowed to respond:
 //!
@@ -88,6 +90,7 @@ pub mod config;
 pub mod debug_cli;
 pub mod mcp;
 pub mod mcp_servers;
+pub mod metrics;
 pub mod outbox;
 pub mod pending;
 pub mod questions;

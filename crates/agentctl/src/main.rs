@@ -10,7 +10,7 @@
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -36,15 +36,26 @@ use kandev_tls::ServeListener;
         {\"id\":\"2\",\"type\":\"request\",\"action\":\"agent.prompt\",\"payload\":{\"text\":\"hi\"}}\n\
         Answers come back with the same id; events arrive as \
         {\"type\":\"notification\",\"action\":\"agent.event\",\"payload\":{\"event\":\"session_update\"|\"elicitation_requested\"|…}}.\n\n\
-        Environment: AGENTCTL_TOKEN (required unless --insecure-no-token), \
+        Environment: AGENTCTL_TOKEN (required unless --token-file / AGENTCTL_TOKEN_FILE or --insecure-no-token), \
         KANDEV_ELICITATION_ANSWER_TIMEOUT (default 55m), KANDEV_ACP_IDLE_TIMEOUT (default 1h; must exceed \
         the answer timeout), KANDEV_ASK_USER_QUESTION_TIMEOUT (default 2h; the ask_user_question_kandev \
-        tool call's own deadline), RUST_LOG (log filter; logs go to stderr).\n\n\
+        tool call's own deadline), RUST_LOG (log filter; logs go to stderr), AGENTCTL_LOG_FORMAT \
+        (text or json, as --log-format).\n\n\
         Agents get a chosen environment, not agentctl's: PATH, HOME, USER, LANG, LC_*, TERM, TMPDIR, \
         SHELL, the names in the session's agent.inherit_env and its agent.env; never AGENTCTL_TOKEN, \
         DATABASE_URL or any KANDEV_* variable."
 )]
 struct Cli {
+    /// How log lines on stderr look: `text`, or `json` (one object per line, the
+    /// `session_id`/`pending_id` of the enclosing spans at the top level).
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTCTL_LOG_FORMAT",
+        value_enum,
+        default_value_t
+    )]
+    log_format: kandev_log::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -59,6 +70,11 @@ enum Command {
         /// Accept streams without a token (local development only).
         #[arg(long)]
         insecure_no_token: bool,
+        /// Read the agent-stream token from this file instead of AGENTCTL_TOKEN (e.g. a
+        /// systemd credential: `--token-file %d/agentctl-token`); surrounding whitespace
+        /// is ignored.
+        #[arg(long, env = "AGENTCTL_TOKEN_FILE", value_name = "PATH")]
+        token_file: Option<PathBuf>,
         /// Shut down (cancelling every pending elicitation) when stdin reaches end of file.
         /// The backend's local executor holds that pipe, so agentctl goes away with the
         /// backend even when the backend is killed outright.
@@ -70,6 +86,10 @@ enum Command {
         /// The PEM private key of --tls-cert.
         #[arg(long, value_name = "PEM", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// Serve Prometheus metrics at http://ADDR/metrics, without a token (bind it where
+        /// only the scraper reaches); prints `AGENTCTL_METRICS_LISTENING <addr>` once bound.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
     },
     /// Serve the session's ask_user_question_kandev MCP server on stdin/stdout, relaying
     /// to its HTTP endpoint (for agents without HTTP MCP support; agentctl lists this
@@ -107,14 +127,21 @@ fn main() -> ExitCode {
         Command::Serve {
             listen,
             insecure_no_token,
+            token_file,
             exit_on_stdin_eof,
             tls_cert,
             tls_key,
+            metrics,
         } => {
             let tls = tls_cert.zip(tls_key);
-            serve(listen, insecure_no_token, exit_on_stdin_eof, tls)
+            let listeners = Listeners { listen, metrics };
+            let token = match stream_token(token_file.as_deref(), insecure_no_token) {
+                Ok(token) => token,
+                Err(message) => return config_error(&message),
+            };
+            serve(cli.log_format, listeners, token, exit_on_stdin_eof, tls)
         }
-        Command::McpStdio { url, token } => mcp_stdio(url, token),
+        Command::McpStdio { url, token } => mcp_stdio(cli.log_format, url, token),
         Command::Elicitation(ElicitationCommand::Map) => {
             let Some(stdin) = read_stdin() else {
                 return ExitCode::from(2);
@@ -184,16 +211,9 @@ fn config_error(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn mcp_stdio(url: String, token: String) -> ExitCode {
+fn mcp_stdio(log_format: kandev_log::LogFormat, url: String, token: String) -> ExitCode {
     // stdout is the MCP channel: logs go to stderr only.
-    tracing_subscriber::fmt()
-        .with_writer(|| LossyStderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    kandev_log::init(log_format, "warn", || LossyStderr, false);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),
@@ -207,9 +227,42 @@ fn mcp_stdio(url: String, token: String) -> ExitCode {
     }
 }
 
-fn serve(
+/// Where `serve` listens: the agent stream, and the metrics when asked.
+struct Listeners {
     listen: SocketAddr,
-    insecure_no_token: bool,
+    metrics: Option<SocketAddr>,
+}
+
+/// The agent-stream token: from `file`, else `AGENTCTL_TOKEN`; `None` only with
+/// `--insecure-no-token`.
+fn stream_token(file: Option<&Path>, insecure: bool) -> Result<Option<String>, String> {
+    let token = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|err| format!("cannot read --token-file {}: {err}", path.display()))?;
+            let token = text.trim().to_owned();
+            if token.is_empty() {
+                return Err(format!("--token-file {} is empty", path.display()));
+            }
+            Some(token)
+        }
+        None => std::env::var(TOKEN_VAR)
+            .ok()
+            .filter(|t| !t.trim().is_empty()),
+    };
+    match (token, insecure) {
+        (Some(token), _) => Ok(Some(token)),
+        (None, true) => Ok(None),
+        (None, false) => Err(format!(
+            "{TOKEN_VAR} is not set; set it (or --token-file) to the agent-stream bearer token, or pass --insecure-no-token for local development"
+        )),
+    }
+}
+
+fn serve(
+    log_format: kandev_log::LogFormat,
+    listeners: Listeners,
+    token: Option<String>,
     exit_on_stdin_eof: bool,
     tls: Option<(PathBuf, PathBuf)>,
 ) -> ExitCode {
@@ -222,43 +275,40 @@ fn serve(
         Some(Ok(config)) => Some(config),
         Some(Err(err)) => return config_error(&err.to_string()),
     };
-    let token = std::env::var(TOKEN_VAR)
-        .ok()
-        .filter(|t| !t.trim().is_empty());
-    let token = match (token, insecure_no_token) {
-        (Some(token), _) => Some(token),
-        (None, true) => None,
-        (None, false) => {
-            return config_error(&format!(
-                "{TOKEN_VAR} is not set; set it to the agent-stream bearer token, or pass --insecure-no-token for local development"
-            ));
-        }
-    };
     // Colour only for a terminal: the backend and CI capture this stream into files.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt()
-        .with_writer(|| LossyStderr)
-        .with_ansi(ansi)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    kandev_log::init(
+        log_format,
+        "info",
+        || LossyStderr,
+        kandev_log::stderr_wants_colour(),
+    );
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),
     };
-    runtime.block_on(run_server(listen, token, timeouts, exit_on_stdin_eof, tls))
+    let code = runtime.block_on(run_server(
+        listeners,
+        token,
+        timeouts,
+        exit_on_stdin_eof,
+        tls,
+    ));
+    // Dropping the runtime would wait for every blocking task, and with
+    // --exit-on-stdin-eof one is a stdin read that lasts until the backend closes the
+    // pipe: a SIGTERM'd agentctl then hung until the backend killed it. Everything that
+    // matters (pendings answered `cancel`, agents stopped) is done by now.
+    runtime.shutdown_background();
+    code
 }
 
 async fn run_server(
-    listen: SocketAddr,
+    listeners: Listeners,
     token: Option<String>,
     timeouts: Timeouts,
     exit_on_stdin_eof: bool,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> ExitCode {
+    let listen = listeners.listen;
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(err) => return config_error(&format!("cannot listen on {listen}: {err}")),
@@ -287,6 +337,28 @@ async fn run_server(
     );
     let app = AgentCtl::new(token, timeouts);
     let router = app.router();
+    if let Some(addr) = listeners.metrics {
+        let metrics = match tokio::net::TcpListener::bind(addr).await {
+            Ok(metrics) => metrics,
+            Err(err) => {
+                return config_error(&format!("cannot listen on {addr} (--metrics): {err}"));
+            }
+        };
+        match metrics.local_addr() {
+            Ok(addr) => {
+                tracing::info!(%addr, "metrics on http://{addr}/metrics");
+                println!("AGENTCTL_METRICS_LISTENING {addr}");
+            }
+            Err(err) => return config_error(&format!("cannot read the metrics address: {err}")),
+        }
+        let load = Arc::clone(&app);
+        let routes = kandev_agentctl::metrics::router(Arc::new(move || load.load()));
+        tokio::spawn(async move {
+            if let Err(err) = axum::serve(metrics, routes).await {
+                tracing::error!(error = %err, "the metrics listener failed");
+            }
+        });
+    }
     println!("AGENTCTL_LISTENING {bound}");
     let _ = std::io::stdout().flush();
 

@@ -124,6 +124,13 @@ impl AgentCtl {
             .with_state(Arc::clone(self))
     }
 
+    /// The sessions held and their elicitations waiting for an answer (for the metrics).
+    pub fn load(&self) -> (usize, usize) {
+        let sessions: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
+        let open = sessions.iter().map(|s| s.pending_count()).sum();
+        (sessions.len(), open)
+    }
+
     /// Whether `headers` carry the right bearer token (constant-time compare).
     pub fn authorized(&self, headers: &HeaderMap) -> bool {
         let Some(expected) = &self.token else {

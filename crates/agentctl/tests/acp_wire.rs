@@ -466,24 +466,31 @@ async fn ac14_reject_sends_decline() {
 }
 
 /// Plays `scenario`, waits for the turn to end; asserts the agent got `decline` and that
-/// nothing elicitation-related reached the stream.
-async fn declined_without_surface(scenario: &str, elicitation: bool) {
+/// nothing that could reach an operator went on the stream: only `elicitation_declined`
+/// with the reason's name, for the backend's metrics.
+async fn declined_without_surface(scenario: &str, elicitation: bool, reason: &str) {
     let mut h = Harness::start(scenario, elicitation).await;
     h.prompt("go").await;
     let events = h.stream.events_until("turn_completed").await;
     let (_, result) = h.log.elicitation_answer(1).await;
     assert_eq!(result, json!({"action": "decline"}), "{scenario}");
-    let surfaced: Vec<&Value> = events
+    let (declined, surfaced): (Vec<&Value>, Vec<&Value>) = events
         .iter()
         .filter(|f| {
             f["payload"]["event"]
                 .as_str()
                 .is_some_and(|e| e.starts_with("elicitation"))
         })
-        .collect();
+        .partition(|f| f["payload"]["event"] == "elicitation_declined");
     assert!(
         surfaced.is_empty(),
         "{scenario} reached the operator: {surfaced:?}"
+    );
+    let payloads: Vec<&Value> = declined.iter().map(|f| &f["payload"]).collect();
+    assert_eq!(
+        payloads,
+        [&json!({"event": "elicitation_declined", "reason": reason})],
+        "{scenario}: the reason's name and nothing else"
     );
     let listed = h.stream.ok("agent.elicitations.list", json!({})).await;
     assert_eq!(listed, json!({"pending": []}));
@@ -491,27 +498,27 @@ async fn declined_without_surface(scenario: &str, elicitation: bool) {
 
 #[tokio::test]
 async fn ac16_url_mode_is_declined_without_surface() {
-    declined_without_surface("url-mode", true).await;
+    declined_without_surface("url-mode", true, "not_form_mode").await;
 }
 
 #[tokio::test]
 async fn ac17_request_scope_is_declined_without_surface() {
-    declined_without_surface("request-scope", true).await;
+    declined_without_surface("request-scope", true, "request_scope").await;
 }
 
 #[tokio::test]
 async fn ac18_empty_properties_are_declined_without_surface() {
-    declined_without_surface("no-questions", true).await;
+    declined_without_surface("no-questions", true, "no_questions").await;
 }
 
 #[tokio::test]
 async fn ac18_malformed_body_is_declined_not_a_jsonrpc_error() {
-    declined_without_surface("malformed", true).await;
+    declined_without_surface("malformed", true, "malformed").await;
 }
 
 #[tokio::test]
 async fn ac20_flag_off_declines_a_well_formed_elicitation_without_surface() {
-    declined_without_surface("single", false).await;
+    declined_without_surface("single", false, "flag_off").await;
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@ fn agentctl(args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
     command
         .args(args)
         .env_remove("AGENTCTL_TOKEN")
+        .env_remove("AGENTCTL_TOKEN_FILE")
         .env_remove("KANDEV_ELICITATION_ANSWER_TIMEOUT")
         .env_remove("KANDEV_ACP_IDLE_TIMEOUT")
         .stdin(Stdio::piped())
@@ -119,6 +120,41 @@ async fn insecure_no_token_serves_without_authentication() {
         .expect("no token needed");
     let refused = stream.err("agent.elicitations.list", json!({})).await;
     assert_eq!(refused["code"], "BAD_REQUEST", "unbound, but served");
+}
+
+/// The token from a file (a systemd credential), whitespace around it ignored; it wins
+/// over `AGENTCTL_TOKEN`.
+#[tokio::test]
+async fn token_file_holds_the_stream_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("agentctl-token");
+    std::fs::write(&file, "from-the-file\n").expect("write");
+    let path = file.display().to_string();
+    let served = support::AgentCtl::start_with(&[], &["--token-file", &path]);
+    assert!(
+        support::Stream::connect(&served.url(), Some("from-the-file"))
+            .await
+            .is_ok()
+    );
+    assert!(
+        support::Stream::connect(&served.url(), Some(support::TOKEN))
+            .await
+            .is_err(),
+        "the file wins over AGENTCTL_TOKEN"
+    );
+    drop(served);
+
+    std::fs::write(&file, "  \n").expect("write");
+    let output = agentctl(&["serve", "--token-file", &path], &[], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr_lines(&output)[0].contains("is empty"), "{output:?}");
+    let missing = dir.path().join("missing").display().to_string();
+    let output = agentctl(&["serve"], &[("AGENTCTL_TOKEN_FILE", &missing)], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr_lines(&output)[0].contains("cannot read"),
+        "{output:?}"
+    );
 }
 
 #[test]

@@ -200,6 +200,38 @@ async fn stdin_eof_with_exit_on_stdin_eof_answers_cancel_emits_shutdown_and_exit
     assert_eq!(h.agentctl.wait_exit().await, Some(0));
 }
 
+/// With `--exit-on-stdin-eof` a blocking stdin read is in flight; a SIGTERM while the
+/// backend still holds the pipe must not wait for it (it held the exit until the backend
+/// killed agentctl five seconds later).
+#[tokio::test]
+async fn sigterm_with_exit_on_stdin_eof_exits_while_stdin_is_still_open() {
+    let agentctl = AgentCtl::start_with(&[], &["--exit-on-stdin-eof"]);
+    let stream = agentctl.connect().await;
+    let log = MockLog::new();
+    let started = stream
+        .ok(
+            "agent.session.start",
+            start_payload("s-1", "single", true, &log),
+        )
+        .await;
+    let mut h = Harness {
+        agentctl,
+        stream,
+        log,
+        started,
+    };
+    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    h.agentctl.sigterm();
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(settled["pending_id"], id.as_str());
+    assert_eq!(settled["outcome"], "shutdown");
+    assert_eq!(
+        h.log.elicitation_answer(1).await.1,
+        json!({"action": "cancel"})
+    );
+    assert_eq!(h.agentctl.wait_exit().await, Some(0), "stdin is still open");
+}
+
 #[tokio::test]
 async fn idle_agent_past_the_idle_timeout_is_given_up() {
     let mut h = Harness::start_env("sleepy", false, SHORT_DEADLINES).await;

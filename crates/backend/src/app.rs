@@ -1,10 +1,9 @@
-//! Start-up and serving: configuration checks, database, flags, state, listener,
-//! graceful shutdown.
+//! Start-up and serving: configuration checks, database, flags, state, listener; on a
+//! signal, the drain of [`crate::shutdown`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use kandev_flags::{EnvSource, FlagService, ProcessEnv, Profiles, resolve_all};
 use kandev_tls::{PeerAddr, ServeListener};
@@ -18,6 +17,9 @@ use crate::store::{OpenError, StoredOverrides};
 /// The line `kandev` prints on stdout once it listens (with the real port when
 /// `listen` asked for port 0), for scripts and tests.
 pub const LISTENING_PREFIX: &str = "KANDEV_LISTENING=";
+
+/// The line printed (before [`LISTENING_PREFIX`]'s) when `metrics.listen` is bound.
+pub const METRICS_LISTENING_PREFIX: &str = "KANDEV_METRICS_LISTENING=";
 
 /// Why `kandev serve` could not run.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +116,17 @@ pub async fn serve(mut config: Config, profiles: Profiles) -> Result<(), StartEr
     }
     // Renews this replica's leases, lets go of lost ones, takes over expired ones.
     state.sessions.spawn_lease_keeper();
+    crate::metrics::spawn_upkeep();
+    if let Some(metrics) = state.config.metrics.listen {
+        let bound = crate::http::metrics::serve_separately(metrics, state.clone())
+            .await
+            .map_err(|source| StartError::Listen {
+                addr: metrics.to_string(),
+                source,
+            })?;
+        println!("{METRICS_LISTENING_PREFIX}{bound}");
+        tracing::info!(%bound, "metrics on http://{bound}/metrics");
+    }
     // TCP_NODELAY on every connection: small latency-bound frames (operator WS, respond).
     let listener = ServeListener::new(listener, tls).map_err(|source| StartError::Listen {
         addr: addr.to_string(),
@@ -128,53 +141,27 @@ pub async fn serve(mut config: Config, profiles: Profiles) -> Result<(), StartEr
         "kandev listening on {scheme}://{addr}"
     );
 
-    let sessions = Arc::clone(&state.sessions);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(
         axum::serve(
             listener,
             // The peer address feeds the failed-attempt limit.
-            crate::http::router(state).into_make_service_with_connect_info::<PeerAddr>(),
+            crate::http::router(state.clone()).into_make_service_with_connect_info::<PeerAddr>(),
         )
         .with_graceful_shutdown(async {
             let _ = stop_rx.await;
         })
         .into_future(),
     );
-    shutdown_signal().await;
-    tracing::info!("shutting down: stopping live sessions");
-    sessions.shutdown_all().await;
-    let _ = stop_tx.send(());
-    // Open WebSockets would hold a graceful shutdown forever; give requests a moment.
-    match tokio::time::timeout(Duration::from_secs(3), server).await {
-        Ok(Ok(Err(source))) => Err(StartError::Listen {
+    crate::shutdown::signal().await;
+    crate::shutdown::exit_on_second_signal();
+    let server = crate::shutdown::HttpServer { stop, task };
+    match crate::shutdown::drain(&state, server).await {
+        Some(Err(source)) => Err(StartError::Listen {
             addr: addr.to_string(),
             source,
         }),
         _ => Ok(()),
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut sig) => {
-                sig.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = terminate => {}
     }
 }
 

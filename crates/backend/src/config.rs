@@ -48,6 +48,7 @@ const FOREIGN_ENV: &[&str] = &[
     "mcp_url",
     "mcp_token",
     "log",
+    "log_format",
 ];
 
 /// The `KANDEV_*` prefix of runtime-flag variables.
@@ -154,6 +155,50 @@ pub struct Config {
     /// `[cluster]`: replicas on one PostgreSQL.
     #[serde(default)]
     pub cluster: ClusterConfig,
+    /// `[metrics]`: a listener of its own for `GET /metrics`.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+    /// `[drain]`: how a SIGTERM is wound down.
+    #[serde(default)]
+    pub drain: DrainConfig,
+}
+
+/// `[drain]`: the timing of the shutdown on SIGTERM/SIGINT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrainConfig {
+    /// How long kandev keeps serving after the signal, answering `/readyz` 503 and
+    /// refusing new sessions, before it stops accepting connections: time for a load
+    /// balancer to notice (humantime; default `0s`).
+    #[serde(default, with = "humantime_text")]
+    pub grace: std::time::Duration,
+    /// How long the requests in flight may take to finish once connections are no
+    /// longer accepted (default `10s`).
+    #[serde(default = "default_finish_within", with = "humantime_text")]
+    pub finish_within: std::time::Duration,
+}
+
+fn default_finish_within() -> std::time::Duration {
+    std::time::Duration::from_secs(10)
+}
+
+impl Default for DrainConfig {
+    fn default() -> Self {
+        Self {
+            grace: std::time::Duration::ZERO,
+            finish_within: default_finish_within(),
+        }
+    }
+}
+
+/// `[metrics]`. `GET /metrics` is always served on `listen`, behind operator auth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Also serve `GET /metrics` alone on this address, without auth or `Host` check
+    /// (for a scraper; bind it where only the scraper reaches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
 }
 
 fn default_pool_size() -> u32 {
@@ -217,6 +262,8 @@ impl Default for Config {
             server: ServerConfig::default(),
             auth: AuthConfig::default(),
             cluster: ClusterConfig::default(),
+            metrics: MetricsConfig::default(),
+            drain: DrainConfig::default(),
         }
     }
 }
@@ -552,6 +599,8 @@ mod tests {
             ("KANDEV_FEATURES_ACP_ELICITATION", "true"),
             ("KANDEV_ELICITATION_ANSWER_TIMEOUT", "2s"),
             ("KANDEV_CONFIG", "elsewhere.toml"),
+            // The log format is a command-line setting, read before the config.
+            ("KANDEV_LOG_FORMAT", "json"),
         ]);
         let c = Config::load(Some(&file), vars).expect("loads");
         assert_eq!(c.profile, Profile::Prod);
@@ -639,6 +688,33 @@ mod tests {
         )
         .expect_err("missing profiles");
         assert_eq!(err.key, "profiles_file");
+    }
+
+    #[test]
+    fn metrics_listen_is_a_strict_key() {
+        let c = Config::load(None, env(&[("KANDEV_METRICS__LISTEN", "127.0.0.1:9464")]))
+            .expect("loads");
+        assert_eq!(
+            c.metrics.listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 9464)))
+        );
+        assert_eq!(Config::default().metrics.listen, None);
+        let drain = Config::load(
+            None,
+            env(&[
+                ("KANDEV_DRAIN__GRACE", "5s"),
+                ("KANDEV_DRAIN__FINISH_WITHIN", "1m"),
+            ]),
+        )
+        .expect("loads")
+        .drain;
+        assert_eq!(drain.grace, std::time::Duration::from_secs(5));
+        assert_eq!(drain.finish_within, std::time::Duration::from_secs(60));
+        assert_eq!(Config::default().drain.grace, std::time::Duration::ZERO);
+        let err = Config::load(None, env(&[("KANDEV_METRICS__LISTN", "127.0.0.1:9464")]))
+            .expect_err("unknown key");
+        assert_eq!(err.key, "metrics.listn");
+        assert!(err.to_string().contains("listen"), "{err}");
     }
 
     #[test]

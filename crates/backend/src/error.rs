@@ -99,6 +99,9 @@ pub enum AppError {
         /// Why, and what happens next.
         message: String,
     },
+    /// 503 `DRAINING`: this process is shutting down and takes no new sessions.
+    #[error("{0}")]
+    Draining(String),
     /// 502 `AGENTCTL_ERROR`: agentctl failed or answered something unexpected.
     #[error("{0}")]
     Agentctl(String),
@@ -134,7 +137,7 @@ impl AppError {
             Self::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::AgentStreamNotConnected(_) | Self::Unavailable { .. } => {
+            Self::AgentStreamNotConnected(_) | Self::Unavailable { .. } | Self::Draining(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::Agentctl(_) => StatusCode::BAD_GATEWAY,
@@ -158,6 +161,7 @@ impl AppError {
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
             Self::AgentStreamNotConnected(_) => "AGENT_STREAM_NOT_CONNECTED",
+            Self::Draining(_) => "DRAINING",
             Self::Agentctl(_) => "AGENTCTL_ERROR",
             Self::AgentctlTimeout(_) => "AGENTCTL_TIMEOUT",
             Self::Store(StoreError::Unavailable(_)) => "DATABASE_UNAVAILABLE",

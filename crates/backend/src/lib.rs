@@ -17,6 +17,8 @@
 //! - [`events`] — rooms publish committed changes; one feed turns them into operator events.
 //! - [`auth`] says who is asking (the guard in [`http`] enforces it); [`notifications`],
 //!   [`flags`], [`config`]; [`app`] wires it all and serves.
+//! - [`metrics`] — what the event points record, one call each, for `GET /metrics`;
+//!   [`drain`] — whether the process is on its way out, and [`shutdown`] the way out.
 //!
 //! The rooms and their imports are drawn in docs/architecture.md §2.
 
@@ -25,13 +27,16 @@ pub mod app;
 pub mod auth;
 pub mod clarifications;
 pub mod config;
+pub mod drain;
 pub mod error;
 pub mod events;
 pub mod flags;
 pub mod http;
+pub mod metrics;
 pub mod model;
 pub mod notifications;
 pub mod sessions;
+pub mod shutdown;
 pub mod state;
 pub mod store;
 

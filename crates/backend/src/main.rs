@@ -32,6 +32,10 @@ CONFIGURATION (layers: built-in defaults < kandev.toml (--config / KANDEV_CONFIG
   auth.required                KANDEV_AUTH__REQUIRED                  true unless listen is loopback (false is refused elsewhere)
   [[auth.operators]] name, token_sha256   who may operate; `kandev operator add NAME` prints both
   auth.session_secret          KANDEV_AUTH__SESSION_SECRET            unset (mixed into the session-cookie key; same on every replica)
+  metrics.listen               KANDEV_METRICS__LISTEN                 unset (GET /metrics is on `listen` behind operator auth;
+                               this adds a listener serving only /metrics, no auth)
+  drain.grace                  KANDEV_DRAIN__GRACE                    0s  (after SIGTERM: keep serving, /readyz 503, no new sessions)
+  drain.finish_within          KANDEV_DRAIN__FINISH_WITHIN            10s (then: no new connections; requests in flight may finish)
   agents.<id>.command          program and arguments, e.g. [\"claude-agent-acp\"]
   agents.<id>.env              extra environment of the agent process
   agents.<id>.inherit_env      names of variables the agent also gets from agentctl's environment, e.g. [\"ANTHROPIC_API_KEY\"]
@@ -56,6 +60,9 @@ OTHER ENVIRONMENT
                                    (defaults 55m, 1h and 2h), with RUST_LOG, NO_COLOR, the
                                    agent allowlist and the inherit_env names, nothing else.
   RUST_LOG                         log filter (default info).
+  KANDEV_LOG_FORMAT                text | json, as --log-format. A local agentctl logs as
+                                   AGENTCTL_LOG_FORMAT says (default text); its lines reach
+                                   kandev's log as the message of target kandev::agentctl.
 
 A bad value, an unknown key or an unknown KANDEV_* variable stops start-up with one line
 naming the key (and the nearest valid one), exit code 2. So does a listen address that is
@@ -69,6 +76,16 @@ struct Cli {
     /// Configuration file (TOML).
     #[arg(long, global = true, env = CONFIG_FILE_VAR, value_name = "PATH")]
     config: Option<PathBuf>,
+    /// How log lines on stderr look: `text`, or `json` (one object per line, the
+    /// `session_id`/`pending_id` of the enclosing spans at the top level).
+    #[arg(
+        long,
+        global = true,
+        env = "KANDEV_LOG_FORMAT",
+        value_enum,
+        default_value_t
+    )]
+    log_format: kandev_log::LogFormat,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -106,14 +123,12 @@ enum OperatorCommand {
 fn main() {
     let cli = Cli::parse();
     kandev_tls::install_process_provider();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    kandev_log::init(
+        cli.log_format,
+        "info,sqlx=warn",
+        std::io::stderr,
+        kandev_log::stderr_wants_colour(),
+    );
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config),
         Command::Operator(OperatorCommand::Add { name }) => operator_add(&name),

@@ -6,6 +6,7 @@ use crate::agent_link::AgentConnector;
 use crate::auth::Auth;
 use crate::clarifications::Clarifications;
 use crate::config::Config;
+use crate::drain::Drain;
 use crate::events::{EventHub, Publisher};
 use crate::flags::Flags;
 use crate::notifications::Notifier;
@@ -31,6 +32,8 @@ pub struct AppState {
     pub clarifications: Clarifications,
     /// Operators and their sessions (docs/architecture.md §10).
     pub auth: Arc<Auth>,
+    /// Set once shutting down (readiness, new sessions, operator WebSockets).
+    pub drain: Drain,
 }
 
 impl AppState {
@@ -88,6 +91,7 @@ impl AppState {
             sessions,
             clarifications,
             auth,
+            drain: Drain::new(),
         }
     }
 }

@@ -21,11 +21,12 @@ impl std::fmt::Display for Unavailable {
 impl std::error::Error for Unavailable {}
 
 /// A running server. Its supervisor shell stops it and removes its directory when this
-/// process exits (its stdin, a pipe from us, closes).
+/// process exits (its stdin, a pipe from us, closes), when [`Cluster::stop`] is called,
+/// or when the `Cluster` is dropped.
 #[derive(Debug)]
 pub struct Cluster {
     port: u16,
-    _supervisor: Child,
+    supervisor: Child,
 }
 
 const READY_WITHIN: Duration = Duration::from_secs(30);
@@ -129,10 +130,22 @@ impl Cluster {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Ok(Self {
-            port,
-            _supervisor: supervisor,
-        })
+        Ok(Self { port, supervisor })
+    }
+
+    /// Stops the server (a fast shutdown: clients are disconnected at once) and removes
+    /// its directory; returns once it is gone. Its port then refuses connections. A test
+    /// that stops a server should own it: [`crate::private_cluster`], not the shared one.
+    pub fn stop(&mut self) {
+        if let Some(mut stdin) = self.supervisor.stdin.take() {
+            let _ = stdin.write_all(b"\n");
+        }
+        let _ = self.supervisor.wait();
+    }
+
+    /// Whether the server is still running (not [`Cluster::stop`]ped, not crashed).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.supervisor.try_wait(), Ok(None))
     }
 
     /// The server's loopback port.
@@ -154,6 +167,12 @@ impl Cluster {
             .await?;
         admin.close().await?;
         Ok(self.url(&name))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -3,7 +3,8 @@
 //! A real PostgreSQL server for tests, with no docker and no download: the binaries of
 //! Debian's `postgresql` package (`initdb`, `postgres`), a cluster in a temporary
 //! directory on a free loopback port, started once per test process and gone with it.
-//! Each test asks [`database`] for a fresh database of its own.
+//! Each test asks [`database`] for a fresh database of its own; a test that must stop
+//! the server starts its own with [`private_cluster`].
 //!
 //! When PostgreSQL is not installed, a test that needs it fails under `CI=true` and is
 //! skipped (with a line saying so) elsewhere: [`database`] returns `None` then.
@@ -62,6 +63,20 @@ pub async fn database(test: &str) -> Option<String> {
     }
 }
 
+/// A server of the calling test's own, which it may [`Cluster::stop`] (to see what its
+/// clients do when the database goes away) without disturbing the shared one. `None`
+/// when PostgreSQL is unavailable outside CI; panics with the reason under `CI=true`.
+pub fn private_cluster(test: &str) -> Option<Cluster> {
+    match Cluster::start() {
+        Ok(cluster) => Some(cluster),
+        Err(why) if required() => panic!("{test} needs PostgreSQL and CI=true: {why}"),
+        Err(why) => {
+            eprintln!("SKIPPED {test}: PostgreSQL is not available here ({why})");
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +111,32 @@ mod tests {
                 .await
                 .expect("count");
         assert_eq!(n, 0, "b does not see a's table");
+    }
+
+    #[tokio::test]
+    async fn a_private_cluster_stops_and_its_port_then_refuses() {
+        let Some(mut cluster) =
+            private_cluster("a_private_cluster_stops_and_its_port_then_refuses")
+        else {
+            return;
+        };
+        use sqlx::Connection;
+        let url = cluster.create_database().await.expect("database");
+        let mut conn = sqlx::PgConnection::connect(&url).await.expect("connect");
+        sqlx::query("SELECT 1")
+            .execute(&mut conn)
+            .await
+            .expect("answers");
+        assert!(cluster.is_running());
+        cluster.stop();
+        assert!(!cluster.is_running());
+        assert!(
+            sqlx::query("SELECT 1").execute(&mut conn).await.is_err(),
+            "the open connection was cut"
+        );
+        assert!(
+            sqlx::PgConnection::connect(&url).await.is_err(),
+            "no new connection"
+        );
     }
 }

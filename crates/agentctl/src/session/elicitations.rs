@@ -4,7 +4,7 @@
 
 use kandev_agent_stream::request::ElicitationsRespond;
 use kandev_agent_stream::{
-    AgentEvent, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, timing,
+    AgentEvent, DoorDecline, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, timing,
 };
 use kandev_elicitation::{ElicitationResponse, build_response, map_request};
 use serde_json::Value;
@@ -16,12 +16,20 @@ use crate::agent::AcpResponder;
 use crate::pending::{PendingElicitation, TakeRefused};
 
 impl Session {
+    /// Counts a decline at the door and tells the backend why (the reason only: the
+    /// request itself never leaves agentctl).
+    pub(super) fn declined(&self, reason: DoorDecline) {
+        crate::metrics::elicitation_declined(reason);
+        self.emit(AgentEvent::ElicitationDeclined { reason });
+    }
+
     pub(super) fn on_elicitation(&self, params: Value, responder: AcpResponder) {
         let received = timing::stamp();
         if !self.elicitation_enabled {
             // AC-20: an unadvertised elicitation never reaches the operator.
             tracing::info!(session_id = %self.id, "elicitation/create declined: features.acpElicitation is off");
             respond_or_log(responder, ElicitationResponse::Decline.to_json());
+            self.declined(DoorDecline::FlagOff);
             return;
         }
         let mapped = match map_request(&params) {
@@ -29,6 +37,7 @@ impl Session {
             Err(decline) => {
                 tracing::info!(session_id = %self.id, reason = ?decline.reason, detail = %decline.detail, "elicitation/create declined");
                 respond_or_log(responder, ElicitationResponse::Decline.to_json());
+                self.declined(decline.reason.into());
                 return;
             }
         };
@@ -70,6 +79,7 @@ impl Session {
             // A UUID v4 collision; answer rather than leave the agent waiting.
             tracing::error!("pending id collision; declining");
             respond_or_log(entry.responder, ElicitationResponse::Decline.to_json());
+            self.declined(DoorDecline::IdCollision);
             return;
         }
         timing::hop_at(timing::hop::AGENTCTL_RECEIVED, &pending_id, received);

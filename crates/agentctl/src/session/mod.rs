@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use kandev_agent_stream::request::{AgentSpec, PermissionPolicy, SessionStart};
 use kandev_agent_stream::{
-    AgentEvent, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome,
+    AgentEvent, DoorDecline, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome,
 };
 use kandev_elicitation::ElicitationResponse;
 use kandev_flags::FlagSnapshot;
@@ -105,6 +105,12 @@ impl AgentHandler for SessionHandler {
     fn session_update(&self, params: Value) {
         if let Some(session) = self.0.upgrade() {
             session.emit(AgentEvent::SessionUpdate { update: params });
+        }
+    }
+
+    fn declined(&self, reason: DoorDecline) {
+        if let Some(session) = self.0.upgrade() {
+            session.declined(reason);
         }
     }
 
@@ -325,6 +331,11 @@ impl Session {
     /// Elicitations still waiting for an answer, oldest first.
     pub fn pending(&self) -> Vec<ElicitationRequested> {
         self.pending.list()
+    }
+
+    /// How many elicitations wait for an answer.
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
     }
 
     fn emit(&self, event: AgentEvent) {

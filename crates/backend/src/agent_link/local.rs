@@ -42,6 +42,7 @@ const AGENTCTL_SETTINGS: &[&str] = &[
     "KANDEV_ASK_USER_QUESTION_TIMEOUT",
     "RUST_LOG",
     "NO_COLOR",
+    "AGENTCTL_LOG_FORMAT",
 ];
 
 /// The part of `own` (kandev's environment) a local agentctl gets: its settings, the
@@ -277,12 +278,14 @@ async fn watch_process(
 ) {
     // `Child::wait` closes stdin before waiting; agentctl runs with --exit-on-stdin-eof,
     // so the pipe is taken out and held here for as long as the watcher lives.
-    let _stdin = child.stdin.take();
+    let mut stdin = child.stdin.take();
     let status = tokio::select! {
         status = child.wait() => status,
         // Asked to stop, or the handle was dropped (the sender with it): a dropped
         // link still gives agentctl the chance to cancel its pendings and stop its agent.
         stop = stop => {
+            // End of file is agentctl's cue as well as SIGTERM: either starts its shutdown.
+            drop(stdin.take());
             let grace = match stop.unwrap_or(Stop::Graceful(DROPPED_GRACE)) {
                 Stop::Graceful(grace) => terminate(&child).await.then_some(grace),
                 Stop::Kill => None,
@@ -425,6 +428,7 @@ mod tests {
             ("AGENTCTL_TOKEN", "stale"),
             ("AWS_SECRET_ACCESS_KEY", "cloud"),
             ("ANTHROPIC_API_KEY", "model"),
+            ("AGENTCTL_LOG_FORMAT", "json"),
         ]
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
         let passed = agentctl_environment(own, &["ANTHROPIC_API_KEY".to_owned()]);
@@ -437,7 +441,8 @@ mod tests {
                 "RUST_LOG",
                 "KANDEV_ELICITATION_ANSWER_TIMEOUT",
                 "KANDEV_ASK_USER_QUESTION_TIMEOUT",
-                "ANTHROPIC_API_KEY"
+                "ANTHROPIC_API_KEY",
+                "AGENTCTL_LOG_FORMAT"
             ]
         );
     }

@@ -128,6 +128,7 @@ impl Supervisor {
                 PumpEnd::Replaced => {
                     let reason = "another agent stream took over the session".to_owned();
                     tracing::error!(reason = %reason, "agent stream lost");
+                    crate::metrics::agent_stream_lost();
                     self.emit(LinkEvent::Lost { reason });
                     return;
                 }
@@ -141,12 +142,14 @@ impl Supervisor {
             }
             match self.reconnect(&mut signals).await {
                 Reconnect::Up(new_ws, new_outgoing) => {
+                    crate::metrics::agent_stream_reconnected();
                     ws = *new_ws;
                     outgoing = new_outgoing;
                 }
                 Reconnect::Shutdown => return,
                 Reconnect::Lost(reason) => {
                     tracing::error!(reason = %reason, "agent stream lost");
+                    crate::metrics::agent_stream_lost();
                     if let Some(process) = &self.shared.process {
                         // An unreachable agentctl is of no further use to this session.
                         process.kill();

@@ -19,7 +19,9 @@ use kandev_agent_stream::{
 use kandev_elicitation::{OperatorAnswer, Question};
 use serde_json::{Value, json};
 
-use super::service::{CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef};
+use super::service::{
+    CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef, has_verdict,
+};
 use crate::agent_link::{DynLink, LinkError, call};
 use crate::error::{AppError, Origin};
 use crate::model::{
@@ -190,7 +192,10 @@ impl Verb<'_> {
                     request_id: request_id.to_owned(),
                     result: (*answer).clone(),
                 };
-                call(&**link, action::QUESTIONS_RESPOND, &payload).await
+                let asked = std::time::Instant::now();
+                let verdict = call(&**link, action::QUESTIONS_RESPOND, &payload).await;
+                crate::metrics::delivery(Source::AskUserQuestion, asked, has_verdict(&verdict));
+                verdict
             }
             Verb::Cancel => {
                 let payload = QuestionsCancel {

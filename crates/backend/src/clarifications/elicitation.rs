@@ -12,7 +12,9 @@ use kandev_agent_stream::{
 use kandev_elicitation::OperatorAnswer;
 use serde_json::{Map, Value, json};
 
-use super::service::{CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef};
+use super::service::{
+    CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef, has_verdict,
+};
 use crate::agent_link::{LinkError, call};
 use crate::error::{AppError, Origin};
 use crate::model::{
@@ -140,7 +142,10 @@ pub(super) async fn respond(
         answer: answer.clone(),
     };
     timing::hop(timing::hop::BACKEND_FORWARD, &record.pending_id);
-    match call::<_, Success>(&*link, action::ELICITATIONS_RESPOND, &payload).await {
+    let asked = std::time::Instant::now();
+    let verdict = call::<_, Success>(&*link, action::ELICITATIONS_RESPOND, &payload).await;
+    crate::metrics::delivery(Source::Elicitation, asked, has_verdict(&verdict));
+    match verdict {
         Ok(_) => {
             timing::hop(timing::hop::BACKEND_FORWARDED, &record.pending_id);
             let verdict = if answer.rejected {

@@ -4,7 +4,7 @@ use kandev_elicitation::OperatorAnswer;
 use serde::Serialize;
 use tracing::Instrument;
 
-use crate::agent_link::DynLink;
+use crate::agent_link::{DynLink, LinkError};
 use crate::error::{AppError, Origin};
 use crate::events::{Change, Publisher};
 use crate::model::{Clarification, Fence, Message, Settlement, Source};
@@ -50,6 +50,12 @@ pub enum RespondStatus {
 pub enum CancelStatus {
     /// The agent got `{"action": "cancel"}` (the tool call is aborted).
     Cancelled,
+}
+
+/// Whether agentctl gave a verdict on a verb (accepted or refused it), as opposed to
+/// the request never being answered (for the delivery latency).
+pub(super) fn has_verdict<T>(result: &Result<T, LinkError>) -> bool {
+    matches!(result, Ok(_) | Err(LinkError::Remote(_)))
 }
 
 /// The clarification rooms' shared parts. Cheap to clone.
@@ -114,6 +120,9 @@ impl Clarifications {
     /// Pushes what a settlement changed: the record, its message, and (when it left
     /// `pending`) its session, whose state and `pending_action` follow the count.
     pub(crate) fn announce(&self, done: &SettledRecord) {
+        if done.effect == crate::model::clarification::Effect::Settle {
+            crate::metrics::clarification_settled(&done.record);
+        }
         self.publisher
             .publish(Change::ClarificationSettled(done.record.clone()));
         if let Some(message) = &done.message {
@@ -141,6 +150,7 @@ impl Clarifications {
             questions = record.questions.len(),
             "clarification requested"
         );
+        crate::metrics::clarification_received(record.source);
         self.publisher.publish(Change::ClarificationCreated(record));
         self.publisher.publish(Change::MessageCreated(message));
         self.publisher

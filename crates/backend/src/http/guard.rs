@@ -5,11 +5,11 @@
 //! is not this server's (cross-site WebSocket hijacking, CSRF) get 403 before anything
 //! is read or done. A request without `Origin` (curl, SDKs, agents) is judged by auth
 //! alone; one without `Host` cannot come from a browser, which always sends it. Every
-//! response forbids framing (clickjacking). `/healthz` is exempt from the `Host` check,
-//! so load balancers may probe it by address.
+//! response forbids framing (clickjacking). `/healthz` and `/readyz` are exempt from the
+//! `Host` check, so load balancers may probe them by address.
 //!
-//! [`authenticate`] then requires an operator on `/api/*` when auth is on (everything
-//! but sign-in and sign-out): a Bearer token or the session cookie, 401 otherwise, 429
+//! [`authenticate`] then requires an operator on `/api/*` and `/metrics` when auth is on
+//! (everything but sign-in and sign-out): a Bearer token or the session cookie, 401 otherwise, 429
 //! once an address has failed too often. It puts the [`Operator`] on the request, which
 //! handlers take as an argument; without auth that is [`Operator::LOCAL`].
 
@@ -34,8 +34,8 @@ pub(super) const OPEN_API_PATHS: &[&str] = &["/api/v1/auth/login", "/api/v1/auth
 /// The names the web UI is always served under (on the listening port).
 const LOOPBACK_NAMES: &[&str] = &["127.0.0.1", "localhost", "[::1]"];
 
-/// The one route exempt from the `Host` check.
-const HEALTH_PATH: &str = "/healthz";
+/// The routes exempt from the `Host` check (probes; they say nothing secret).
+const PROBE_PATHS: &[&str] = &["/healthz", "/readyz"];
 
 /// Host and Origin checks, and the anti-framing headers.
 pub(super) async fn screen(
@@ -79,7 +79,7 @@ fn check_host_and_origin(config: &Config, request: &Request) -> Result<(), AppEr
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(ToString::to_string));
     let tls = config.server.tls.is_some();
-    if request.uri().path() != HEALTH_PATH
+    if !PROBE_PATHS.contains(&request.uri().path())
         && let Some(host) = &host
         && !host_allowed(
             host,
@@ -221,15 +221,16 @@ fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
         .map(|ConnectInfo(PeerAddr(addr))| addr.ip())
 }
 
-/// Operators on `/api/*`; see the module docs.
+/// Operators on `/api/*` and `/metrics`; see the module docs.
 pub(super) async fn authenticate(
     State(state): State<AppState>,
     mut request: Request,
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    let needs_operator =
-        (path == "/api" || path.starts_with("/api/")) && !OPEN_API_PATHS.contains(&path);
+    let needs_operator = ((path == "/api" || path.starts_with("/api/"))
+        && !OPEN_API_PATHS.contains(&path))
+        || path == super::metrics::METRICS_PATH;
     match super::forward::cluster_call(&state, request.headers()) {
         super::forward::ClusterCall::None => {}
         super::forward::ClusterCall::Valid(operator) => {

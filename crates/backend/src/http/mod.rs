@@ -7,6 +7,7 @@ pub mod forward;
 pub mod guard;
 mod health;
 mod login;
+pub mod metrics;
 mod notifications;
 mod runtime_flags;
 mod sessions;
@@ -54,6 +55,7 @@ impl From<JsonRejection> for AppError {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(health::routes())
+        .merge(metrics::routes())
         .nest(
             "/api/v1",
             Router::new()
@@ -84,6 +86,8 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             guard::screen,
         ))
+        // Outermost, so refusals by the guard are counted too.
+        .layer(axum::middleware::from_fn(metrics::count))
         .with_state(state)
 }
 

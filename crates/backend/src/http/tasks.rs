@@ -85,6 +85,7 @@ async fn start_session(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<NewSession>,
 ) -> Result<(StatusCode, Json<Session>), AppError> {
+    state.drain.admit_new_session()?;
     let task = task(&state, &id).await?;
     let session = state
         .sessions

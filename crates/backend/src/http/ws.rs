@@ -4,7 +4,7 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
 use axum::routing::get;
 use tokio::sync::broadcast::error::RecvError;
@@ -25,15 +25,26 @@ async fn upgrade(
     // Subscribe before the upgrade completes, so nothing published after the
     // handshake response can be missed.
     let events = state.hub.subscribe();
-    ws.on_upgrade(move |socket| forward(socket, events))
+    let drain = state.drain.clone();
+    ws.on_upgrade(move |socket| forward(socket, events, drain))
 }
 
 async fn forward(
     mut socket: WebSocket,
     mut events: tokio::sync::broadcast::Receiver<crate::events::OperatorEvent>,
+    drain: crate::drain::Drain,
 ) {
     loop {
         tokio::select! {
+            () = drain.closing() => {
+                // 1001: the UI reconnects, to another replica or after the restart.
+                let close = CloseFrame {
+                    code: close_code::AWAY,
+                    reason: "kandev is shutting down".into(),
+                };
+                let _ = socket.send(Message::Close(Some(close))).await;
+                return;
+            }
             event = events.recv() => {
                 let text = match event {
                     Ok(event) => event.text().to_owned(),

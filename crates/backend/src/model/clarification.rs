@@ -519,6 +519,7 @@ mod tests {
                 by: SettledBy::ALL[by],
                 answer: None,
                 answered_by: (SettledBy::ALL[by] == SettledBy::Operator).then(|| "op".to_owned()),
+                fence: Fence::NONE,
             };
             let s = settlement(new_status, new_outcome, new_by);
             let mut current = standing(status, outcome, by, has_op);

@@ -123,6 +123,11 @@ impl Consumer {
                 }
                 Ok(())
             }
+            LinkEvent::Agent(AgentEvent::ElicitationDeclined { reason }) => {
+                tracing::info!(reason = reason.as_str(), "agentctl declined an elicitation");
+                crate::metrics::elicitation_declined(reason);
+                Ok(())
+            }
             LinkEvent::Agent(AgentEvent::ElicitationSettled {
                 pending_id,
                 outcome,

@@ -8,6 +8,7 @@
 //! still makes meanwhile carry its lease generation and change nothing (the fence).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -33,6 +34,8 @@ pub struct Ownership {
     pub single_replica: bool,
     /// Session id → generation of every lease held here (starting, live, adopting).
     held: Mutex<HashMap<String, u64>>,
+    /// Set by the drain: this replica hands its sessions on and claims none.
+    leaving: AtomicBool,
 }
 
 impl Ownership {
@@ -46,6 +49,7 @@ impl Ownership {
             lease: config.cluster.lease,
             single_replica: Engine::of(&config.database_url) != Some(Engine::Postgres),
             held: Mutex::new(HashMap::new()),
+            leaving: AtomicBool::new(false),
         }
     }
 
@@ -79,6 +83,11 @@ impl Ownership {
         fence
             .generation()
             .is_none_or(|g| self.map().get(session_id) == Some(&g))
+    }
+
+    /// Whether the drain has begun handing sessions on (no more claims).
+    pub(crate) fn is_leaving(&self) -> bool {
+        self.leaving.load(Ordering::Acquire)
     }
 
     /// Every lease held, `(session_id, generation)`.
@@ -132,6 +141,9 @@ impl SessionRegistry {
                     self.let_go(&id, "its lease ran out while the database was unreachable");
                 }
             }
+            if self.ownership.is_leaving() {
+                continue;
+            }
             match self.adopt_claimable(TakeOver::Expired).await {
                 Ok(adopted) if adopted != Default::default() => {
                     tracing::info!(
@@ -144,6 +156,39 @@ impl SessionRegistry {
                 Err(err) => tracing::warn!(error = %err, "cannot look for sessions to take over"),
             }
         }
+    }
+
+    /// The drain's hand-over (docs/architecture.md §12): with replicas and a remote executor,
+    /// every session live here is detached (agentctl keeps it, the agent notices nothing)
+    /// and its lease made to run out now, so another replica claims it at its next
+    /// renewal (within `lease/3`) instead of after the lease. From here on this replica
+    /// claims nothing. How many were handed on; the rest are stopped by the drain's last
+    /// step (a local agentctl ends with this process).
+    pub async fn hand_over_all(&self) -> usize {
+        if self.ownership.single_replica || !self.config.executor.is_remote() {
+            return 0;
+        }
+        self.ownership.leaving.store(true, Ordering::Release);
+        let mut handed = 0;
+        for live in self.all_live() {
+            let Some(generation) = live.fence.generation() else {
+                continue;
+            };
+            self.let_go(
+                &live.id,
+                "handed to another replica: this one is shutting down",
+            );
+            match self.stores.leases.hand_over(&live.id, generation).await {
+                Ok(true) => handed += 1,
+                Ok(false) => {}
+                Err(err) => {
+                    // Not lost: the lease still runs out, later.
+                    tracing::warn!(session_id = %live.id, error = %err, "cannot hand the lease on; it runs out by itself");
+                }
+            }
+        }
+        crate::metrics::sessions_handed_over(handed);
+        handed
     }
 
     /// Stops acting for session `id`: forgets its lease and detaches its link, telling

@@ -86,9 +86,19 @@ impl SessionRegistry {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// How many sessions are live here (their links held by this process).
+    pub fn attached(&self) -> usize {
+        self.map().len()
+    }
+
     /// The live session `id`, if its link is up here.
     pub fn live(&self, id: &str) -> Option<Arc<LiveSession>> {
         self.map().get(id).cloned()
+    }
+
+    /// Every session live here, at this moment.
+    pub(crate) fn all_live(&self) -> Vec<Arc<LiveSession>> {
+        self.map().values().cloned().collect()
     }
 
     /// Removes session `id` from the live map.
@@ -338,21 +348,19 @@ impl SessionRegistry {
         self.end_live(&live, SessionState::Completed, None).await
     }
 
-    /// Ends every live session as `CANCELLED` (the backend is shutting down).
+    /// Ends every live session as `CANCELLED` (the backend is shutting down), all at once:
+    /// each waits on its own agentctl, and one slow agentctl must not hold up the rest.
     pub async fn shutdown_all(&self) {
-        let all: Vec<Arc<LiveSession>> = self.map().values().cloned().collect();
-        for live in all {
+        let all = self.all_live();
+        futures::future::join_all(all.iter().map(|live| async move {
             if let Err(err) = self
-                .end_live(
-                    &live,
-                    SessionState::Cancelled,
-                    Some("the backend shut down"),
-                )
+                .end_live(live, SessionState::Cancelled, Some("the backend shut down"))
                 .await
             {
                 tracing::error!(session_id = %live.id, error = %err, "cannot end session at shutdown");
             }
-        }
+        }))
+        .await;
     }
 
     /// Shuts the link down (agentctl answers its pendings `cancel`) and records the end.

@@ -88,10 +88,13 @@ impl SessionRegistry {
             };
             self.ownership.hold(&lease);
             let why = match before {
-                Some(old) if old.replica_id != *me && !self.ownership.single_replica => format!(
-                    "replica `{}` that ran the session stopped renewing its lease",
-                    old.replica_id
-                ),
+                Some(old) if old.replica_id != *me && !self.ownership.single_replica => {
+                    crate::metrics::lease_taken_over();
+                    format!(
+                        "replica `{}` that ran the session handed it on or stopped renewing its lease",
+                        old.replica_id
+                    )
+                }
                 _ => RESTARTED.to_owned(),
             };
             match self.stores.sessions.session(&id).await? {

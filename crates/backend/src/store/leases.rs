@@ -47,6 +47,12 @@ pub trait LeaseStore: Send + Sync {
     /// Gives up a lease (its session ended here).
     async fn release(&self, session_id: &str, generation: u64) -> Result<(), StoreError>;
 
+    /// Hands a lease on (this replica is shutting down): it runs out now, under the same
+    /// generation and agentctl host, so the next replica to look claims it with
+    /// [`TakeOver::Expired`] instead of waiting for it to run out. Whether it was still
+    /// held under `generation`.
+    async fn hand_over(&self, session_id: &str, generation: u64) -> Result<bool, StoreError>;
+
     /// A session's lease, if it has one.
     async fn lease(&self, session_id: &str) -> Result<Option<SessionLease>, StoreError>;
 

@@ -16,6 +16,7 @@ mod clarifications;
 #[cfg(test)]
 mod conformance;
 mod flags;
+mod health;
 mod leases;
 mod messages;
 mod notifications;
@@ -32,6 +33,7 @@ pub use clarifications::{
     Claim, ClarificationFilter, ClarificationStore, QuestionOpened, SettledRecord,
 };
 pub use flags::{FlagOverrideStore, StoredOverrides};
+pub use health::{Gauges, HealthStore, MigrationState, PoolUse};
 pub use leases::{ChangeBus, Claimant, LeaseStore};
 pub use messages::MessageStore;
 pub use notifications::NotificationStore;
@@ -118,6 +120,8 @@ pub struct Stores {
     pub leases: Arc<dyn LeaseStore>,
     /// Notes between replicas.
     pub bus: Arc<dyn ChangeBus>,
+    /// The database itself: reachable, migrated, its pool (readiness, metrics).
+    pub health: Arc<dyn HealthStore>,
 }
 
 impl std::fmt::Debug for Stores {
@@ -138,6 +142,7 @@ impl Stores {
             + FlagOverrideStore
             + LeaseStore
             + ChangeBus
+            + HealthStore
             + 'static,
     {
         Self {
@@ -148,7 +153,8 @@ impl Stores {
             notifications: engine.clone(),
             flag_overrides: engine.clone(),
             leases: engine.clone(),
-            bus: engine,
+            bus: engine.clone(),
+            health: engine,
         }
     }
 }

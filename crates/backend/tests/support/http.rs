@@ -48,3 +48,18 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),
     )
 }
+
+/// `GET path` as text (a Prometheus scrape); returns the status and the body.
+pub async fn get_text(addr: SocketAddr, path: &str) -> (u16, String) {
+    let response = client()
+        .get(format!("http://{addr}{path}"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {path} on {addr}: {e}"));
+    let status = response.status().as_u16();
+    let text = response
+        .text()
+        .await
+        .unwrap_or_else(|e| panic!("GET {path} on {addr}: reading the body: {e}"));
+    (status, text)
+}

@@ -96,6 +96,8 @@ impl Options {
 pub struct Kandev {
     child: Option<Child>,
     pub addr: SocketAddr,
+    /// The `metrics.listen` listener, when configured (`KANDEV_METRICS_LISTENING=`).
+    pub metrics_addr: Option<SocketAddr>,
     pub dir: tempfile::TempDir,
 }
 
@@ -125,7 +127,11 @@ impl Kandev {
         };
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kandev"));
         for (key, _) in std::env::vars() {
-            if key.starts_with("KANDEV_") || key == "AGENTCTL_TOKEN" || key == "MOCK_AGENT_LOG" {
+            if key.starts_with("KANDEV_")
+                || key == "AGENTCTL_TOKEN"
+                || key == "AGENTCTL_LOG_FORMAT"
+                || key == "MOCK_AGENT_LOG"
+            {
                 cmd.env_remove(key);
             }
         }
@@ -147,8 +153,12 @@ impl Kandev {
         let mut child = cmd.spawn().expect("spawn kandev");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
+        let mut metrics_addr = None;
         let addr = tokio::time::timeout(DEADLINE, async {
             while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(addr) = line.strip_prefix("KANDEV_METRICS_LISTENING=") {
+                    metrics_addr = addr.parse::<SocketAddr>().ok();
+                }
                 if let Some(addr) = line.strip_prefix("KANDEV_LISTENING=") {
                     return addr.parse::<SocketAddr>().ok();
                 }
@@ -168,6 +178,7 @@ impl Kandev {
         Self {
             child: Some(child),
             addr,
+            metrics_addr,
             dir,
         }
     }
@@ -336,6 +347,30 @@ impl Kandev {
             }
         });
         log
+    }
+
+    /// Sends SIGTERM without waiting (see [`Kandev::wait_exit`]).
+    pub fn sigterm(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -TERM");
+    }
+
+    /// Waits for kandev to exit (after [`Kandev::sigterm`]); returns its exit code.
+    pub async fn wait_exit(&mut self) -> Option<i32> {
+        let mut child = self.child.take().expect("running");
+        match tokio::time::timeout(DEADLINE, child.wait()).await {
+            Ok(Ok(status)) => status.code(),
+            _ => {
+                let _ = child.start_kill();
+                panic!(
+                    "kandev did not exit within {DEADLINE:?}:\n{}",
+                    self.stderr()
+                );
+            }
+        }
     }
 
     /// Sends SIGTERM and waits for kandev to exit; returns its exit code.
@@ -535,25 +570,43 @@ pub fn capability_fixture(name: &str) -> String {
 pub struct RemoteAgentctl {
     child: Child,
     pub addr: SocketAddr,
+    /// Its `--metrics` listener, when asked for (`AGENTCTL_METRICS_LISTENING`).
+    pub metrics_addr: Option<SocketAddr>,
     pub token: String,
 }
 
 impl RemoteAgentctl {
     pub async fn start() -> Self {
+        Self::start_with(&[], &[], None).await
+    }
+
+    /// Starts with extra `args` to `serve` and `env`, its stderr into `stderr` when given.
+    pub async fn start_with(args: &[&str], env: &[(&str, &str)], stderr: Option<&Path>) -> Self {
         let token = format!("test-token-{}", std::process::id());
+        let stderr = match stderr {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("agentctl stderr file")),
+            None => Stdio::null(),
+        };
         let mut child = Command::new(sibling("agentctl"))
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .env("AGENTCTL_TOKEN", &token)
             .env_remove("KANDEV_FEATURES_ACP_ELICITATION")
+            .env_remove("AGENTCTL_LOG_FORMAT")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .expect("spawn agentctl");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut metrics_addr = None;
         let addr = tokio::time::timeout(DEADLINE, async {
             while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(addr) = line.strip_prefix("AGENTCTL_METRICS_LISTENING ") {
+                    metrics_addr = addr.trim().parse::<SocketAddr>().ok();
+                }
                 if let Some(addr) = line.strip_prefix("AGENTCTL_LISTENING ") {
                     return addr.trim().parse::<SocketAddr>().ok();
                 }
@@ -565,7 +618,12 @@ impl RemoteAgentctl {
         .flatten()
         .expect("agentctl listening");
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Self { child, addr, token }
+        Self {
+            child,
+            addr,
+            metrics_addr,
+            token,
+        }
     }
 
     /// The kandev.toml section pointing the remote executor at `addr`.

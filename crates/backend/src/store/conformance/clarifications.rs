@@ -74,7 +74,12 @@ fn new_message(session: &str, task: &str, id: &str) -> NewMessage {
     }
 }
 
-async fn open(s: &Stores, id: &str, session: &str, task: &str) -> (Clarification, Message) {
+pub(super) async fn open(
+    s: &Stores,
+    id: &str,
+    session: &str,
+    task: &str,
+) -> (Clarification, Message) {
     s.clarifications
         .open_clarification(
             &new_record(id, session, task, Source::Elicitation),

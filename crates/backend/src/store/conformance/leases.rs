@@ -14,6 +14,7 @@ on_every_engine!(
     renewal_keeps_only_the_leases_still_held,
     a_write_under_a_taken_over_lease_changes_nothing,
     claimable_sessions_and_host_loads,
+    a_handed_over_lease_is_claimable_at_once_and_keeps_its_host,
 );
 
 fn replica(id: &str, lease: Duration) -> Claimant<'_> {
@@ -115,6 +116,55 @@ async fn renewal_keeps_only_the_leases_still_held(engine: &dyn Engine) {
         .await
         .expect("release");
     assert_eq!(s.leases.lease(&other.id).await.expect("get"), None);
+}
+
+async fn a_handed_over_lease_is_claimable_at_once_and_keeps_its_host(engine: &dyn Engine) {
+    let (s, _task, id) = seeded(engine).await;
+    let a = s
+        .leases
+        .claim(&id, replica("a", LONG), TakeOver::Expired)
+        .await
+        .expect("claim")
+        .expect("free");
+    s.leases
+        .set_agent_host(&id, a.generation, "ws://agents-1:7740")
+        .await
+        .expect("host");
+    assert!(
+        !s.leases
+            .hand_over(&id, a.generation + 1)
+            .await
+            .expect("hand"),
+        "only the holder's generation hands over"
+    );
+    assert!(
+        s.leases
+            .claimable("b", TakeOver::Expired, LONG)
+            .await
+            .expect("claimable")
+            .is_empty(),
+        "still running"
+    );
+    assert!(s.leases.hand_over(&id, a.generation).await.expect("hand"));
+    assert_eq!(
+        s.leases
+            .claimable("b", TakeOver::Expired, LONG)
+            .await
+            .expect("claimable"),
+        vec![id.clone()],
+        "claimable without waiting for the lease to run out"
+    );
+    let b = s
+        .leases
+        .claim(&id, replica("b", LONG), TakeOver::Expired)
+        .await
+        .expect("claim")
+        .expect("b takes it");
+    assert_eq!(
+        (b.generation, b.replica_id.as_str()),
+        (a.generation + 1, "b")
+    );
+    assert_eq!(b.agent_host.as_deref(), Some("ws://agents-1:7740"));
 }
 
 async fn open_one(s: &Stores, task: &str, id: &str, pending: &str) {

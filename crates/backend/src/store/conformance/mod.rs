@@ -3,6 +3,7 @@
 //! `kandev-testdb`), as `store::conformance::<area>::<test>::{sqlite, postgres}`.
 
 mod clarifications;
+mod health;
 mod leases;
 mod sessions;
 mod simple;

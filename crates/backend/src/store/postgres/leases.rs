@@ -114,6 +114,17 @@ impl LeaseStore for PostgresDb {
         Ok(())
     }
 
+    async fn hand_over(&self, session_id: &str, generation: u64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE session_leases SET expires_at = now() WHERE session_id = $1 AND generation = $2",
+        )
+        .bind(session_id)
+        .bind(i64::try_from(generation).unwrap_or(i64::MAX))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn lease(&self, session_id: &str) -> Result<Option<SessionLease>, StoreError> {
         sqlx::query(&format!(
             "SELECT {COLUMNS} FROM session_leases WHERE session_id = $1"

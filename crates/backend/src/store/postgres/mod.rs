@@ -8,6 +8,7 @@
 
 mod clarifications;
 mod flags;
+mod health;
 mod leases;
 mod messages;
 mod notifications;

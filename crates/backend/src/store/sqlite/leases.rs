@@ -105,6 +105,18 @@ impl LeaseStore for SqliteDb {
         Ok(())
     }
 
+    async fn hand_over(&self, session_id: &str, generation: u64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE session_leases SET expires_at = $3 WHERE session_id = $1 AND generation = $2",
+        )
+        .bind(session_id)
+        .bind(i64::try_from(generation).unwrap_or(i64::MAX))
+        .bind(Timestamp::now().to_rfc3339())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn lease(&self, session_id: &str) -> Result<Option<SessionLease>, StoreError> {
         sqlx::query(&format!(
             "SELECT {COLUMNS} FROM session_leases WHERE session_id = $1"

@@ -9,6 +9,7 @@
 
 mod clarifications;
 mod flags;
+mod health;
 mod leases;
 mod messages;
 mod notifications;
@@ -40,6 +41,9 @@ pub struct SqliteDb {
     /// here in order instead of polling its lock (the busy handler sleeps 1, 2, 5, … up
     /// to 100 ms between tries, which is what a contended write's tail was made of).
     writer: SqlitePool,
+    /// How the readiness probe reaches the file afresh (never creating it); `None` for
+    /// an in-memory database, which only its pool can see.
+    probe: Option<SqliteConnectOptions>,
 }
 
 type Tx = Transaction<'static, Sqlite>;
@@ -71,6 +75,7 @@ impl SqliteDb {
                 })?;
             }
         }
+        let probe = (!memory).then(|| options.clone().create_if_missing(false));
         let connect = |pool: SqlitePoolOptions, options: SqliteConnectOptions| async move {
             pool.connect_with(options)
                 .await
@@ -98,7 +103,11 @@ impl SqliteDb {
             .await
             .map_err(|err| OpenError::Migrate(err.to_string()))?;
         log_durability(&writer).await;
-        Ok(Self { pool, writer })
+        Ok(Self {
+            pool,
+            writer,
+            probe,
+        })
     }
 
     /// An in-memory, migrated database (tests).

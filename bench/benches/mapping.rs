@@ -14,7 +14,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use kandev_elicitation::{Answer, OperatorAnswer, build_response, map_request};
 use serde_json::{Value, json};
 
-const TWO_QUESTIONS: &str = include_str!("../tests/fixtures/askuserquestion-two-questions.json");
+const TWO_QUESTIONS: &str =
+    include_str!("../../crates/elicitation/tests/fixtures/askuserquestion-two-questions.json");
 
 /// A 64-property form (the mapping's limit) mixing every kind of the vocabulary.
 fn sixty_four_form() -> Value {

@@ -1,0 +1,97 @@
+//! `--log-format json` / `KANDEV_LOG_FORMAT` and agentctl's `AGENTCTL_LOG_FORMAT`: every
+//! stderr line is one JSON object, and the ids of the spans are top-level fields.
+
+use serde_json::{Value, json};
+
+use crate::support::{Kandev, Options, RemoteAgentctl};
+
+/// Every line of `text` as JSON; fails naming the first line that is not an object.
+fn json_lines(who: &str, text: &str) -> Vec<Value> {
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| match serde_json::from_str::<Value>(line) {
+            Ok(v) if v.is_object() => v,
+            _ => panic!("{who}: a stderr line that is not a JSON object: {line:?}"),
+        })
+        .collect();
+    assert!(!lines.is_empty(), "{who} logged nothing");
+    for line in &lines {
+        for key in ["timestamp", "level", "target"] {
+            assert!(line[key].is_string(), "{who}: no {key} in {line}");
+        }
+    }
+    lines
+}
+
+fn with_ids<'a>(lines: &'a [Value], session: &str, pending: &str) -> Vec<&'a Value> {
+    lines
+        .iter()
+        .filter(|l| l["session_id"] == session && l["pending_id"] == pending)
+        .collect()
+}
+
+#[tokio::test]
+async fn both_binaries_log_json_lines_carrying_session_and_pending_ids() {
+    let logs = tempfile::tempdir().expect("tempdir");
+    let agentctl_log = logs.path().join("agentctl.stderr");
+    // agentctl by flag, kandev by environment variable.
+    let agentctl =
+        RemoteAgentctl::start_with(&["--log-format", "json"], &[], Some(&agentctl_log)).await;
+    let kandev = Kandev::start_with(
+        Options::default()
+            .toml(&agentctl.executor_toml(agentctl.addr))
+            .env("KANDEV_LOG_FORMAT", "json")
+            .env("KANDEV_FEATURES_ACP_ELICITATION", "true"),
+    )
+    .await;
+    let task = kandev.create_task("Logs").await;
+    let session = kandev.start_session(&task, "mock", Some("Pick")).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let pending = kandev.wait_pending(&session, 1).await;
+    let pending_id = pending[0]["pending_id"].as_str().expect("id").to_owned();
+    let answer = json!({"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]});
+    assert_eq!(kandev.respond(&pending_id, answer).await.0, 200);
+    kandev.wait_agent_text(&session, "You picked Red.").await;
+
+    let lines = json_lines("kandev", &kandev.stderr());
+    let ids = with_ids(&lines, &session, &pending_id);
+    assert!(
+        ids.iter()
+            .any(|l| l["message"] == "clarification requested" && l["source"] == "elicitation"),
+        "kandev: the request, with both ids: {ids:#?}"
+    );
+    assert!(
+        ids.iter().any(|l| l["message"] == "answer delivered"),
+        "kandev: the delivery, with both ids: {ids:#?}"
+    );
+
+    let text = std::fs::read_to_string(&agentctl_log).expect("agentctl's stderr");
+    let lines = json_lines("agentctl", &text);
+    let ids = with_ids(&lines, &session, &pending_id);
+    assert!(
+        ids.iter().any(|l| l["message"] == "elicitation pending"),
+        "agentctl: the pending, with both ids: {ids:#?}"
+    );
+    // The question's text is never logged at info (F9).
+    assert!(!text.contains("Pick a colour"), "{text}");
+}
+
+#[tokio::test]
+async fn a_local_agentctl_s_lines_reach_kandev_s_json_log_under_the_session() {
+    let kandev = Kandev::start_with(Options::default().env("KANDEV_LOG_FORMAT", "json")).await;
+    let task = kandev.create_task("Local logs").await;
+    let session = kandev.start_session(&task, "mock", None).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    kandev.wait_state(&session, "IDLE").await;
+    let lines = json_lines("kandev", &kandev.stderr());
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["target"] == "kandev::agentctl" && l["session_id"] == session.as_str()),
+        "agentctl's own lines, under the session: {lines:#?}"
+    );
+}
