@@ -32,12 +32,13 @@ fn one_line(out: &Output) -> String {
 
 #[test]
 fn a_server_that_is_not_there_is_named_with_the_password_masked() {
-    // A port nothing listens on: bound, then released.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    // A port nothing listens on: bound without listening and kept so for the test, so
+    // no process started meanwhile (a test's PostgreSQL cluster) can take it.
+    let reserved = tokio::net::TcpSocket::new_v4().expect("socket");
+    reserved
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    let port = reserved.local_addr().expect("addr").port();
     let line = one_line(&serve_with(&format!(
         "postgres://kandev:s3cret@127.0.0.1:{port}/kandev"
     )));
