@@ -63,6 +63,25 @@ impl Report {
                 "result": or_error(&p.result, load_json)})
             })
             .collect();
+        let one = self
+            .replicas
+            .iter()
+            .find(|p| p.replicas == 1)
+            .and_then(|p| p.result.as_ref().ok());
+        let replicas: Vec<Value> = self
+            .replicas
+            .iter()
+            .map(|p| {
+                let ratio = |f: fn(&LoadResult) -> f64| match (one, p.result.as_ref().ok()) {
+                    (Some(one), Some(this)) if f(one) > 0.0 => json!(f(this) / f(one)),
+                    _ => Value::Null,
+                };
+                json!({"replicas": p.replicas, "result": or_error(&p.result, load_json),
+                    "p50_ratio_to_one": ratio(|l| l.answer_to_agent.p50),
+                    "p99_ratio_to_one": ratio(|l| l.answer_to_agent.p99),
+                    "throughput_ratio_to_one": ratio(|l| l.throughput)})
+            })
+            .collect();
         let targets: Vec<Value> = evaluate(self)
             .iter()
             .map(|t| json!({"target": t.name, "measured": t.measured, "bar": t.bar, "met": t.met, "reason": t.reason}))
@@ -80,6 +99,7 @@ impl Report {
                 "operator_clients": self.shape.operators},
             "engines": engines,
             "scale": scale, "scale_skipped": self.scale_skipped,
+            "replicas": replicas, "replicas_skipped": self.replicas_skipped,
             "targets": targets,
             "failures": self.failures(),
         })

@@ -10,6 +10,10 @@
 //! - open, then answer ([`Pattern::OpenThenAnswer`], the scale figures): every session on
 //!   one remote agentctl; the operators hold their answers until all S × K elicitations
 //!   are open at once, then answer them all.
+//!
+//! [`run_replicated`] runs the first pattern through R replicas on one PostgreSQL database:
+//! session s is started on replica s mod R, operator i watches and answers on replica
+//! i mod R, so most answers are forwarded to the owner and most events cross replicas.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,7 +29,7 @@ use crate::agent::wall_ns;
 use crate::collector::Collector;
 use crate::engine::{Engine, durability_from_log};
 use crate::operator::{Created, KeepAlive, clarifications_created};
-use crate::stack::{AGENT_ID, STALL, Stack, peak_rss_bytes, start_kandev};
+use crate::stack::{AGENT_ID, Replica, STALL, Stack, peak_rss_bytes, start_kandev};
 use crate::stats::{Percentiles, percentiles};
 
 /// How many sessions are started at once.
@@ -179,11 +183,12 @@ async fn operator(
     }
 }
 
-/// Starts `shape.sessions` sessions, a few at a time; the failures' first one.
-async fn start_sessions(kandev: &Kandev, shape: Shape) -> Result<(), String> {
+/// Starts `shape.sessions` sessions, a few at a time, session s on replica s mod R; the
+/// failures' first one.
+async fn start_sessions(kandevs: &[Kandev], shape: Shape) -> Result<(), String> {
     let starts = futures::stream::iter(0..shape.sessions)
         .map(|s| async move {
-            let (_, session) = kandev
+            let (_, session) = kandevs[s % kandevs.len()]
                 .task_with_session(AGENT_ID, &format!("load {} s{s}", shape.per_session))
                 .await;
             (session["state"] == "FAILED").then(|| session.to_string())
@@ -207,7 +212,7 @@ fn ns(report: &Value, field: &str) -> u128 {
         .unwrap_or_default()
 }
 
-/// Runs the load on `engine`.
+/// Runs the load on `engine`, one kandev.
 pub async fn run(shape: Shape, engine: Engine, pattern: Pattern) -> Result<LoadResult, String> {
     let mut collector = Collector::start()
         .await
@@ -221,8 +226,51 @@ pub async fn run(shape: Shape, engine: Engine, pattern: Pattern) -> Result<LoadR
         engine,
         timing: false,
         remote: remote.as_ref(),
+        replica: None,
     })
     .await?;
+    let result = measure(shape, pattern, &mut collector, &[kandev], remote.as_ref()).await;
+    drop(remote);
+    result
+}
+
+/// Runs the load as they come through `replicas` kandev processes on one fresh PostgreSQL
+/// database (each starting a local agentctl per session it owns).
+pub async fn run_replicated(shape: Shape, replicas: usize) -> Result<LoadResult, String> {
+    let mut collector = Collector::start()
+        .await
+        .map_err(|err| format!("collector: {err}"))?;
+    let database = Engine::Postgres
+        .database()
+        .await?
+        .ok_or("replicas: no PostgreSQL database")?;
+    let mut kandevs = Vec::new();
+    for r in 0..replicas {
+        kandevs.push(
+            start_kandev(Stack {
+                report: collector.addr(),
+                engine: Engine::Postgres,
+                timing: false,
+                remote: None,
+                replica: Some(Replica {
+                    id: r,
+                    database: &database,
+                }),
+            })
+            .await?,
+        );
+    }
+    measure(shape, Pattern::AsTheyCome, &mut collector, &kandevs, None).await
+}
+
+/// The load itself, against kandevs already started.
+async fn measure(
+    shape: Shape,
+    pattern: Pattern,
+    collector: &mut Collector,
+    kandevs: &[Kandev],
+    remote: Option<&RemoteAgentctl>,
+) -> Result<LoadResult, String> {
     let total = shape.sessions * shape.per_session;
     let shared = Arc::new(Operators {
         posted: Mutex::default(),
@@ -233,8 +281,9 @@ pub async fn run(shape: Shape, engine: Engine, pattern: Pattern) -> Result<LoadR
     });
     let mut operators = Vec::new();
     for index in 0..shape.operators {
-        let created = clarifications_created(kandev.addr()).await?;
-        let http = KeepAlive::connect(kandev.addr())
+        let addr = kandevs[index % kandevs.len()].addr();
+        let created = clarifications_created(addr).await?;
+        let http = KeepAlive::connect(addr)
             .await
             .map_err(|err| format!("connect: {err}"))?;
         operators.push(tokio::spawn(operator(
@@ -247,7 +296,7 @@ pub async fn run(shape: Shape, engine: Engine, pattern: Pattern) -> Result<LoadR
         )));
     }
     let started_ns = wall_ns();
-    start_sessions(&kandev, shape).await?;
+    start_sessions(kandevs, shape).await?;
 
     let mut sent_at: HashMap<String, u128> = HashMap::new();
     let mut received: HashMap<String, Vec<(u128, String)>> = HashMap::new();
@@ -277,13 +326,17 @@ pub async fn run(shape: Shape, engine: Engine, pattern: Pattern) -> Result<LoadR
         }
     }
     // Peak memory while everything is still alive.
-    let kandev_peak_rss = peak_rss_bytes(kandev.pid()).unwrap_or_default();
-    let mut agentctl_peaks: Vec<u64> = match &remote {
+    let kandev_peak_rss = kandevs
+        .iter()
+        .filter_map(|k| peak_rss_bytes(k.pid()))
+        .max()
+        .unwrap_or_default();
+    let mut agentctl_peaks: Vec<u64> = match remote {
         Some(agentctl) => peak_rss_bytes(agentctl.pid()).into_iter().collect(),
-        None => kandev
-            .agentctls()
+        None => kandevs
             .iter()
-            .filter_map(|(pid, _)| peak_rss_bytes(*pid))
+            .flat_map(Kandev::agentctls)
+            .filter_map(|(pid, _)| peak_rss_bytes(pid))
             .collect(),
     };
     agentctl_peaks.sort_unstable();
@@ -319,7 +372,7 @@ pub async fn run(shape: Shape, engine: Engine, pattern: Pattern) -> Result<LoadR
             .unwrap_or_default(),
         agentctls: agentctl_peaks.len(),
         open_seconds: released_ns.map(|r| r.saturating_sub(started_ns) as f64 / 1e9),
-        durability: durability_from_log(&kandev.log()),
+        durability: durability_from_log(&kandevs[0].log()),
         ..LoadResult::default()
     };
     let mut last_recv = 0u128;
@@ -361,8 +414,6 @@ pub async fn run(shape: Shape, engine: Engine, pattern: Pattern) -> Result<LoadR
             result.sent
         ));
     }
-    drop(kandev);
-    drop(remote);
     Ok(result)
 }
 

@@ -33,9 +33,19 @@ use engine::Engine;
 use load::{Pattern, Shape};
 use report::{EngineFigures, Meta, Report, ScalePoint, skipped};
 
-const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|scale] [--engine sqlite|postgres] | kandev-bench agent";
+const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|scale|replicas] [--engine sqlite|postgres] | kandev-bench agent";
 
-const PARTS: &[&str] = &["mapping", "round-trip", "breakdown", "load", "scale"];
+const PARTS: &[&str] = &[
+    "mapping",
+    "round-trip",
+    "breakdown",
+    "load",
+    "scale",
+    "replicas",
+];
+
+/// The replica counts of the replicas part.
+const REPLICAS: [usize; 3] = [1, 2, 3];
 
 /// What to run.
 #[derive(Debug, Default, PartialEq)]
@@ -295,6 +305,24 @@ async fn run(args: Args) -> ExitCode {
     } else {
         (Vec::new(), Some(format!("scale: {}", report::SKIPPED)))
     };
+    let (replicas, replicas_skipped) = if !wanted("replicas") {
+        (Vec::new(), Some(format!("replicas: {}", report::SKIPPED)))
+    } else if !plan.engines.contains(&Engine::Postgres) {
+        (
+            Vec::new(),
+            Some("replicas: not run (replicas need PostgreSQL; this run is SQLite only)".into()),
+        )
+    } else {
+        let mut points = Vec::new();
+        for replicas in REPLICAS {
+            eprintln!(
+                "kandev-bench: replicas, the load through {replicas} kandev on one PostgreSQL"
+            );
+            let result = load::run_replicated(plan.shape, replicas).await;
+            points.push(report::ReplicaPoint { replicas, result });
+        }
+        (points, None)
+    };
     let report = Report {
         meta,
         mapping,
@@ -307,6 +335,8 @@ async fn run(args: Args) -> ExitCode {
         scale_per_session: SCALE_PER_SESSION,
         scale,
         scale_skipped,
+        replicas,
+        replicas_skipped,
     };
     match write(&report, &target.join("bench")) {
         Ok(markdown) => {

@@ -108,6 +108,7 @@ impl Report {
         self.breakdown_md(&mut md);
         self.load_md(&mut md, dir)?;
         self.scale_md(&mut md, dir)?;
+        self.replicas_md(&mut md);
         Ok(md)
     }
 
@@ -382,6 +383,60 @@ impl Report {
         write_svg(dir, "scale.svg", "Scale: answer-to-agent latency", &series)?;
         md.push_str("\n![Scale answer-to-agent latency histogram](scale.svg)\n");
         Ok(())
+    }
+}
+
+impl Report {
+    fn replicas_md(&self, md: &mut String) {
+        let _ = writeln!(
+            md,
+            "\n## Replicas (PostgreSQL; the load's shape through 1, 2 and 3 kandev processes on this one machine: session s started on replica s mod R, operator i on replica i mod R, so most answers are forwarded and most events cross replicas — a ratio to one replica, not a scaling claim)\n"
+        );
+        if let Some(why) = &self.replicas_skipped {
+            let _ = writeln!(md, "{why}");
+            return;
+        }
+        let one = self
+            .replicas
+            .iter()
+            .find(|p| p.replicas == 1)
+            .and_then(|p| p.result.as_ref().ok());
+        header(
+            md,
+            "replicas",
+            &[
+                "answered once",
+                "lost",
+                "doubled",
+                "answer-to-agent p50",
+                "p99",
+                "p99 ÷ 1 replica",
+                "throughput",
+                "÷ 1 replica",
+            ],
+        );
+        for p in &self.replicas {
+            let cells = match &p.result {
+                Ok(l) => {
+                    let ratio = |f: fn(&LoadResult) -> f64| match one {
+                        Some(one) if f(one) > 0.0 => format!("{:.2}×", f(l) / f(one)),
+                        _ => "—".to_owned(),
+                    };
+                    vec![
+                        l.answered.to_string(),
+                        l.lost.to_string(),
+                        (l.doubled + l.crossed).to_string(),
+                        format!("{:.2} ms", l.answer_to_agent.p50),
+                        format!("{:.2} ms", l.answer_to_agent.p99),
+                        ratio(|l| l.answer_to_agent.p99),
+                        format!("{:.0} answered/s", l.throughput),
+                        ratio(|l| l.throughput),
+                    ]
+                }
+                Err(err) => vec![status(err).to_owned(), err.clone()],
+            };
+            row(md, &p.replicas.to_string(), &cells);
+        }
     }
 }
 

@@ -66,6 +66,15 @@ pub struct ScalePoint {
     pub result: Result<LoadResult, String>,
 }
 
+/// One run of the load through several replicas.
+#[derive(Debug)]
+pub struct ReplicaPoint {
+    /// Replicas on the shared PostgreSQL database.
+    pub replicas: usize,
+    /// What it measured.
+    pub result: Result<LoadResult, String>,
+}
+
 /// Everything one run measured (a part is `Err` when it broke or was left out).
 #[derive(Debug)]
 pub struct Report {
@@ -91,6 +100,10 @@ pub struct Report {
     pub scale: Vec<ScalePoint>,
     /// Why the scale part did not run, if it did not.
     pub scale_skipped: Option<String>,
+    /// The load through 1, 2 and 3 replicas (PostgreSQL, full runs).
+    pub replicas: Vec<ReplicaPoint>,
+    /// Why the replicas part did not run, if it did not.
+    pub replicas_skipped: Option<String>,
 }
 
 impl Report {
@@ -125,6 +138,12 @@ impl Report {
                 point.result.as_ref().err(),
             );
         }
+        for point in &self.replicas {
+            part(
+                &format!("replicas ({})", point.replicas),
+                point.result.as_ref().err(),
+            );
+        }
         let loads = self
             .engines
             .iter()
@@ -133,6 +152,11 @@ impl Report {
                 self.scale
                     .iter()
                     .map(|p| (format!("scale ({} sessions)", p.sessions), &p.result)),
+            )
+            .chain(
+                self.replicas
+                    .iter()
+                    .map(|p| (format!("replicas ({})", p.replicas), &p.result)),
             );
         for (name, load) in loads {
             let Ok(l) = load else { continue };
@@ -197,9 +221,14 @@ pub(crate) mod tests {
             scale_per_session: 2,
             scale: vec![ScalePoint {
                 sessions: 1,
-                result: Ok(load),
+                result: Ok(load.clone()),
             }],
             scale_skipped: None,
+            replicas: vec![ReplicaPoint {
+                replicas: 2,
+                result: Ok(load),
+            }],
+            replicas_skipped: None,
         }
     }
 
@@ -220,8 +249,8 @@ pub(crate) mod tests {
             doubled: 1,
             ..LoadResult::default()
         });
-        // Two engines' loads and one scale point, each lossy.
-        assert_eq!(lossy.failures().len(), 3, "{:?}", lossy.failures());
+        // Two engines' loads, one scale point and one replicas run, each lossy.
+        assert_eq!(lossy.failures().len(), 4, "{:?}", lossy.failures());
         let mut broken = sample(LoadResult::default());
         broken.engines[1].breakdown = Err("no hops".into());
         assert_eq!(broken.failures(), vec!["breakdown (PostgreSQL): no hops"]);

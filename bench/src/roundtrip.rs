@@ -135,6 +135,7 @@ pub async fn full_stack(
         engine,
         timing,
         remote: None,
+        replica: None,
     })
     .await?;
     let mut created = clarifications_created(kandev.addr()).await?;

@@ -39,7 +39,21 @@ pub struct Stack<'a> {
     pub timing: bool,
     /// A remote agentctl to run every session on (else kandev starts one per session).
     pub remote: Option<&'a RemoteAgentctl>,
+    /// One of several replicas on a shared PostgreSQL database (else a database of its own).
+    pub replica: Option<Replica<'a>>,
 }
+
+/// A replica's place in a cluster of bench kandevs.
+#[derive(Debug, Clone, Copy)]
+pub struct Replica<'a> {
+    /// Its number (`replica_id = "bench-<id>"`).
+    pub id: usize,
+    /// The database every replica shares.
+    pub database: &'a str,
+}
+
+/// The cluster secret of the bench's replicas (loopback only, throwaway).
+const CLUSTER_SECRET: &str = "kandev-bench-replicas";
 
 /// The log filter of a measured kandev: warnings, plus the one line that states the
 /// database's commit settings.
@@ -52,17 +66,28 @@ const TIMED: &str = "warn,kandev_backend::store=debug,kandev::agentctl=info,kand
 /// Starts a kandev with the flag on and the bench agent reporting to `stack.report`.
 pub async fn start_kandev(stack: Stack<'_>) -> Result<Kandev, String> {
     let command: Vec<Value> = agent_command()?.into_iter().map(Value::from).collect();
-    let toml = format!(
+    let mut toml = format!(
         "[agents.{AGENT_ID}]\ncommand = {}\nenv = {{ {REPORT_ENV} = {} }}\n",
         json!(command),
         json!(stack.report.to_string())
     );
+    if let Some(replica) = stack.replica {
+        toml.push_str(&format!(
+            "[cluster]\nreplica_id = \"bench-{}\"\nsecret = \"{CLUSTER_SECRET}\"\n",
+            replica.id
+        ));
+    }
     let mut options = KandevOptions::new()
         .flag_env(true)
         .env("RUST_LOG", if stack.timing { TIMED } else { QUIET })
         .toml(&toml);
-    if let Some(url) = stack.engine.database().await? {
-        options = options.database(&url);
+    match stack.replica {
+        Some(replica) => options = options.database(replica.database),
+        None => {
+            if let Some(url) = stack.engine.database().await? {
+                options = options.database(&url);
+            }
+        }
     }
     if let Some(agentctl) = stack.remote {
         options = options.remote(&format!("ws://{}", agentctl.addr()), agentctl.token());

@@ -29,8 +29,8 @@ pub struct Ownership {
     pub advertise_url: String,
     /// `cluster.lease`.
     pub lease: Duration,
-    /// SQLite: the only replica, so every lease found at start-up is a previous
-    /// process's.
+    /// SQLite, or PostgreSQL without `cluster.secret`: the only replica, so every lease
+    /// found at start-up is a previous process's.
     pub single_replica: bool,
     /// Session id → generation of every lease held here (starting, live, adopting).
     held: Mutex<HashMap<String, u64>>,
@@ -47,7 +47,11 @@ impl Ownership {
                 .cluster
                 .resolve_advertise_url(config.listen, config.server.tls.is_some()),
             lease: config.cluster.lease,
-            single_replica: Engine::of(&config.database_url) != Some(Engine::Postgres),
+            // Without a shared secret no replica can forward to another, so kandev on
+            // PostgreSQL without `cluster.secret` is the only one, like SQLite: a restart
+            // takes its predecessor's sessions at once instead of waiting out their leases.
+            single_replica: Engine::of(&config.database_url) != Some(Engine::Postgres)
+                || config.cluster.secret.is_none(),
             held: Mutex::new(HashMap::new()),
             leaving: AtomicBool::new(false),
         }

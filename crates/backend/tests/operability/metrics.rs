@@ -186,6 +186,8 @@ async fn a_scripted_session_moves_kandev_s_and_agentctl_s_metrics() {
     scraped.extend([answered, agentctl_answered]);
 
     // A url-mode elicitation is declined at agentctl's door; both count it by reason.
+    // (The answered turn ends after its text arrives: the next prompt waits for that.)
+    kandev.wait_state(&session, "IDLE").await;
     let url_mode = [("reason", "not_form_mode")];
     let (status, body) = kandev
         .http(
