@@ -15,6 +15,16 @@ export const pt = {
   "conn.offline": "Reconectando…",
   "conn.status": "Conexão: {state}",
 
+  "auth.heading": "Entrar",
+  "auth.token": "Token de operador",
+  "auth.hint": "O token que “kandev operator add” imprimiu para você. Ele é trocado por um cookie de sessão e não fica guardado nesta página.",
+  "auth.submit": "Entrar",
+  "auth.tokenRequired": "Cole seu token de operador.",
+  "auth.invalidToken": "Esse token não é válido.",
+  "auth.tooManyAttempts": "Tentativas falhas demais. Tente de novo em {seconds} s.",
+  "auth.signedInAs": "Conectado como {name}",
+  "auth.signOut": "Sair",
+
   "common.loading": "Carregando…",
   "common.error": "Algo deu errado: {message}",
   "common.networkError": "Não foi possível alcançar o servidor.",
