@@ -62,6 +62,37 @@ fn heaviest(breakdown: &Breakdown) -> String {
     format!("mean round trip by hop: {}", parts.join(", "))
 }
 
+/// The design change that would take the most off `segment` (docs/decisions/0013).
+fn remedy(segment: &str) -> &'static str {
+    match segment {
+        "kandev record + message write" => {
+            "would meet it: open the record and its chat message in one statement (one round trip and one commit, not BEGIN + two INSERTs + COMMIT) and let PostgreSQL group commits under load; the commit itself stays on the path (an elicitation the operator sees is in the database)"
+        }
+        "HTTP respond in (request, auth, decode)" => {
+            "would meet it: take answers over the operator's open WebSocket instead of a new HTTP request each"
+        }
+        "agent → agentctl (stdio, ACP parse)" => {
+            "on the direct path too: the agent's own pipe, not kandev's"
+        }
+        _ => "see docs/decisions/0013-performance-floor.md",
+    }
+}
+
+/// Why a full-stack round trip misses its ratio: the heaviest hops, what the path would
+/// cost without the heaviest one, and the change aimed at it.
+fn round_trip_reason(breakdown: &Breakdown, full_p50: f64, direct_p50: f64) -> String {
+    let Some(top) = breakdown.heaviest().first().copied() else {
+        return heaviest(breakdown);
+    };
+    let without = (full_p50 - top.pct.p50).max(0.0);
+    format!(
+        "{}; without the first entirely: {without:.2} ms = {:.1}× direct; {}; docs/decisions/0013-performance-floor.md",
+        heaviest(breakdown),
+        without / direct_p50,
+        remedy(top.segment.name)
+    )
+}
+
 fn target(name: String, measured: String, bar: String, met: bool, reason: String) -> Target {
     Target {
         name,
@@ -92,12 +123,12 @@ pub fn evaluate(r: &Report) -> Vec<Target> {
     let base = r.baseline.as_ref().ok().map(|b| percentiles(b));
     for e in &r.engines {
         let name = e.engine.name();
-        let reason = match &e.breakdown {
-            Ok(b) => heaviest(b),
-            Err(_) => "no breakdown this run".to_owned(),
-        };
         if let (Ok(rt), Some(base)) = (&e.round_trip, base) {
             let full = percentiles(&rt.samples);
+            let reason = match &e.breakdown {
+                Ok(b) => round_trip_reason(b, full.p50, base.p50),
+                Err(_) => "no breakdown this run".to_owned(),
+            };
             for (label, f, b, bar) in [
                 ("p50", full.p50, base.p50, RT_P50_RATIO),
                 ("p99", full.p99, base.p99, RT_P99_RATIO),
@@ -119,7 +150,7 @@ pub fn evaluate(r: &Report) -> Vec<Target> {
             );
             let a = &l.answer_to_agent;
             let figures = format!(
-                "p50 {:.2} ms, p99 {:.2} ms at {:.0} answered/s",
+                "p50 {:.2} ms, p99 {:.2} ms at {:.0} answered/s; the record and settlement writes lead the breakdown on this engine; would meet it: fewer, grouped commits per answer (docs/decisions/0013-performance-floor.md)",
                 a.p50, a.p99, l.throughput
             );
             out.push(target(
