@@ -190,6 +190,25 @@ async fn forty_concurrent_answers_over_two_replicas_deliver_exactly_one() {
     );
 }
 
+/// Answers `pending_id` ("DynamoDB") through `survivor` once it has taken the session
+/// over: until then the owner cannot be reached (503, nothing done). Panics after `within`.
+async fn answer_once_taken_over(
+    survivor: &Kandev,
+    pending_id: &str,
+    within: Duration,
+) -> kandev_e2e::ApiResponse {
+    let body = answer_body(&[("question_0", &["DynamoDB"], "")]);
+    poll_until("the survivor to take the session over", within, || async {
+        let r = survivor.respond(pending_id, &body).await;
+        match r.status {
+            200 => Some(r),
+            503 => None,
+            _ => panic!("unexpected respond outcome during the takeover: {r}"),
+        }
+    })
+    .await
+}
+
 #[tokio::test]
 async fn the_owner_sigkilled_with_a_pending_question_the_survivor_takes_over_and_the_answer_reaches_the_agent()
  {
@@ -203,16 +222,7 @@ async fn the_owner_sigkilled_with_a_pending_question_the_survivor_takes_over_and
 
     // Until the lease runs out B cannot reach the owner (503, nothing done); then B
     // claims the session, re-attaches to agentctl and answers itself.
-    let body = answer_body(&[("question_0", &["DynamoDB"], "")]);
-    let answered = poll_until("the survivor to take the answer", DEADLINE, || async {
-        let r = b.respond(&asked.pending_id, &body).await;
-        match r.status {
-            200 => Some(r),
-            503 => None,
-            _ => panic!("unexpected respond outcome during takeover: {r}"),
-        }
-    })
-    .await;
+    let answered = answer_once_taken_over(&b, &asked.pending_id, DEADLINE).await;
     let takeover = killed.elapsed();
     eprintln!(
         "TAKEOVER: answered through the survivor {takeover:?} after SIGKILL of the owner (cluster.lease = {LEASE})"
@@ -268,21 +278,8 @@ async fn a_drained_owner_hands_its_session_over_long_before_its_lease_would_run_
             .contains("draining: handed sessions to the other replicas sessions=1"),
         "the owner says it handed the session on"
     );
-    let body = answer_body(&[("question_0", &["DynamoDB"], "")]);
     let within = LONG_LEASE - Duration::from_secs(5);
-    let answered = poll_until(
-        "the survivor to take the handed-over session",
-        within,
-        || async {
-            let r = b.respond(&asked.pending_id, &body).await;
-            match r.status {
-                200 => Some(r),
-                503 => None,
-                _ => panic!("unexpected respond outcome during the hand-over: {r}"),
-            }
-        },
-    )
-    .await;
+    let answered = answer_once_taken_over(&b, &asked.pending_id, within).await;
     eprintln!(
         "HAND-OVER: answered through the survivor {:?} after the owner drained (cluster.lease = 30s)",
         drained.elapsed()

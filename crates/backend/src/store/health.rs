@@ -21,6 +21,17 @@ impl MigrationState {
         self.applied == self.expected
     }
 
+    /// Compares the up migrations `migrator` carries with the `applied` versions.
+    pub(crate) fn of_migrator(migrator: &sqlx::migrate::Migrator, applied: &[i64]) -> Self {
+        Self::of(
+            migrator
+                .iter()
+                .filter(|m| m.migration_type.is_up_migration())
+                .map(|m| m.version),
+            applied,
+        )
+    }
+
     /// Compares the binary's migration `versions` with the `applied` ones.
     pub(crate) fn of(versions: impl Iterator<Item = i64>, applied: &[i64]) -> Self {
         let mut expected = 0;
@@ -47,6 +58,17 @@ pub struct PoolUse {
     pub idle: u32,
     /// The most the pool opens.
     pub max: u32,
+}
+
+impl PoolUse {
+    /// How `pool` is used now.
+    pub(crate) fn of<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> Self {
+        Self {
+            open: pool.size(),
+            idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+            max: pool.options().get_max_connections(),
+        }
+    }
 }
 
 /// What the database holds right now, for the metrics' gauges. The same on every

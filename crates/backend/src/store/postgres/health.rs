@@ -18,21 +18,11 @@ impl HealthStore for PostgresDb {
             sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
                 .fetch_all(&self.pool)
                 .await?;
-        Ok(MigrationState::of(
-            MIGRATOR
-                .iter()
-                .filter(|m| m.migration_type.is_up_migration())
-                .map(|m| m.version),
-            &applied,
-        ))
+        Ok(MigrationState::of_migrator(&MIGRATOR, &applied))
     }
 
     fn pool_use(&self) -> PoolUse {
-        PoolUse {
-            open: self.pool.size(),
-            idle: u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX),
-            max: self.pool.options().get_max_connections(),
-        }
+        PoolUse::of(&self.pool)
     }
 
     async fn gauges(&self) -> Result<Gauges, StoreError> {
