@@ -166,11 +166,11 @@ impl SessionRegistry {
     /// every session live here is detached (agentctl keeps it, the agent notices nothing)
     /// and its lease made to run out now, so another replica claims it at its next
     /// renewal (within `lease/3`) instead of after the lease. From here on this replica
-    /// claims nothing. How many were handed on; the rest are stopped by the drain's last
-    /// step (a local agentctl ends with this process).
-    pub async fn hand_over_all(&self) -> usize {
+    /// claims nothing. How many were handed on (`None`: no replica could take them, as
+    /// on SQLite or with a local executor); the rest are stopped by the drain's last step.
+    pub async fn hand_over_all(&self) -> Option<usize> {
         if self.ownership.single_replica || !self.config.executor.is_remote() {
-            return 0;
+            return None;
         }
         self.ownership.leaving.store(true, Ordering::Release);
         let mut handed = 0;
@@ -192,7 +192,7 @@ impl SessionRegistry {
             }
         }
         crate::metrics::sessions_handed_over(handed);
-        handed
+        Some(handed)
     }
 
     /// Stops acting for session `id`: forgets its lease and detaches its link, telling
