@@ -191,14 +191,11 @@ async fn forty_concurrent_answers_over_two_replicas_deliver_exactly_one() {
 }
 
 /// Answers `pending_id` ("DynamoDB") through `survivor` once it has taken the session
-/// over: until then the owner cannot be reached (503, nothing done). Panics after `within`.
-async fn answer_once_taken_over(
-    survivor: &Kandev,
-    pending_id: &str,
-    within: Duration,
-) -> kandev_e2e::ApiResponse {
+/// over (until then the owner cannot be reached: 503, nothing done) and asserts it was
+/// answered. Panics after `within`.
+async fn answer_once_taken_over(survivor: &Kandev, pending_id: &str, within: Duration) {
     let body = answer_body(&[("question_0", &["DynamoDB"], "")]);
-    poll_until("the survivor to take the session over", within, || async {
+    let answered = poll_until("the survivor to take the session over", within, || async {
         let r = survivor.respond(pending_id, &body).await;
         match r.status {
             200 => Some(r),
@@ -206,7 +203,20 @@ async fn answer_once_taken_over(
             _ => panic!("unexpected respond outcome during the takeover: {r}"),
         }
     })
-    .await
+    .await;
+    assert_eq!(answered.body, json!({"status": "answered"}), "{answered}");
+}
+
+/// The agent of `owner`'s session received that answer.
+async fn agent_got_the_answer(owner: &Kandev) {
+    let got = owner
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": {"question_0": "DynamoDB"}})
+    );
 }
 
 #[tokio::test]
@@ -222,20 +232,12 @@ async fn the_owner_sigkilled_with_a_pending_question_the_survivor_takes_over_and
 
     // Until the lease runs out B cannot reach the owner (503, nothing done); then B
     // claims the session, re-attaches to agentctl and answers itself.
-    let answered = answer_once_taken_over(&b, &asked.pending_id, DEADLINE).await;
+    answer_once_taken_over(&b, &asked.pending_id, DEADLINE).await;
     let takeover = killed.elapsed();
     eprintln!(
         "TAKEOVER: answered through the survivor {takeover:?} after SIGKILL of the owner (cluster.lease = {LEASE})"
     );
-    assert_eq!(answered.body, json!({"status": "answered"}), "{answered}");
-    let got = a
-        .frames()
-        .wait_for_elicitation_response(1, TURN_DEADLINE)
-        .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"question_0": "DynamoDB"}})
-    );
+    agent_got_the_answer(&a).await;
     // The turn goes on under the new owner: it ends, and B's operators see it.
     b.wait_session_state(&asked.session_id, "IDLE").await;
     ws_b.wait_for_type("session.updated", DEADLINE, |d| {
@@ -279,21 +281,13 @@ async fn a_drained_owner_hands_its_session_over_long_before_its_lease_would_run_
         "the owner says it handed the session on"
     );
     let within = LONG_LEASE - Duration::from_secs(5);
-    let answered = answer_once_taken_over(&b, &asked.pending_id, within).await;
+    answer_once_taken_over(&b, &asked.pending_id, within).await;
     eprintln!(
         "HAND-OVER: answered through the survivor {:?} after the owner drained (cluster.lease = 30s)",
         drained.elapsed()
     );
-    assert_eq!(answered.body, json!({"status": "answered"}), "{answered}");
     // The agent was not stopped by the drain: it got the operator's answer, once.
-    let got = a
-        .frames()
-        .wait_for_elicitation_response(1, TURN_DEADLINE)
-        .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"question_0": "DynamoDB"}})
-    );
+    agent_got_the_answer(&a).await;
     b.wait_session_state(&asked.session_id, "IDLE").await;
     assert_eq!(a.frames().elicitation_responses().len(), 1, "not doubled");
     let metrics = b.api().get("/metrics").await;
