@@ -18,6 +18,19 @@ use tracing_subscriber::registry::LookupSpan;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FlatJson;
 
+/// Fields every line of this process carries (set once, when known: kandev's
+/// `replica_id`); span and event fields of the same name take precedence.
+static PROCESS_FIELDS: std::sync::RwLock<Vec<(String, Value)>> = std::sync::RwLock::new(Vec::new());
+
+/// Adds `key = value` to every JSON line written from now on (replacing an earlier value).
+pub fn set_process_field(key: &str, value: &str) {
+    let mut fields = PROCESS_FIELDS
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    fields.retain(|(k, _)| k != key);
+    fields.push((key.to_owned(), Value::String(value.to_owned())));
+}
+
 /// Keys the format writes itself; a field of the same name is prefixed with `field.`.
 const RESERVED: &[&str] = &["timestamp", "level", "target", "spans"];
 
@@ -41,7 +54,12 @@ where
         line.insert("timestamp".into(), Value::String(timestamp));
         line.insert("level".into(), Value::String(meta.level().to_string()));
         line.insert("target".into(), Value::String(meta.target().to_owned()));
-        let mut fields = Map::new();
+        let mut fields: Map<String, Value> = PROCESS_FIELDS
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
         if let Some(scope) = ctx.event_scope() {
             let mut names = Vec::new();
             for span in scope.from_root() {

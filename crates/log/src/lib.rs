@@ -11,7 +11,7 @@
 
 mod json;
 
-pub use json::FlatJson;
+pub use json::{FlatJson, set_process_field};
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;

@@ -68,6 +68,8 @@ impl SessionRegistry {
     ) -> Self {
         let notifier = Notifier::new(stores.clone(), publisher.clone(), config.notifications);
         let ownership = Ownership::from_config(&config);
+        // Every JSON log line names the replica it came from.
+        kandev_log::set_process_field("replica_id", &ownership.replica_id);
         Self {
             stores,
             publisher,

@@ -1,5 +1,6 @@
 //! `--log-format json` / `KANDEV_LOG_FORMAT` and agentctl's `AGENTCTL_LOG_FORMAT`: every
-//! stderr line is one JSON object, and the ids of the spans are top-level fields.
+//! stderr line is one JSON object, and the ids of the spans (and kandev's `replica_id`) are
+//! top-level fields.
 
 use serde_json::{Value, json};
 
@@ -65,6 +66,20 @@ async fn both_binaries_log_json_lines_carrying_session_and_pending_ids() {
     assert!(
         ids.iter().any(|l| l["message"] == "answer delivered"),
         "kandev: the delivery, with both ids: {ids:#?}"
+    );
+    // Every line from the sessions' work names this process's replica, the same one.
+    let replicas: std::collections::BTreeSet<&str> = ids
+        .iter()
+        .filter_map(|l| l["replica_id"].as_str())
+        .collect();
+    assert_eq!(
+        replicas.len(),
+        1,
+        "one replica_id on every id line: {ids:#?}"
+    );
+    assert!(
+        ids.iter().all(|l| l["replica_id"].is_string()),
+        "kandev: replica_id on every line: {ids:#?}"
     );
 
     let text = std::fs::read_to_string(&agentctl_log).expect("agentctl's stderr");
