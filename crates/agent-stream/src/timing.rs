@@ -22,6 +22,8 @@ pub mod hop {
     pub const AGENTCTL_EMITTED: &str = "agentctl.emitted";
     /// kandev's link read and decoded the event.
     pub const BACKEND_RECEIVED: &str = "backend.received";
+    /// kandev's session consumer took the event (after the session's earlier events).
+    pub const BACKEND_APPLYING: &str = "backend.applying";
     /// kandev committed the record and its message.
     pub const BACKEND_STORED: &str = "backend.stored";
     /// kandev's feed broadcast `clarification.created` to the operator sockets.

@@ -17,6 +17,7 @@ use super::service::{
 };
 use crate::agent_link::{LinkError, call};
 use crate::error::{AppError, Origin};
+use crate::model::clarification::Effect;
 use crate::model::{
     Clarification, ClarificationStatus, Fence, MessageKind, NewClarification, NewMessage, Outcome,
     Settlement, Source, author,
@@ -30,6 +31,7 @@ pub async fn requested(
     session: &SessionRef,
     request: &ElicitationRequested,
 ) -> Result<bool, StoreError> {
+    timing::hop(timing::hop::BACKEND_APPLYING, &request.pending_id);
     let record = NewClarification {
         pending_id: request.pending_id.clone(),
         source: Source::Elicitation,
@@ -87,6 +89,12 @@ pub async fn settled(
     outcome: SettleOutcome,
 ) -> Result<Option<SettledRecord>, StoreError> {
     let settlement = Settlement::from_agentctl(outcome).fenced(session.fence);
+    if let Some(standing) = rooms.open.answer_settled(pending_id).await
+        && settlement.effect_on(standing) == Effect::Nothing
+    {
+        // What does nothing to a committed record never will (`nothing_is_final`).
+        return Ok(None);
+    }
     let settled = rooms.settle_and_announce(pending_id, &settlement).await?;
     if let Some(done) = &settled {
         tracing::info!(
@@ -141,6 +149,8 @@ pub(super) async fn respond(
         pending_id: record.pending_id.clone(),
         answer: answer.clone(),
     };
+    // agentctl's settled event follows its success at once: it waits for this.
+    let answering = rooms.open.answering(&record.pending_id);
     timing::hop(timing::hop::BACKEND_FORWARD, &record.pending_id);
     let asked = std::time::Instant::now();
     let verdict = call::<_, Success>(&*link, action::ELICITATIONS_RESPOND, &payload).await;
@@ -154,9 +164,12 @@ pub(super) async fn respond(
                 RespondStatus::Answered
             };
             let settlement = Settlement::answered(answer, operator).fenced(fence);
-            rooms
+            if let Some(done) = rooms
                 .settle_and_announce(&record.pending_id, &settlement)
-                .await?;
+                .await?
+            {
+                answering.settled(&done.record);
+            }
             timing::hop(timing::hop::BACKEND_SETTLED, &record.pending_id);
             tracing::info!(status = ?verdict, "answer delivered");
             Ok(verdict)

@@ -64,6 +64,8 @@ pub struct Clarifications {
     pub(crate) stores: Stores,
     pub(crate) publisher: Publisher,
     pub(crate) notifier: Notifier,
+    /// The records opened here and not yet settled.
+    pub(crate) open: std::sync::Arc<super::OpenRecords>,
 }
 
 impl std::fmt::Debug for Clarifications {
@@ -79,6 +81,7 @@ impl Clarifications {
             stores,
             publisher,
             notifier,
+            open: std::sync::Arc::default(),
         }
     }
 
@@ -120,6 +123,7 @@ impl Clarifications {
     /// Pushes what a settlement changed: the record, its message, and (when it left
     /// `pending`) its session, whose state and `pending_action` follow the count.
     pub(crate) fn announce(&self, done: &SettledRecord) {
+        self.open.changed(&done.record);
         if done.effect == crate::model::clarification::Effect::Settle {
             crate::metrics::clarification_settled(&done.record);
         }
@@ -151,6 +155,7 @@ impl Clarifications {
             "clarification requested"
         );
         crate::metrics::clarification_received(record.source);
+        self.open.opened(&record);
         self.publisher.publish(Change::ClarificationCreated(record));
         self.publisher.publish(Change::MessageCreated(message));
         self.publisher
@@ -161,10 +166,28 @@ impl Clarifications {
         Ok(())
     }
 
-    async fn record(&self, pending_id: &str) -> Result<Clarification, AppError> {
-        self.stores
-            .clarifications
-            .clarification(pending_id)
+    /// Record `pending_id`: the one opened here while its session is live here (this
+    /// process then makes every settlement of it), else as the database has it.
+    pub async fn record_of(
+        &self,
+        agents: &dyn SessionAgents,
+        pending_id: &str,
+    ) -> Result<Option<Clarification>, StoreError> {
+        if let Some(record) = self.open.get(pending_id) {
+            if agents.link_of(&record.session_id).is_some() {
+                return Ok(Some(record));
+            }
+            self.open.forget_session(&record.session_id);
+        }
+        self.stores.clarifications.clarification(pending_id).await
+    }
+
+    async fn record(
+        &self,
+        agents: &dyn SessionAgents,
+        pending_id: &str,
+    ) -> Result<Clarification, AppError> {
+        self.record_of(agents, pending_id)
             .await?
             .ok_or_else(|| AppError::NotFound {
                 message: format!("no clarification `{pending_id}`"),
@@ -184,7 +207,7 @@ impl Clarifications {
             kandev_agent_stream::timing::hop::BACKEND_RESPOND,
             pending_id,
         );
-        let record = self.record(pending_id).await?;
+        let record = self.record(agents, pending_id).await?;
         let span = tracing::info_span!("respond", pending_id = %pending_id, session_id = %record.session_id);
         match record.source {
             Source::Elicitation => {
@@ -207,7 +230,7 @@ impl Clarifications {
         pending_id: &str,
         operator: &str,
     ) -> Result<CancelStatus, AppError> {
-        let record = self.record(pending_id).await?;
+        let record = self.record(agents, pending_id).await?;
         let span = tracing::info_span!("cancel", pending_id = %pending_id, session_id = %record.session_id);
         match record.source {
             Source::Elicitation => {

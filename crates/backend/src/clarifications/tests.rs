@@ -331,3 +331,49 @@ async fn an_elicitation_cancel_is_forwarded_first_and_a_second_is_agentctls_404(
         "the operator's cancel stays recorded"
     );
 }
+
+#[tokio::test]
+async fn a_record_opened_here_is_answered_from_memory_and_forgotten_once_settled_or_left() {
+    let (state, session, link) = live_session().await;
+    link.push(elicited("p-1"));
+    let opened = one_pending(&state, &session).await;
+    let remembered = state.clarifications.open.get("p-1").expect("remembered");
+    assert_eq!(remembered, opened, "the record in memory is the stored one");
+    let status = state
+        .clarifications
+        .respond(&*state.sessions, "p-1", answer("Yes"), "alice")
+        .await
+        .expect("delivered");
+    assert_eq!(status, crate::clarifications::RespondStatus::Answered);
+    assert_eq!(link.calls_of(action::ELICITATIONS_RESPOND).len(), 1);
+    assert_eq!(
+        state.clarifications.open.get("p-1"),
+        None,
+        "settled: forgotten"
+    );
+    let again = state
+        .clarifications
+        .respond(&*state.sessions, "p-1", answer("No"), "bob")
+        .await;
+    assert!(
+        again.is_ok(),
+        "read back from the database and forwarded (D5)"
+    );
+    assert_eq!(link.calls_of(action::ELICITATIONS_RESPOND).len(), 2);
+
+    link.push(elicited("p-2"));
+    one_pending(&state, &session).await;
+    assert!(state.clarifications.open.get("p-2").is_some());
+    state.sessions.stop(&session).await.expect("stop");
+    assert!(
+        state.clarifications.open.is_empty(),
+        "a session no longer live here leaves nothing behind"
+    );
+    let withdrawn = state
+        .clarifications
+        .record_of(&*state.sessions, "p-2")
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(withdrawn.status, ClarificationStatus::Cancelled);
+}

@@ -125,9 +125,8 @@ async fn owner_elsewhere(
         Target::Session(id) => id.clone(),
         Target::Clarification(pending_id) => {
             match state
-                .stores
                 .clarifications
-                .clarification(pending_id)
+                .record_of(&*state.sessions, pending_id)
                 .await?
             {
                 Some(record) => record.session_id,

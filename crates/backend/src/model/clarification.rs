@@ -192,6 +192,30 @@ pub struct NewClarification {
     pub questions: Vec<Question>,
 }
 
+impl NewClarification {
+    /// The record as stored when opened at `at`, its message `message_id` (what a store
+    /// that wrote it in one statement returns without reading it back).
+    pub fn pending_at(&self, message_id: &str, at: Timestamp) -> Clarification {
+        Clarification {
+            pending_id: self.pending_id.clone(),
+            source: self.source,
+            task_id: self.task_id.clone(),
+            session_id: self.session_id.clone(),
+            message_id: Some(message_id.to_owned()),
+            tool_call_id: self.tool_call_id.clone(),
+            message: self.message.clone(),
+            questions: self.questions.clone(),
+            status: ClarificationStatus::Pending,
+            outcome: None,
+            settled_by: None,
+            answer: None,
+            answered_by: None,
+            created_at: at,
+            settled_at: None,
+        }
+    }
+}
+
 /// A stored record, as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Clarification {
@@ -268,6 +292,18 @@ pub struct Standing {
     pub settled_by: Option<SettledBy>,
     /// Whether an operator is recorded on it.
     pub has_operator: bool,
+}
+
+impl Standing {
+    /// The standing of `record` as it is.
+    pub fn of(record: &Clarification) -> Self {
+        Self {
+            status: record.status,
+            outcome: record.outcome,
+            settled_by: record.settled_by,
+            has_operator: record.answered_by.is_some(),
+        }
+    }
 }
 
 impl Settlement {

@@ -106,6 +106,7 @@ impl SessionRegistry {
     /// Removes session `id` from the live map.
     pub(crate) fn forget_live(&self, id: &str) {
         self.map().remove(id);
+        self.clarifications.open.forget_session(id);
     }
 
     /// Makes `live` live here and consumes its link's events from `after_seq` on — unless
@@ -375,7 +376,7 @@ impl SessionRegistry {
         if !live.end() {
             return Err(refusal(&live.id, SessionState::Completed));
         }
-        self.map().remove(&live.id);
+        self.forget_live(&live.id);
         let span = tracing::info_span!("session", session_id = %live.id);
         async {
             live.link.shutdown().await;
@@ -409,7 +410,7 @@ impl SessionRegistry {
             return Ok(());
         }
         tracing::warn!(%reason, "session lost its agent");
-        self.map().remove(&live.id);
+        self.forget_live(&live.id);
         self.status_message(
             &live.id,
             &live.task_id,

@@ -160,3 +160,16 @@ pub trait ClarificationStore: Send + Sync {
     /// The calls of a session still waiting, oldest first.
     async fn waiting_calls_of_session(&self, session_id: &str) -> Result<Vec<String>, StoreError>;
 }
+
+/// What an operator's answer noted after agentctl's settlement writes into the record's
+/// message (both engines).
+pub(crate) fn answer_patch(record: &Clarification) -> serde_json::Map<String, serde_json::Value> {
+    let mut patch = serde_json::Map::new();
+    if let Some(answer) = &record.answer {
+        patch.insert("answer".into(), serde_json::json!(answer));
+    }
+    if let Some(who) = &record.answered_by {
+        patch.insert("answered_by".into(), serde_json::json!(who));
+    }
+    patch
+}

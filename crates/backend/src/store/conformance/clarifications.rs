@@ -15,6 +15,7 @@ use crate::store::{Claim, ClarificationFilter, QuestionOpened, Stores};
 
 on_every_engine!(
     identical_questions_make_two_records_under_their_ids_and_a_replay_makes_none,
+    an_open_returns_what_it_stored_and_racing_replays_store_one,
     settlement_happens_once_its_message_follows_and_agentctl_corrects_the_backend,
     an_answer_arriving_after_agentctls_settlement_is_still_recorded,
     an_accepted_answer_corrects_the_withdrawal_of_the_losing_respond,
@@ -152,6 +153,60 @@ async fn identical_questions_make_two_records_under_their_ids_and_a_replay_makes
     assert_eq!(view["answer"], Value::Null);
 }
 
+/// The one-statement open returns the record and message it built, not read back: they
+/// must equal what a read finds. Replays racing from two processes store one of each, and
+/// an unknown session is an error that writes nothing.
+async fn an_open_returns_what_it_stored_and_racing_replays_store_one(engine: &dyn Engine) {
+    let (db, task, session) = seeded(engine).await;
+    open(&db, "p-0", &session, &task).await;
+    let (record, message) = open(&db, "p-1", &session, &task).await;
+    assert_eq!(message.seq, 2, "the session's next number");
+    assert_eq!(
+        db.clarifications.clarification("p-1").await.expect("read"),
+        Some(record)
+    );
+    assert_eq!(
+        db.messages.message(&message.id).await.expect("read"),
+        Some(message)
+    );
+
+    let second = engine.second().await.stores();
+    let race = |s: Stores| {
+        let (session, task) = (session.clone(), task.clone());
+        tokio::spawn(async move {
+            s.clarifications
+                .open_clarification(
+                    &new_record("p-2", &session, &task, Source::Elicitation),
+                    &new_message(&session, &task, "p-2"),
+                )
+                .await
+                .expect("open or replay")
+        })
+    };
+    let (a, b) = (race(db.clone()), race(second));
+    let opened = [a.await.expect("task"), b.await.expect("task")];
+    assert_eq!(opened.iter().filter(|o| o.is_some()).count(), 1);
+    let messages = db.messages.messages(&session).await.expect("messages");
+    assert_eq!(messages.len(), 3, "one message for the two opens of p-2");
+    assert_eq!(messages.last().map(|m| m.seq), Some(3));
+
+    let unknown = db
+        .clarifications
+        .open_clarification(
+            &new_record("p-3", "no-such-session", &task, Source::Elicitation),
+            &new_message("no-such-session", &task, "p-3"),
+        )
+        .await;
+    assert!(
+        matches!(&unknown, Err(err) if err.to_string().contains("no-such-session")),
+        "{unknown:?}"
+    );
+    assert_eq!(
+        db.clarifications.clarification("p-3").await.expect("read"),
+        None
+    );
+}
+
 async fn settlement_happens_once_its_message_follows_and_agentctl_corrects_the_backend(
     engine: &dyn Engine,
 ) {
@@ -167,6 +222,17 @@ async fn settlement_happens_once_its_message_follows_and_agentctl_corrects_the_b
     assert_eq!(won.record.status, ClarificationStatus::Answered);
     assert_eq!(won.record.answered_by.as_deref(), Some("alice"));
     let message = won.message.expect("message");
+    assert_eq!(
+        db.messages
+            .message(&message.id)
+            .await
+            .expect("read")
+            .as_ref(),
+        Some(&message),
+        "the settlement returns the message it stored"
+    );
+    assert_eq!(message.metadata["settled_at"], json!(won.record.settled_at));
+    assert_eq!(message.metadata["pending_id"], "p-1", "the rest of it kept");
     assert_eq!(message.metadata["status"], "answered");
     assert_eq!(message.metadata["outcome"], "answered");
     assert_eq!(message.metadata["answered_by"], "alice");

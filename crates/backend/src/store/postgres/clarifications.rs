@@ -16,6 +16,7 @@ use crate::model::{
     Clarification, ClarificationStatus, Message, NewClarification, NewMessage, Outcome, SettledBy,
     Settlement, Source, Timestamp,
 };
+use crate::store::clarifications::answer_patch;
 use crate::store::{ClarificationFilter, ClarificationStore, SettledRecord, StoreError};
 
 pub(super) const COLUMNS: &str = "pending_id, source, task_id, session_id, message_id, tool_call_id, message, questions, status, outcome, settled_by, answer, answered_by, created_at, settled_at";
@@ -79,6 +80,77 @@ async fn insert_if_new(
     row.as_ref().map(clarification).transpose()
 }
 
+/// The record and its chat message in one statement: one round trip and one commit on
+/// the agent's path (docs/decisions/0013). The message takes the session's next number
+/// and the record points at it. A replayed request (its pending id taken) writes
+/// nothing: the guard sees a committed record, the key one racing it (the statement then
+/// fails whole, message included).
+async fn open(
+    pool: &sqlx::PgPool,
+    new: &NewClarification,
+    message: &NewMessage,
+) -> Result<Option<(Clarification, Message)>, StoreError> {
+    let questions =
+        serde_json::to_value(&new.questions).map_err(|err| StoreError::Query(err.to_string()))?;
+    let at = Timestamp::now();
+    let opened = sqlx::query(&format!(
+        "WITH seq AS ( \
+           UPDATE sessions SET message_seq = message_seq + 1 \
+           WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM clarifications WHERE pending_id = $11) \
+           RETURNING message_seq \
+         ), msg AS ( \
+           INSERT INTO messages (id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at, tool_call_id) \
+           SELECT $1, $2, $3, seq.message_seq, $4, $5, $6, $7, $8, $9, $9, $10 FROM seq \
+           RETURNING {messages} \
+         ), record AS ( \
+           INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
+           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, msg.id FROM msg \
+         ) \
+         SELECT * FROM msg",
+        messages = super::messages::COLUMNS
+    ))
+    .bind(uuid::Uuid::new_v4().to_string())
+    .bind(&message.session_id)
+    .bind(&message.task_id)
+    .bind(message.kind.as_str())
+    .bind(message.author_type)
+    .bind(&message.content)
+    .bind(message.requests_input)
+    .bind(Value::Object(message.metadata.clone()))
+    .bind(at.instant())
+    .bind(message.tool_call_id())
+    .bind(&new.pending_id)
+    .bind(new.source.as_str())
+    .bind(&new.task_id)
+    .bind(&new.session_id)
+    .bind(&new.tool_call_id)
+    .bind(&new.message)
+    .bind(questions)
+    .fetch_optional(pool)
+    .await;
+    let row = match opened {
+        Ok(Some(row)) => row,
+        Ok(None) => {
+            // Nothing written: the pending id is taken, or there is no such session.
+            let mut conn = pool.acquire().await?;
+            if exists(&mut conn, &new.pending_id).await? {
+                return Ok(None);
+            }
+            return Err(StoreError::Query(format!(
+                "no session `{}` to add a message to",
+                message.session_id
+            )));
+        }
+        Err(sqlx::Error::Database(err)) if err.constraint() == Some("clarifications_pkey") => {
+            return Ok(None);
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let message = super::messages::message(&row)?;
+    let record = new.pending_at(&message.id, at);
+    Ok(Some((record, message)))
+}
+
 pub(super) async fn exists(conn: &mut PgConnection, pending_id: &str) -> Result<bool, StoreError> {
     let found: Option<(String,)> =
         sqlx::query_as("SELECT pending_id FROM clarifications WHERE pending_id = $1")
@@ -108,26 +180,31 @@ async fn standing(pool: &sqlx::PgPool, pending_id: &str) -> Result<Option<Standi
     .transpose()
 }
 
-/// What the record's message carries about its settlement.
-fn message_patch(record: &Clarification, effect: Effect) -> Map<String, Value> {
+/// What a settlement writes into its record's message (the record's answer and operator
+/// are on the message already when the settlement brings none).
+fn settle_patch(s: &Settlement, at: Timestamp) -> Map<String, Value> {
     let mut patch = Map::new();
-    if effect == Effect::Settle {
-        patch.insert("status".into(), json!(record.status));
-        patch.insert("outcome".into(), json!(record.outcome));
-        patch.insert("settled_at".into(), json!(record.settled_at));
-    }
-    if let Some(answer) = &record.answer {
+    patch.insert("status".into(), json!(s.status));
+    patch.insert("outcome".into(), json!(s.outcome));
+    patch.insert("settled_at".into(), json!(at));
+    if let Some(answer) = &s.answer {
         patch.insert("answer".into(), json!(answer));
     }
-    if let Some(who) = &record.answered_by {
+    if let Some(who) = &s.answered_by {
         patch.insert("answered_by".into(), json!(who));
     }
     patch
 }
 
-/// Applies `s` to record `pending_id` inside the caller's transaction: the two
-/// conditional updates of [`Settlement::effect_on`], then the message.
-pub(super) async fn settle_in(
+/// The message columns a settlement returns beside its record, prefixed `m_`.
+const MESSAGE_AS_M: &str = "messages.id AS m_id, messages.session_id AS m_session_id, messages.task_id AS m_task_id, \
+    messages.seq AS m_seq, messages.type AS m_type, messages.author_type AS m_author_type, messages.content AS m_content, \
+    messages.requests_input AS m_requests_input, messages.metadata AS m_metadata, messages.created_at AS m_created_at, \
+    messages.updated_at AS m_updated_at";
+
+/// The first conditional update of [`Settlement::effect_on`] and its message, in one
+/// statement (one round trip, no transaction of its own needed; docs/decisions/0013).
+async fn settle_row(
     conn: &mut PgConnection,
     pending_id: &str,
     s: &Settlement,
@@ -137,60 +214,103 @@ pub(super) async fn settle_in(
         .as_ref()
         .map(|a| serde_json::to_value(a).map_err(|err| StoreError::Query(err.to_string())))
         .transpose()?;
-    let settled = sqlx::query(&format!(
-        "UPDATE clarifications SET status = $2, outcome = $3, settled_by = $4, settled_at = $5, \
-         answer = COALESCE($6, answer), answered_by = COALESCE($7, answered_by), claim = NULL, claimed_at = NULL \
-         WHERE pending_id = $1 AND (status = 'pending' \
-           OR ($4 IN ('agentctl', 'operator') AND settled_by = 'backend' AND (status <> $2 OR outcome IS DISTINCT FROM $3))) \
-         AND {fence} RETURNING {COLUMNS}",
+    let at = Timestamp::now();
+    let row = sqlx::query(&format!(
+        "WITH settled AS ( \
+           UPDATE clarifications SET status = $2, outcome = $3, settled_by = $4, settled_at = $5, \
+           answer = COALESCE($6, answer), answered_by = COALESCE($7, answered_by), claim = NULL, claimed_at = NULL \
+           WHERE pending_id = $1 AND (status = 'pending' \
+             OR ($4 IN ('agentctl', 'operator') AND settled_by = 'backend' AND (status <> $2 OR outcome IS DISTINCT FROM $3))) \
+           AND {fence} RETURNING {COLUMNS} \
+         ), msg AS ( \
+           UPDATE messages SET metadata = metadata || $9, updated_at = $5 \
+           FROM settled WHERE messages.id = settled.message_id RETURNING {MESSAGE_AS_M} \
+         ) \
+         SELECT settled.*, msg.* FROM settled LEFT JOIN msg ON true",
         fence = super::fenced("clarifications.session_id", "$8")
     ))
     .bind(pending_id)
     .bind(s.status.as_str())
     .bind(s.outcome.as_str())
     .bind(s.by.as_str())
-    .bind(Timestamp::now().instant())
+    .bind(at.instant())
     .bind(&answer)
     .bind(&s.answered_by)
     .bind(s.fence.bind())
+    .bind(Value::Object(settle_patch(s, at)))
     .fetch_optional(&mut *conn)
     .await?;
-    let (row, effect) = match settled {
-        Some(row) => (row, Effect::Settle),
-        None => {
-            let recorded = sqlx::query(&format!(
-                "UPDATE clarifications SET answer = COALESCE($4, answer), answered_by = $5 \
-                 WHERE pending_id = $1 AND $2 = 'operator' AND settled_by = 'agentctl' \
-                   AND status = $3 AND answered_by IS NULL AND {fence} \
-                 RETURNING {COLUMNS}",
-                fence = super::fenced("clarifications.session_id", "$6")
-            ))
-            .bind(pending_id)
-            .bind(s.by.as_str())
-            .bind(s.status.as_str())
-            .bind(&answer)
-            .bind(&s.answered_by)
-            .bind(s.fence.bind())
-            .fetch_optional(&mut *conn)
-            .await?;
-            match recorded {
-                Some(row) => (row, Effect::RecordAnswer),
-                None => return Ok(None),
-            }
-        }
+    let Some(row) = row else {
+        return Ok(None);
     };
     let record = clarification(&row)?;
     let message = match &record.message_id {
-        Some(id) => {
-            Some(super::messages::merge(conn, id, &message_patch(&record, effect), None).await?)
-        }
+        Some(_) => Some(super::messages::prefixed(&row, "m_")?),
         None => None,
     };
     Ok(Some(SettledRecord {
         record,
         message,
-        effect,
+        effect: Effect::Settle,
     }))
+}
+
+/// The second conditional update of [`Settlement::effect_on`] inside the caller's
+/// transaction: an operator's answer noted on a record agentctl settled first.
+async fn record_answer(
+    conn: &mut PgConnection,
+    pending_id: &str,
+    s: &Settlement,
+) -> Result<Option<SettledRecord>, StoreError> {
+    if s.by != SettledBy::Operator {
+        return Ok(None);
+    }
+    let answer = s
+        .answer
+        .as_ref()
+        .map(|a| serde_json::to_value(a).map_err(|err| StoreError::Query(err.to_string())))
+        .transpose()?;
+    let recorded = sqlx::query(&format!(
+        "UPDATE clarifications SET answer = COALESCE($4, answer), answered_by = $5 \
+         WHERE pending_id = $1 AND $2 = 'operator' AND settled_by = 'agentctl' \
+           AND status = $3 AND answered_by IS NULL AND {fence} \
+         RETURNING {COLUMNS}",
+        fence = super::fenced("clarifications.session_id", "$6")
+    ))
+    .bind(pending_id)
+    .bind(s.by.as_str())
+    .bind(s.status.as_str())
+    .bind(&answer)
+    .bind(&s.answered_by)
+    .bind(s.fence.bind())
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = recorded else {
+        return Ok(None);
+    };
+    let record = clarification(&row)?;
+    let message = match &record.message_id {
+        Some(id) => Some(super::messages::merge(conn, id, &answer_patch(&record), None).await?),
+        None => None,
+    };
+    Ok(Some(SettledRecord {
+        record,
+        message,
+        effect: Effect::RecordAnswer,
+    }))
+}
+
+/// Applies `s` to record `pending_id` inside the caller's transaction: the two
+/// conditional updates of [`Settlement::effect_on`], each with the message.
+pub(super) async fn settle_in(
+    conn: &mut PgConnection,
+    pending_id: &str,
+    s: &Settlement,
+) -> Result<Option<SettledRecord>, StoreError> {
+    match settle_row(conn, pending_id, s).await? {
+        Some(done) => Ok(Some(done)),
+        None => record_answer(conn, pending_id, s).await,
+    }
 }
 
 #[async_trait]
@@ -200,15 +320,7 @@ impl ClarificationStore for PostgresDb {
         record: &NewClarification,
         message: &NewMessage,
     ) -> Result<Option<(Clarification, Message)>, StoreError> {
-        let mut tx = self.begin().await?;
-        let message = super::messages::insert(&mut tx, message).await?;
-        // A replayed request finds its pending id taken: undo the message too.
-        let Some(record) = insert_if_new(&mut tx, record, &message.id).await? else {
-            tx.rollback().await?;
-            return Ok(None);
-        };
-        tx.commit().await?;
-        Ok(Some((record, message)))
+        open(&self.pool, record, message).await
     }
 
     async fn clarification(&self, pending_id: &str) -> Result<Option<Clarification>, StoreError> {
@@ -255,10 +367,20 @@ impl ClarificationStore for PostgresDb {
         {
             return Ok(None);
         }
+        // The settlement itself is one statement: no transaction around it. Only an
+        // operator's answer after agentctl's settlement takes the second, in one.
+        let mut conn = self.pool.acquire().await?;
+        if let Some(done) = settle_row(&mut conn, pending_id, settlement).await? {
+            return Ok(Some(done));
+        }
+        if settlement.by != SettledBy::Operator {
+            return Ok(None);
+        }
+        drop(conn);
         let mut tx = self.begin().await?;
-        let settled = settle_in(&mut tx, pending_id, settlement).await?;
+        let noted = record_answer(&mut tx, pending_id, settlement).await?;
         tx.commit().await?;
-        Ok(settled)
+        Ok(noted)
     }
 
     async fn settle_pending(

@@ -14,18 +14,25 @@ use crate::store::{MessageStore, StoreError};
 pub(super) const COLUMNS: &str = "id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at";
 
 pub(super) fn message(row: &PgRow) -> Result<Message, StoreError> {
+    prefixed(row, "")
+}
+
+/// A message whose columns are named `{prefix}id`, `{prefix}seq`, … (one joined to
+/// another row).
+pub(super) fn prefixed(row: &PgRow, prefix: &str) -> Result<Message, StoreError> {
+    let col = |name: &str| format!("{prefix}{name}");
     Ok(Message {
-        id: row.try_get("id")?,
-        session_id: row.try_get("session_id")?,
-        task_id: row.try_get("task_id")?,
-        seq: row.try_get("seq")?,
-        kind: name(row, "type", MessageKind::parse)?,
-        author_type: row.try_get("author_type")?,
-        content: row.try_get("content")?,
-        requests_input: row.try_get("requests_input")?,
-        metadata: row.try_get("metadata")?,
-        created_at: time(row, "created_at")?,
-        updated_at: time(row, "updated_at")?,
+        id: row.try_get(col("id").as_str())?,
+        session_id: row.try_get(col("session_id").as_str())?,
+        task_id: row.try_get(col("task_id").as_str())?,
+        seq: row.try_get(col("seq").as_str())?,
+        kind: name(row, &col("type"), MessageKind::parse)?,
+        author_type: row.try_get(col("author_type").as_str())?,
+        content: row.try_get(col("content").as_str())?,
+        requests_input: row.try_get(col("requests_input").as_str())?,
+        metadata: row.try_get(col("metadata").as_str())?,
+        created_at: time(row, &col("created_at"))?,
+        updated_at: time(row, &col("updated_at"))?,
     })
 }
 

@@ -40,6 +40,9 @@ type Tx = Transaction<'static, Postgres>;
 /// How long connecting may take before start-up gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A pooled connection idle this long is pinged before it is handed out.
+const IDLE_PING_AFTER: Duration = Duration::from_secs(1);
+
 impl PostgresDb {
     /// Connects to `url` (the database must exist) and migrates it.
     pub async fn open(url: &str, options: &DatabaseOptions) -> Result<Self, OpenError> {
@@ -72,6 +75,18 @@ impl PostgresDb {
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size)
             .acquire_timeout(CONNECT_TIMEOUT)
+            // sqlx pings every connection it takes back, so one taken out again soon after
+            // is known to be live: only one idle for a while (the server may have gone in
+            // between) costs the round trip of a ping before it is handed out.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= IDLE_PING_AFTER {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(connect)
             .await
             .map_err(|err| refused(connect_message(&err)))?;

@@ -9,12 +9,14 @@ use serde_json::{Map, Value, json};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 
+use super::batch::Binds;
 use super::{SqliteDb, json, json_opt, name, name_opt, time, time_opt};
 use crate::model::clarification::{Effect, Standing};
 use crate::model::{
     Clarification, ClarificationStatus, Message, NewClarification, NewMessage, Outcome, SettledBy,
     Settlement, Source, Timestamp,
 };
+use crate::store::clarifications::answer_patch;
 use crate::store::{ClarificationFilter, ClarificationStore, SettledRecord, StoreError};
 
 pub(super) const COLUMNS: &str = "pending_id, source, task_id, session_id, message_id, tool_call_id, message, questions, status, outcome, settled_by, answer, answered_by, created_at, settled_at";
@@ -78,6 +80,72 @@ async fn insert_if_new(
     row.as_ref().map(clarification).transpose()
 }
 
+/// The record and its chat message, as one write transaction in one hop
+/// ([`SqliteDb::in_one_hop`]). The message takes the session's next number and the
+/// record points at it. A replayed request (its pending id taken) writes nothing: `None`.
+async fn open(
+    db: &SqliteDb,
+    new: &NewClarification,
+    message: &NewMessage,
+) -> Result<Option<(Clarification, Message)>, StoreError> {
+    let questions =
+        serde_json::to_string(&new.questions).map_err(|err| StoreError::Query(err.to_string()))?;
+    let at = Timestamp::now();
+    let mut stored = Message {
+        id: uuid::Uuid::new_v4().to_string(),
+        session_id: message.session_id.clone(),
+        task_id: message.task_id.clone(),
+        seq: 0,
+        kind: message.kind,
+        author_type: message.author_type.to_owned(),
+        content: message.content.clone(),
+        requests_input: message.requests_input,
+        metadata: Value::Object(message.metadata.clone()),
+        created_at: at,
+        updated_at: at,
+    };
+    let fresh = "NOT EXISTS (SELECT 1 FROM clarifications WHERE pending_id = $11)";
+    let statements = format!(
+        "UPDATE sessions SET message_seq = message_seq + 1 WHERE id = $2 AND {fresh}; \
+         INSERT INTO messages (id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at, tool_call_id) \
+           SELECT $1, $2, $3, message_seq, $4, $5, $6, $7, $8, $9, $9, $10 FROM sessions WHERE id = $2 AND {fresh}; \
+         INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
+           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, id FROM messages WHERE id = $1; \
+         SELECT seq FROM messages WHERE id = $1"
+    );
+    let binds = Binds::default()
+        .and(stored.id.clone())?
+        .and(stored.session_id.clone())?
+        .and(stored.task_id.clone())?
+        .and(stored.kind.as_str())?
+        .and(message.author_type)?
+        .and(stored.content.clone())?
+        .and(stored.requests_input)?
+        .and(stored.metadata.to_string())?
+        .and(at.to_rfc3339())?
+        .and(message.tool_call_id().map(str::to_owned))?
+        .and(new.pending_id.clone())?
+        .and(new.source.as_str())?
+        .and(new.task_id.clone())?
+        .and(new.session_id.clone())?
+        .and(new.tool_call_id.clone())?
+        .and(new.message.clone())?
+        .and(questions)?;
+    let rows = db.in_one_hop(statements, binds).await?;
+    let Some(row) = rows.first() else {
+        // Nothing written: the pending id is taken, or there is no such session.
+        if exists(&mut *db.pool.acquire().await?, &new.pending_id).await? {
+            return Ok(None);
+        }
+        return Err(StoreError::Query(format!(
+            "no session `{}` to add a message to",
+            message.session_id
+        )));
+    };
+    stored.seq = row.try_get("seq")?;
+    Ok(Some((new.pending_at(&stored.id, at), stored)))
+}
+
 pub(super) async fn exists(
     conn: &mut SqliteConnection,
     pending_id: &str,
@@ -113,89 +181,125 @@ async fn standing(
     .transpose()
 }
 
-/// What the record's message carries about its settlement.
-fn message_patch(record: &Clarification, effect: Effect) -> Map<String, Value> {
-    let mut patch = Map::new();
-    if effect == Effect::Settle {
-        patch.insert("status".into(), json!(record.status));
-        patch.insert("outcome".into(), json!(record.outcome));
-        patch.insert("settled_at".into(), json!(record.settled_at));
-    }
-    if let Some(answer) = &record.answer {
-        patch.insert("answer".into(), json!(answer));
-    }
-    if let Some(who) = &record.answered_by {
-        patch.insert("answered_by".into(), json!(who));
-    }
-    patch
-}
-
-/// Applies `s` to record `pending_id` inside the caller's transaction: the two
-/// conditional updates of [`Settlement::effect_on`], then the message.
-pub(super) async fn settle_in(
-    conn: &mut SqliteConnection,
-    pending_id: &str,
-    s: &Settlement,
-) -> Result<Option<SettledRecord>, StoreError> {
+/// The first conditional update of [`Settlement::effect_on`] and its message, as one
+/// batch: the message follows only when the record changed (`changes()`). Read back by
+/// [`settled`].
+fn settling(pending_id: &str, s: &Settlement) -> Result<(String, Binds), StoreError> {
     let answer = s
         .answer
         .as_ref()
         .map(|a| serde_json::to_string(a).map_err(|err| StoreError::Query(err.to_string())))
         .transpose()?;
-    let settled = sqlx::query(&format!(
+    // The record's answer and operator are on its message already when none comes.
+    let mut patch = String::from("'$.status', $2, '$.outcome', $3, '$.settled_at', $5");
+    if answer.is_some() {
+        patch.push_str(", '$.answer', json($6)");
+    }
+    if s.answered_by.is_some() {
+        patch.push_str(", '$.answered_by', $7");
+    }
+    let statements = format!(
         "UPDATE clarifications SET status = $2, outcome = $3, settled_by = $4, settled_at = $5, \
          answer = COALESCE($6, answer), answered_by = COALESCE($7, answered_by), claim = NULL, claimed_at = NULL \
          WHERE pending_id = $1 AND (status = 'pending' \
            OR ($4 IN ('agentctl', 'operator') AND settled_by = 'backend' AND (status <> $2 OR outcome IS NOT $3))) \
-         AND {fence} RETURNING {COLUMNS}",
-        fence = super::fenced("clarifications.session_id", "$8")
+         AND {fence} RETURNING {COLUMNS}; \
+         UPDATE messages SET metadata = json_set(metadata, {patch}), updated_at = $5 \
+         WHERE changes() = 1 AND id = (SELECT message_id FROM clarifications WHERE pending_id = $1) \
+         RETURNING {messages}",
+        fence = super::fenced("clarifications.session_id", "$8"),
+        messages = super::messages::COLUMNS
+    );
+    let binds = Binds::default()
+        .and(pending_id.to_owned())?
+        .and(s.status.as_str())?
+        .and(s.outcome.as_str())?
+        .and(s.by.as_str())?
+        .and(Timestamp::now().to_rfc3339())?
+        .and(answer)?
+        .and(s.answered_by.clone())?
+        .and(s.fence.bind())?;
+    Ok((statements, binds))
+}
+
+/// What [`settling`]'s batch returned: the settled record and its message, or `None`.
+fn settled(rows: &[SqliteRow]) -> Result<Option<SettledRecord>, StoreError> {
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let record = clarification(row)?;
+    let message = match (&record.message_id, rows.get(1)) {
+        (None, _) => None,
+        (Some(_), Some(row)) => Some(super::messages::message(row)?),
+        (Some(id), None) => return Err(StoreError::Query(format!("no message `{id}`"))),
+    };
+    Ok(Some(SettledRecord {
+        record,
+        message,
+        effect: Effect::Settle,
+    }))
+}
+
+/// The second conditional update of [`Settlement::effect_on`] inside the caller's
+/// transaction: an operator's answer noted on a record agentctl settled first.
+async fn record_answer(
+    conn: &mut SqliteConnection,
+    pending_id: &str,
+    s: &Settlement,
+) -> Result<Option<SettledRecord>, StoreError> {
+    if s.by != SettledBy::Operator {
+        return Ok(None);
+    }
+    let answer = s
+        .answer
+        .as_ref()
+        .map(|a| serde_json::to_string(a).map_err(|err| StoreError::Query(err.to_string())))
+        .transpose()?;
+    let recorded = sqlx::query(&format!(
+        "UPDATE clarifications SET answer = COALESCE($4, answer), answered_by = $5 \
+         WHERE pending_id = $1 AND $2 = 'operator' AND settled_by = 'agentctl' \
+           AND status = $3 AND answered_by IS NULL AND {fence} \
+         RETURNING {COLUMNS}",
+        fence = super::fenced("clarifications.session_id", "$6")
     ))
     .bind(pending_id)
-    .bind(s.status.as_str())
-    .bind(s.outcome.as_str())
     .bind(s.by.as_str())
-    .bind(Timestamp::now().to_rfc3339())
+    .bind(s.status.as_str())
     .bind(&answer)
     .bind(&s.answered_by)
     .bind(s.fence.bind())
     .fetch_optional(&mut *conn)
     .await?;
-    let (row, effect) = match settled {
-        Some(row) => (row, Effect::Settle),
-        None => {
-            let recorded = sqlx::query(&format!(
-                "UPDATE clarifications SET answer = COALESCE($4, answer), answered_by = $5 \
-                 WHERE pending_id = $1 AND $2 = 'operator' AND settled_by = 'agentctl' \
-                   AND status = $3 AND answered_by IS NULL AND {fence} \
-                 RETURNING {COLUMNS}",
-                fence = super::fenced("clarifications.session_id", "$6")
-            ))
-            .bind(pending_id)
-            .bind(s.by.as_str())
-            .bind(s.status.as_str())
-            .bind(&answer)
-            .bind(&s.answered_by)
-            .bind(s.fence.bind())
-            .fetch_optional(&mut *conn)
-            .await?;
-            match recorded {
-                Some(row) => (row, Effect::RecordAnswer),
-                None => return Ok(None),
-            }
-        }
+    let Some(row) = recorded else {
+        return Ok(None);
     };
     let record = clarification(&row)?;
     let message = match &record.message_id {
-        Some(id) => {
-            Some(super::messages::merge(conn, id, &message_patch(&record, effect), None).await?)
-        }
+        Some(id) => Some(super::messages::merge(conn, id, &answer_patch(&record), None).await?),
         None => None,
     };
     Ok(Some(SettledRecord {
         record,
         message,
-        effect,
+        effect: Effect::RecordAnswer,
     }))
+}
+
+/// Applies `s` to record `pending_id` inside the caller's transaction: the two
+/// conditional updates of [`Settlement::effect_on`], each with the message.
+pub(super) async fn settle_in(
+    conn: &mut SqliteConnection,
+    pending_id: &str,
+    s: &Settlement,
+) -> Result<Option<SettledRecord>, StoreError> {
+    let (statements, binds) = settling(pending_id, s)?;
+    let rows = sqlx::query_with(&statements, binds.into_arguments())
+        .fetch_all(&mut *conn)
+        .await?;
+    match settled(&rows)? {
+        Some(done) => Ok(Some(done)),
+        None => record_answer(conn, pending_id, s).await,
+    }
 }
 
 #[async_trait]
@@ -205,15 +309,7 @@ impl ClarificationStore for SqliteDb {
         record: &NewClarification,
         message: &NewMessage,
     ) -> Result<Option<(Clarification, Message)>, StoreError> {
-        let mut tx = self.begin().await?;
-        let message = super::messages::insert(&mut tx, message).await?;
-        // A replayed request finds its pending id taken: undo the message too.
-        let Some(record) = insert_if_new(&mut tx, record, &message.id).await? else {
-            tx.rollback().await?;
-            return Ok(None);
-        };
-        tx.commit().await?;
-        Ok(Some((record, message)))
+        open(self, record, message).await
     }
 
     async fn clarification(&self, pending_id: &str) -> Result<Option<Clarification>, StoreError> {
@@ -260,10 +356,17 @@ impl ClarificationStore for SqliteDb {
         {
             return Ok(None);
         }
+        let (statements, binds) = settling(pending_id, settlement)?;
+        if let Some(done) = settled(&self.in_one_hop(statements, binds).await?)? {
+            return Ok(Some(done));
+        }
+        if settlement.by != SettledBy::Operator {
+            return Ok(None);
+        }
         let mut tx = self.begin().await?;
-        let settled = settle_in(&mut tx, pending_id, settlement).await?;
+        let noted = record_answer(&mut tx, pending_id, settlement).await?;
         tx.commit().await?;
-        Ok(settled)
+        Ok(noted)
     }
 
     async fn settle_pending(

@@ -7,6 +7,8 @@
 //! checkpoints: a kandev crash loses nothing; see docs/decisions/0003). Timestamps are
 //! fixed-width RFC 3339 text and JSON is text.
 
+mod batch;
+mod checkpoint;
 mod clarifications;
 mod flags;
 mod health;
@@ -18,6 +20,7 @@ mod sessions;
 mod tasks;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -44,6 +47,9 @@ pub struct SqliteDb {
     /// How the readiness probe reaches the file afresh (never creating it); `None` for
     /// an in-memory database, which only its pool can see.
     probe: Option<SqliteConnectOptions>,
+    /// The WAL checkpoint task of a file database, held for its drop: it runs while any
+    /// handle to the database lives.
+    _checkpoints: Option<Arc<checkpoint::Checkpoints>>,
 }
 
 type Tx = Transaction<'static, Sqlite>;
@@ -86,17 +92,28 @@ impl SqliteDb {
         };
         // Every connection to `:memory:` is its own database, so a memory pool keeps one
         // and writes through it too.
-        let (pool, writer) = if memory {
+        let (pool, writer, checkpoints) = if memory {
             let pool = SqlitePoolOptions::new()
+                .test_before_acquire(false)
                 .max_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None);
             let pool = connect(pool, options).await?;
-            (pool.clone(), pool)
+            (pool.clone(), pool, None)
         } else {
-            let readers = connect(SqlitePoolOptions::new().max_connections(8), options.clone());
-            let writer = connect(SqlitePoolOptions::new().max_connections(1), options);
-            (readers.await?, writer.await?)
+            // A connection is in-process, and sqlx pings it when it is taken back: a ping
+            // before handing it out again would only cost the writer a hop of its worker
+            // thread on every statement.
+            let pools = || SqlitePoolOptions::new().test_before_acquire(false);
+            let readers = connect(pools().max_connections(8), options.clone());
+            // The writer's commits never checkpoint: the task does (`checkpoint`).
+            let writer = connect(
+                pools().max_connections(1),
+                options.clone().pragma("wal_autocheckpoint", "0"),
+            );
+            let (readers, writer) = (readers.await?, writer.await?);
+            let checkpoints = Arc::new(checkpoint::spawn(options));
+            (readers, writer, Some(checkpoints))
         };
         MIGRATOR
             .run(&writer)
@@ -107,6 +124,7 @@ impl SqliteDb {
             pool,
             writer,
             probe,
+            _checkpoints: checkpoints,
         })
     }
 
