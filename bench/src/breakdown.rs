@@ -68,8 +68,14 @@ pub const SEGMENTS: &[Segment] = &[
         true,
     ),
     seg(
-        "kandev record + message write",
+        "kandev session queue (earlier events)",
         hop::BACKEND_RECEIVED,
+        hop::BACKEND_APPLYING,
+        true,
+    ),
+    seg(
+        "kandev record + message write",
+        hop::BACKEND_APPLYING,
         hop::BACKEND_STORED,
         true,
     ),

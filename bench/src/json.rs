@@ -92,7 +92,7 @@ impl Report {
             "commit": self.meta.commit, "date": self.meta.date,
             "machine": {"cpus": self.meta.cpus},
             "mapping": mapping,
-            "round_trip": {"n": self.rt_n, "warmup_discarded": self.rt_warmup,
+            "round_trip": {"n": self.rt_n, "turns": self.rt_rounds, "warmup_discarded_per_turn": self.rt_warmup,
                 "baseline_agentctl_direct": baseline},
             "breakdown_round_trips": self.breakdown_n,
             "load_shape": {"sessions": self.shape.sessions, "elicitations_per_session": self.shape.per_session,

@@ -2,8 +2,8 @@
 //! measured in the same run and its target.
 //!
 //! - `kandev-bench run [--quick] [--only PART] [--engine sqlite|postgres]` reads the
-//!   mapping benches' criterion estimates, runs the round trip (direct, then full stack
-//!   per engine), the per-hop breakdown, the load (per engine) and the scale curve through
+//!   mapping benches' criterion estimates, runs the round trip (direct and each engine's
+//!   full stack taking turns), the per-hop breakdown, the load (per engine) and the scale curve through
 //!   the real binaries of the profile it was itself built in (`target/release` for
 //!   `just bench`, `target/debug` for `just bench --quick`), and writes
 //!   `target/bench/report.{json,md}` (+ SVGs), copied to `target/bench/runs/<date>-<commit>/`.
@@ -154,6 +154,8 @@ fn commit() -> String {
 struct Plan {
     n: usize,
     warmup: usize,
+    /// Turns the round trips are run in (direct, each engine, again).
+    rounds: usize,
     breakdown_n: usize,
     shape: Shape,
     scale_sessions: &'static [usize],
@@ -173,6 +175,7 @@ fn plan(args: &Args) -> Plan {
         Plan {
             n: 200,
             warmup: 20,
+            rounds: 2,
             breakdown_n: 50,
             shape: Shape {
                 sessions: 10,
@@ -186,6 +189,7 @@ fn plan(args: &Args) -> Plan {
         Plan {
             n: 1000,
             warmup: 50,
+            rounds: 5,
             breakdown_n: 200,
             shape: Shape {
                 sessions: 100,
@@ -202,17 +206,9 @@ async fn engine_figures(
     plan: &Plan,
     engine: Engine,
     wanted: &dyn Fn(&str) -> bool,
+    round_trip: Result<roundtrip::FullStack, String>,
 ) -> EngineFigures {
     let name = engine.name();
-    let round_trip = if wanted("round-trip") {
-        eprintln!(
-            "kandev-bench: round trip, full stack on {name} ({} + {} warm-up)",
-            plan.n, plan.warmup
-        );
-        roundtrip::full_stack(plan.n, plan.warmup, engine, false).await
-    } else {
-        skipped("round trip")
-    };
     let mut durability = round_trip.as_ref().ok().and_then(|r| r.durability.clone());
     let breakdown = if wanted("breakdown") {
         eprintln!(
@@ -274,18 +270,37 @@ async fn run(args: Args) -> ExitCode {
         skipped("mapping")
     };
     let rt_ratios = wanted("round-trip") || wanted("breakdown");
-    let baseline = if rt_ratios {
-        eprintln!(
-            "kandev-bench: round trip, direct ({} + {} warm-up)",
-            plan.n, plan.warmup
-        );
-        roundtrip::baseline(plan.n, plan.warmup).await
+    let rt_engines: &[Engine] = if wanted("round-trip") {
+        &plan.engines
     } else {
-        skipped("round trip")
+        &[]
     };
+    let (baseline, round_trips) = if rt_ratios {
+        if rt_engines.contains(&Engine::Postgres) {
+            // Up before the first turn, so every direct turn runs beside an idle server.
+            let _ = kandev_testdb::durable_cluster();
+        }
+        eprintln!(
+            "kandev-bench: round trip, {} per path (direct, full stack on {}) in {} turns, {} warm-up per turn",
+            plan.n,
+            rt_engines
+                .iter()
+                .map(|e| e.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            plan.rounds,
+            plan.warmup
+        );
+        let i = roundtrip::interleaved(plan.n, plan.warmup, plan.rounds, rt_engines).await;
+        (i.baseline, i.full)
+    } else {
+        (skipped("round trip"), Vec::new())
+    };
+    let mut round_trips = round_trips.into_iter();
     let mut engines = Vec::new();
     for &engine in &plan.engines {
-        engines.push(engine_figures(&plan, engine, &wanted).await);
+        let round_trip = round_trips.next().unwrap_or_else(|| skipped("round trip"));
+        engines.push(engine_figures(&plan, engine, &wanted, round_trip).await);
     }
     let (scale, scale_skipped) = if wanted("scale") {
         let mut points = Vec::new();
@@ -328,6 +343,7 @@ async fn run(args: Args) -> ExitCode {
         mapping,
         rt_n: plan.n,
         rt_warmup: plan.warmup,
+        rt_rounds: plan.rounds,
         breakdown_n: plan.breakdown_n,
         baseline,
         engines,

@@ -154,8 +154,8 @@ impl Report {
     fn round_trip_md(&self, md: &mut String, dir: &Path) -> std::io::Result<()> {
         let _ = writeln!(
             md,
-            "\n## Round trip (agent request → operator WebSocket event → respond → agent receives)\n\n{} sequential elicitations of the two-question bridge form per path ({} warm-up discarded), timed by the agent, timing events off. Direct: the same agent under a standalone agentctl, answered straight over the agent stream.\n",
-            self.rt_n, self.rt_warmup
+            "\n## Round trip (agent request → operator WebSocket event → respond → agent receives)\n\n{} sequential elicitations of the two-question bridge form per path, timed by the agent, timing events off, in {} turns: the direct path, then each engine's full stack, and again ({} warm-up discarded per turn), so a slow stretch of the machine falls on every path alike. Direct: the same agent under a standalone agentctl, answered straight over the agent stream.\n",
+            self.rt_n, self.rt_rounds, self.rt_warmup
         );
         let mut columns = vec!["direct (agentctl only)"];
         columns.extend(self.engines.iter().map(|e| e.engine.name()));

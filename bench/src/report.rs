@@ -84,8 +84,10 @@ pub struct Report {
     pub mapping: Result<Vec<MappingFigure>, String>,
     /// Measured round trips per path, and the warm-up discarded before them.
     pub rt_n: usize,
-    /// Warm-up round trips.
+    /// Warm-up round trips, discarded at the start of each turn.
     pub rt_warmup: usize,
+    /// Turns the paths took (direct, each engine, again), so noise falls on all alike.
+    pub rt_rounds: usize,
     /// Round trips in each breakdown pass.
     pub breakdown_n: usize,
     /// The direct path (agentctl answered over the agent stream), ms.
@@ -207,6 +209,7 @@ pub(crate) mod tests {
             }]),
             rt_n: 3,
             rt_warmup: 1,
+            rt_rounds: 1,
             breakdown_n: 0,
             baseline: Ok(vec![4.0, 5.0, 6.0]),
             engines: vec![

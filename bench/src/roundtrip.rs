@@ -9,6 +9,9 @@
 //!   `elicitation_requested`), no backend.
 //!
 //! A full-stack pass with the timing events on also yields the per-hop [`Breakdown`].
+//!
+//! [`interleaved`] runs the paths in turns (direct, each engine, direct, …), so a slow
+//! stretch of a shared machine falls on every path alike and the ratios hold still.
 
 use std::collections::HashMap;
 
@@ -327,4 +330,94 @@ pub async fn baseline(n: usize, warmup: usize) -> Result<Vec<f64>, String> {
     }
     drop(agentctl);
     rtts.map(|rtts| measured(&rtts, warmup))
+}
+
+/// How `n` measured round trips are shared among `rounds` turns: as evenly as possible,
+/// the first turns taking the remainder; never a turn of none.
+pub fn turns(n: usize, rounds: usize) -> Vec<usize> {
+    let rounds = rounds.clamp(1, n.max(1));
+    (0..rounds)
+        .map(|i| n / rounds + usize::from(i < n % rounds))
+        .collect()
+}
+
+/// The sequential round trips of the direct path and of each engine's full stack.
+#[derive(Debug)]
+pub struct Interleaved {
+    /// The direct path, ms.
+    pub baseline: Result<Vec<f64>, String>,
+    /// Per engine of the call, in its order.
+    pub full: Vec<Result<FullStack, String>>,
+}
+
+/// `n` round trips per path in `rounds` turns: the direct path, then each of `engines`,
+/// and again; each turn starts its own processes and discards its own `warmup`. A path
+/// that breaks stops taking turns and reports the break.
+pub async fn interleaved(
+    n: usize,
+    warmup: usize,
+    rounds: usize,
+    engines: &[Engine],
+) -> Interleaved {
+    let mut baseline: Result<Vec<f64>, String> = Ok(Vec::with_capacity(n));
+    let mut full: Vec<Result<FullStack, String>> = engines
+        .iter()
+        .map(|_| {
+            Ok(FullStack {
+                samples: Vec::with_capacity(n),
+                breakdown: None,
+                durability: None,
+            })
+        })
+        .collect();
+    let all = turns(n, rounds);
+    for (round, &size) in all.iter().enumerate() {
+        eprintln!(
+            "kandev-bench: round trip, turn {} of {}: {size} per path",
+            round + 1,
+            all.len()
+        );
+        if let Ok(samples) = &mut baseline {
+            match self::baseline(size, warmup).await {
+                Ok(more) => samples.extend(more),
+                Err(err) => baseline = Err(format!("turn {}: {err}", round + 1)),
+            }
+        }
+        for (&engine, path) in engines.iter().zip(full.iter_mut()) {
+            let Ok(sofar) = path else { continue };
+            match full_stack(size, warmup, engine, false).await {
+                Ok(pass) => {
+                    sofar.samples.extend(pass.samples);
+                    sofar.durability = sofar.durability.take().or(pass.durability);
+                }
+                Err(err) => *path = Err(format!("turn {}: {err}", round + 1)),
+            }
+        }
+    }
+    Interleaved { baseline, full }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::turns;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_run_is_shared_evenly_among_its_turns() {
+        assert_eq!(turns(1000, 5), [200; 5]);
+        assert_eq!(turns(10, 3), [4, 3, 3]);
+        assert_eq!(turns(2, 5), [1, 1]);
+        assert_eq!(turns(7, 0), [7]);
+    }
+
+    proptest! {
+        #[test]
+        fn turns_add_up_and_differ_by_at_most_one(n in 1usize..5000, rounds in 0usize..50) {
+            let t = turns(n, rounds);
+            prop_assert_eq!(t.iter().sum::<usize>(), n);
+            prop_assert!(t.iter().all(|&k| k > 0));
+            let (lo, hi) = (t.iter().min().copied().unwrap_or(0), t.iter().max().copied().unwrap_or(0));
+            prop_assert!(hi - lo <= 1);
+        }
+    }
 }

@@ -66,7 +66,10 @@ fn heaviest(breakdown: &Breakdown) -> String {
 fn remedy(segment: &str) -> &'static str {
     match segment {
         "kandev record + message write" => {
-            "would meet it: open the record and its chat message in one statement (one round trip and one commit, not BEGIN + two INSERTs + COMMIT) and let PostgreSQL group commits under load; the commit itself stays on the path (an elicitation the operator sees is in the database)"
+            "already one statement and one commit; what is left is the commit itself, which stays on the path (an elicitation the operator sees is in the database): would meet it: commits grouped across sessions (PostgreSQL `commit_delay`, or one commit for a batch of opens)"
+        }
+        "kandev session queue (earlier events)" => {
+            "the session's events are applied in order and the previous answer's settlement holds the writer (SQLite has one); would meet it: settle an answer in the same commit as the session's next write instead of in its own"
         }
         "HTTP respond in (request, auth, decode)" => {
             "would meet it: take answers over the operator's open WebSocket instead of a new HTTP request each"
