@@ -119,9 +119,23 @@ impl Outbox {
     /// settled by a concurrent cancel is never reported before it was requested).
     pub fn emit_if(&self, event: &AgentEvent, before: impl FnOnce() -> bool) -> Option<u64> {
         let mut inner = self.lock();
-        if !before() {
-            return None;
-        }
+        before().then(|| self.push(&mut inner, event))
+    }
+
+    /// Runs `make` under the outbox lock and emits the event it returns, if any.
+    ///
+    /// Doing the work an event reports in the same critical section orders the event ahead
+    /// of everything that work causes: an answer sent to the agent here is settled on the
+    /// stream before the agent's reply to it (its text, its `turn_completed`) can be
+    /// emitted by the task that reads the agent. `make` must not block.
+    pub fn emit_made(&self, make: impl FnOnce() -> Option<AgentEvent>) -> Option<u64> {
+        let mut inner = self.lock();
+        let event = make()?;
+        Some(self.push(&mut inner, &event))
+    }
+
+    /// Numbers `event` and hands it over or keeps it; the caller holds the lock.
+    fn push(&self, inner: &mut Inner, event: &AgentEvent) -> u64 {
         let seq = inner.next_seq;
         inner.next_seq += 1;
         let frame = Envelope::notification(seq.to_string(), action::AGENT_EVENT, event).to_text();
@@ -138,7 +152,7 @@ impl Outbox {
             }
         }
         inner.trim(self.capacity, &self.session_id);
-        Some(seq)
+        seq
     }
 
     /// Attaches `sink`: sends `first` (the attach/start response) if given, then every kept
@@ -399,5 +413,38 @@ mod tests {
         );
         assert!(ran);
         assert_eq!(outbox.emit_if(&event("yes"), || true), Some(1));
+    }
+
+    #[test]
+    fn an_event_emitted_while_made_waits_for_the_made_one() {
+        let outbox = Outbox::new("s", 10);
+        let (sink, mut rx) = sink(1);
+        outbox.attach(sink, None, None);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            outbox.emit_made(|| {
+                // What the made event's work causes (the agent's reply) is emitted by
+                // another thread; it must not get in while the work is being reported.
+                let outbox = &outbox;
+                let done_tx = done_tx.clone();
+                scope.spawn(move || {
+                    outbox.emit(&event("reply"));
+                    let _ = done_tx.send(());
+                });
+                assert_eq!(
+                    done_rx.recv_timeout(std::time::Duration::from_millis(50)),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout),
+                    "the other emit finished inside the critical section"
+                );
+                Some(event("settled"))
+            });
+        });
+        let lines: Vec<_> = frames(&mut rx)
+            .iter()
+            .map(id_and_line)
+            .map(|(_, l)| l)
+            .collect();
+        assert_eq!(lines, ["settled", "reply"]);
+        assert_eq!(outbox.emit_made(|| None), None);
     }
 }

@@ -133,6 +133,9 @@ impl Session {
 
     /// [`Self::settle`], running `delivered` between answering the agent and emitting
     /// `elicitation_settled` when the response reached the connection.
+    ///
+    /// All three happen in one outbox critical section (every step only queues a frame),
+    /// so the settlement is on the stream before anything the agent does with the answer.
     fn settle_then(
         &self,
         entry: PendingElicitation<AcpResponder>,
@@ -147,38 +150,42 @@ impl Session {
         } = entry;
         let span = tracing::info_span!("settle", session_id = %self.id, pending_id = %requested.pending_id);
         let _entered = span.enter();
-        let (outcome, sent) = match response {
-            Some(response) => {
-                let json = response.to_json();
-                match responder.respond(json.clone()) {
-                    Ok(()) => {
-                        timing::hop(timing::hop::AGENTCTL_REPLIED, &requested.pending_id);
-                        (outcome, json)
-                    }
-                    Err(err) => {
-                        tracing::warn!(error = %err, ?outcome, "could not answer the agent; its connection is gone");
-                        (SettleOutcome::AgentExited, Value::Null)
+        let mut reached = false;
+        self.outbox.emit_made(|| {
+            let (outcome, sent) = match response {
+                Some(response) => {
+                    let json = response.to_json();
+                    match responder.respond(json.clone()) {
+                        Ok(()) => {
+                            timing::hop(timing::hop::AGENTCTL_REPLIED, &requested.pending_id);
+                            (outcome, json)
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, ?outcome, "could not answer the agent; its connection is gone");
+                            (SettleOutcome::AgentExited, Value::Null)
+                        }
                     }
                 }
+                None => {
+                    // The agent is gone; nothing can be sent.
+                    drop(responder);
+                    (outcome, Value::Null)
+                }
+            };
+            reached = !sent.is_null();
+            if reached {
+                delivered();
             }
-            None => {
-                // The agent is gone; nothing can be sent.
-                drop(responder);
-                (outcome, Value::Null)
-            }
-        };
-        // The content is the operator's answer and may hold a secret (an MCP server asking
-        // for an API key), so only the action is logged; the backend gets it on the stream.
-        let action = sent.get("action").and_then(Value::as_str).unwrap_or("none");
-        tracing::info!(?outcome, action, "elicitation settled");
-        let reached = !sent.is_null();
-        if reached {
-            delivered();
-        }
-        self.emit(AgentEvent::ElicitationSettled {
-            pending_id: requested.pending_id,
-            outcome,
-            response: sent,
+            // The content is the operator's answer and may hold a secret (an MCP server
+            // asking for an API key), so only the action is logged; the backend gets it on
+            // the stream.
+            let action = sent.get("action").and_then(Value::as_str).unwrap_or("none");
+            tracing::info!(?outcome, action, "elicitation settled");
+            Some(AgentEvent::ElicitationSettled {
+                pending_id: requested.pending_id,
+                outcome,
+                response: sent,
+            })
         });
         reached
     }

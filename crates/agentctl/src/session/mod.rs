@@ -128,18 +128,23 @@ impl AgentHandler for SessionHandler {
             .map(|s| s.permission_policy)
             .unwrap_or(PermissionPolicy::Cancel);
         let (outcome, option_id) = permission_outcome(&params, policy);
-        respond_or_log(responder, outcome);
-        if let Some(session) = self.0.upgrade() {
-            let tool_call_id = params
-                .pointer("/toolCall/toolCallId")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
+        let Some(session) = self.0.upgrade() else {
+            respond_or_log(responder, outcome);
+            return;
+        };
+        let tool_call_id = params
+            .pointer("/toolCall/toolCallId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        // Answered and reported in one outbox step: the report precedes what the agent does next.
+        session.outbox.emit_made(|| {
+            respond_or_log(responder, outcome);
             tracing::info!(session_id = %session.id, ?tool_call_id, ?option_id, "permission answered by policy");
-            session.emit(AgentEvent::PermissionResolved {
+            Some(AgentEvent::PermissionResolved {
                 tool_call_id,
                 option_id,
-            });
-        }
+            })
+        });
     }
 
     fn stderr_line(&self, line: String) {

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use super::{Session, lock};
 use crate::mcp::QuestionAsker;
-use crate::questions::{AskInput, QuestionVerdict};
+use crate::questions::{AskInput, QuestionVerdict, TakenCall};
 
 impl Session {
     /// One `ask_user_question_kandev` call: announces it, then waits until the backend
@@ -54,9 +54,8 @@ impl Session {
             };
             match self.questions.take(&request_id) {
                 Some(call) => {
-                    call.finish(QuestionVerdict::Ended(ended));
+                    self.finish_and_settle(call, &request_id, QuestionVerdict::Ended(ended), ended);
                     tracing::info!(outcome = ?ended, "ask_user_question_kandev returned without an answer");
-                    self.emit(AgentEvent::AskUserQuestionSettled { request_id: request_id.clone(), outcome: ended });
                     QuestionVerdict::Ended(ended)
                 }
                 // Someone else took it at the same moment; its verdict is on the way.
@@ -83,14 +82,13 @@ impl Session {
         } else {
             SettleOutcome::Answered
         };
-        if !call.finish(QuestionVerdict::Responded(respond.result.clone())) {
-            tracing::warn!(request_id = %respond.request_id, "the caller stopped waiting just now");
-        }
-        tracing::info!(session_id = %self.id, request_id = %respond.request_id, ?outcome, "ask_user_question_kandev answered");
-        self.emit(AgentEvent::AskUserQuestionSettled {
-            request_id: respond.request_id.clone(),
+        self.finish_and_settle(
+            call,
+            &respond.request_id,
+            QuestionVerdict::Responded(respond.result.clone()),
             outcome,
-        });
+        );
+        tracing::info!(session_id = %self.id, request_id = %respond.request_id, ?outcome, "ask_user_question_kandev answered");
         Ok(())
     }
 
@@ -105,15 +103,30 @@ impl Session {
             ));
         };
         let outcome = SettleOutcome::OperatorCancelled;
-        if !call.finish(QuestionVerdict::Ended(outcome)) {
-            tracing::warn!(request_id, "the caller stopped waiting just now");
-        }
+        self.finish_and_settle(call, request_id, QuestionVerdict::Ended(outcome), outcome);
         tracing::info!(session_id = %self.id, request_id, "ask_user_question_kandev cancelled by the operator");
-        self.emit(AgentEvent::AskUserQuestionSettled {
-            request_id: request_id.to_owned(),
-            outcome,
-        });
         Ok(())
+    }
+
+    /// Returns a taken call with `verdict` and emits `ask_user_question_settled` in one
+    /// outbox critical section, so the settlement is on the stream before anything the
+    /// agent does once its tool call returns.
+    fn finish_and_settle(
+        &self,
+        call: TakenCall,
+        request_id: &str,
+        verdict: QuestionVerdict,
+        outcome: SettleOutcome,
+    ) {
+        self.outbox.emit_made(|| {
+            if !call.finish(verdict) {
+                tracing::warn!(request_id, "the caller stopped waiting just now");
+            }
+            Some(AgentEvent::AskUserQuestionSettled {
+                request_id: request_id.to_owned(),
+                outcome,
+            })
+        });
     }
 
     /// `ask_user_question_kandev` calls still waiting, oldest first.
