@@ -150,7 +150,8 @@ impl Session {
         } = entry;
         let span = tracing::info_span!("settle", session_id = %self.id, pending_id = %requested.pending_id);
         let _entered = span.enter();
-        let mut reached = false;
+        // (outcome, action, whether the response reached the connection), for the log line.
+        let mut settled = (outcome, "none", false);
         self.outbox.emit_made(|| {
             let (outcome, sent) = match response {
                 Some(response) => {
@@ -172,21 +173,21 @@ impl Session {
                     (outcome, Value::Null)
                 }
             };
-            reached = !sent.is_null();
+            let reached = !sent.is_null();
             if reached {
                 delivered();
             }
-            // The content is the operator's answer and may hold a secret (an MCP server
-            // asking for an API key), so only the action is logged; the backend gets it on
-            // the stream.
-            let action = sent.get("action").and_then(Value::as_str).unwrap_or("none");
-            tracing::info!(?outcome, action, "elicitation settled");
+            settled = (outcome, action_of(&sent), reached);
             Some(AgentEvent::ElicitationSettled {
                 pending_id: requested.pending_id,
                 outcome,
                 response: sent,
             })
         });
+        // The content is the operator's answer and may hold a secret (an MCP server asking
+        // for an API key), so only the action is logged; the backend gets it on the stream.
+        let (outcome, action, reached) = settled;
+        tracing::info!(?outcome, action, "elicitation settled");
         reached
     }
 
@@ -261,5 +262,16 @@ impl Session {
         for entry in self.pending.drain() {
             self.settle(entry, outcome, response.clone());
         }
+    }
+}
+
+/// The `action` of an ACP elicitation response (`"none"` when nothing was sent).
+fn action_of(sent: &Value) -> &'static str {
+    match sent.get("action").and_then(Value::as_str) {
+        Some("accept") => "accept",
+        Some("decline") => "decline",
+        Some("cancel") => "cancel",
+        Some(_) => "other",
+        None => "none",
     }
 }

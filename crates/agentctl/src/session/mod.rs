@@ -136,10 +136,10 @@ impl AgentHandler for SessionHandler {
             .pointer("/toolCall/toolCallId")
             .and_then(Value::as_str)
             .map(str::to_owned);
+        tracing::info!(session_id = %session.id, ?tool_call_id, ?option_id, "permission answered by policy");
         // Answered and reported in one outbox step: the report precedes what the agent does next.
         session.outbox.emit_made(|| {
             respond_or_log(responder, outcome);
-            tracing::info!(session_id = %session.id, ?tool_call_id, ?option_id, "permission answered by policy");
             Some(AgentEvent::PermissionResolved {
                 tool_call_id,
                 option_id,
