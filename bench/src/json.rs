@@ -59,7 +59,7 @@ impl Report {
             .scale
             .iter()
             .map(|p| {
-                json!({"sessions": p.sessions, "elicitations_per_session": self.scale_per_session,
+                json!({"sessions": p.sessions, "elicitations_per_session": self.scale_per_session, "rounds": p.rounds,
                 "result": or_error(&p.result, load_json)})
             })
             .collect();

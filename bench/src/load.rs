@@ -73,6 +73,8 @@ pub struct LoadResult {
     /// Answered elicitations per second: first request sent (open-then-answer: first
     /// answer posted) to last response received.
     pub throughput: f64,
+    /// The seconds [`Self::throughput`] is counted over.
+    pub busy_seconds: f64,
     /// Open-then-answer: seconds from the first session start until every elicitation
     /// was open (seen by the operators).
     pub open_seconds: Option<f64>,
@@ -90,6 +92,42 @@ pub struct LoadResult {
     pub agentctls: usize,
     /// The commit settings kandev reported for its database.
     pub durability: Option<String>,
+}
+
+impl LoadResult {
+    /// Adds another round of the same shape: counts summed, percentiles over every sample,
+    /// throughput over both rounds' busy time, peaks and the slowest open kept.
+    pub fn absorb(&mut self, other: LoadResult) {
+        self.sent += other.sent;
+        self.answered += other.answered;
+        self.lost += other.lost;
+        self.doubled += other.doubled;
+        self.crossed += other.crossed;
+        self.respond_errors += other.respond_errors;
+        self.busy_seconds += other.busy_seconds;
+        self.throughput = throughput(self.answered, self.busy_seconds);
+        self.open_seconds = match (self.open_seconds, other.open_seconds) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.samples.extend(other.samples);
+        self.answer_to_agent = percentiles(&self.samples);
+        self.kandev_peak_rss = self.kandev_peak_rss.max(other.kandev_peak_rss);
+        self.agentctl_peak_rss = self.agentctl_peak_rss.max(other.agentctl_peak_rss);
+        self.agentctl_median_peak_rss = self
+            .agentctl_median_peak_rss
+            .max(other.agentctl_median_peak_rss);
+        self.agentctls = self.agentctls.max(other.agentctls);
+        self.durability = self.durability.take().or(other.durability);
+    }
+}
+
+fn throughput(answered: usize, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        answered as f64 / seconds
+    } else {
+        0.0
+    }
 }
 
 fn slot(pending_id: &str, operators: usize) -> usize {
@@ -402,11 +440,8 @@ async fn measure(
         Pattern::OpenThenAnswer => posted.values().copied().min(),
     };
     let span = last_recv.saturating_sub(first.unwrap_or_default()) as f64 / 1e9;
-    result.throughput = if span > 0.0 {
-        result.answered as f64 / span
-    } else {
-        0.0
-    };
+    result.busy_seconds = span;
+    result.throughput = throughput(result.answered, span);
     result.answer_to_agent = percentiles(&result.samples);
     if result.sent < total {
         return Err(format!(
@@ -420,6 +455,34 @@ async fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn round(samples: &[f64], busy_seconds: f64, rss: u64, open: f64) -> LoadResult {
+        LoadResult {
+            sent: samples.len(),
+            answered: samples.len(),
+            samples: samples.to_vec(),
+            answer_to_agent: percentiles(samples),
+            busy_seconds,
+            throughput: throughput(samples.len(), busy_seconds),
+            kandev_peak_rss: rss,
+            open_seconds: Some(open),
+            ..LoadResult::default()
+        }
+    }
+
+    #[test]
+    fn absorbed_rounds_count_every_sample_once() {
+        let mut first = round(&[1.0, 2.0], 1.0, 10, 0.5);
+        let mut second = round(&[3.0, 40.0], 3.0, 30, 0.2);
+        second.lost = 1;
+        first.absorb(second);
+        assert_eq!((first.sent, first.answered, first.lost), (4, 4, 1));
+        assert_eq!(first.answer_to_agent, percentiles(&[1.0, 2.0, 3.0, 40.0]));
+        assert_eq!(first.answer_to_agent.max, 40.0);
+        assert_eq!(first.throughput, 1.0, "4 answered over 4 busy seconds");
+        assert_eq!(first.kandev_peak_rss, 30);
+        assert_eq!(first.open_seconds, Some(0.5), "the slowest round's open");
+    }
 
     #[test]
     fn every_pending_id_has_exactly_one_operator() {

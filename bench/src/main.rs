@@ -159,10 +159,18 @@ struct Plan {
     breakdown_n: usize,
     shape: Shape,
     scale_sessions: &'static [usize],
+    /// A scale point runs rounds until it has at least this many answers.
+    scale_min_answers: usize,
     engines: Vec<Engine>,
 }
 
 const SCALE_PER_SESSION: usize = 10;
+
+/// Rounds of a scale point of `sessions` for at least `min_answers` answers (p99 of the
+/// 10-session point's 100 answers alone would be its second-largest sample).
+fn scale_rounds(sessions: usize, min_answers: usize) -> usize {
+    min_answers.div_ceil(sessions * SCALE_PER_SESSION).max(1)
+}
 
 fn plan(args: &Args) -> Plan {
     let engines = match args.engine {
@@ -183,6 +191,7 @@ fn plan(args: &Args) -> Plan {
                 operators,
             },
             scale_sessions: &[10],
+            scale_min_answers: 1,
             engines,
         }
     } else {
@@ -197,6 +206,7 @@ fn plan(args: &Args) -> Plan {
                 operators,
             },
             scale_sessions: &[10, 100, 1000],
+            scale_min_answers: 1000,
             engines,
         }
     }
@@ -305,16 +315,31 @@ async fn run(args: Args) -> ExitCode {
     let (scale, scale_skipped) = if wanted("scale") {
         let mut points = Vec::new();
         for &sessions in plan.scale_sessions {
+            let rounds = scale_rounds(sessions, plan.scale_min_answers);
             eprintln!(
-                "kandev-bench: scale, {sessions} sessions × {SCALE_PER_SESSION} open, one remote agentctl"
+                "kandev-bench: scale, {sessions} sessions × {SCALE_PER_SESSION} open, one remote agentctl, {rounds} round(s)"
             );
             let shape = Shape {
                 sessions,
                 per_session: SCALE_PER_SESSION,
                 operators: plan.shape.operators,
             };
-            let result = load::run(shape, Engine::Sqlite, Pattern::OpenThenAnswer).await;
-            points.push(ScalePoint { sessions, result });
+            let mut result = load::run(shape, Engine::Sqlite, Pattern::OpenThenAnswer).await;
+            for _ in 1..rounds {
+                let next = load::run(shape, Engine::Sqlite, Pattern::OpenThenAnswer).await;
+                result = match (result, next) {
+                    (Ok(mut all), Ok(next)) => {
+                        all.absorb(next);
+                        Ok(all)
+                    }
+                    (Err(err), _) | (_, Err(err)) => Err(err),
+                };
+            }
+            points.push(ScalePoint {
+                sessions,
+                rounds,
+                result,
+            });
         }
         (points, None)
     } else {
@@ -422,5 +447,17 @@ mod tests {
         );
         assert_eq!(plan(&Args::default()).engines, Engine::ALL);
         assert_eq!(plan(&Args::default()).scale_sessions, [10, 100, 1000]);
+        let full = plan(&Args::default());
+        let rounds: Vec<_> = full
+            .scale_sessions
+            .iter()
+            .map(|&s| scale_rounds(s, full.scale_min_answers))
+            .collect();
+        assert_eq!(rounds, [10, 1, 1]);
+        let quick = plan(&args(&["run", "--quick"]).expect("ok"));
+        assert_eq!(
+            scale_rounds(quick.scale_sessions[0], quick.scale_min_answers),
+            1
+        );
     }
 }

@@ -330,6 +330,9 @@ impl Report {
             "\n## Scale (SQLite; every session on one remote agentctl; {} elicitations per session, all open at once, then answered by 10 operator clients)\n",
             self.scale_per_session
         );
+        md.push_str(
+            "A small point runs several rounds, each on fresh processes, and its figures pool them, so every p99 is read over about as many answers (time to open all: the slowest round).\n\n",
+        );
         if let Some(why) = &self.scale_skipped {
             let _ = writeln!(md, "{why}");
             return Ok(());
@@ -339,6 +342,7 @@ impl Report {
             "sessions",
             &[
                 "open at once",
+                "rounds",
                 "answered once",
                 "time to open all",
                 "answer-to-agent p50",
@@ -351,8 +355,9 @@ impl Report {
         for p in &self.scale {
             let cells = match &p.result {
                 Ok(l) => vec![
-                    l.sent.to_string(),
-                    l.answered.to_string(),
+                    (p.sessions * self.scale_per_session).to_string(),
+                    p.rounds.to_string(),
+                    format!("{} of {}", l.answered, l.sent),
                     l.open_seconds
                         .map(|s| format!("{s:.1} s"))
                         .unwrap_or_default(),

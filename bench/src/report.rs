@@ -62,6 +62,9 @@ impl EngineFigures {
 pub struct ScalePoint {
     /// Sessions.
     pub sessions: usize,
+    /// Rounds of that shape run (each on fresh processes) and absorbed into `result`, so
+    /// a small point's p99 is read over as many answers as a large one's.
+    pub rounds: usize,
     /// What it measured.
     pub result: Result<LoadResult, String>,
 }
@@ -224,6 +227,7 @@ pub(crate) mod tests {
             scale_per_session: 2,
             scale: vec![ScalePoint {
                 sessions: 1,
+                rounds: 1,
                 result: Ok(load.clone()),
             }],
             scale_skipped: None,
