@@ -16,7 +16,7 @@ use crate::model::{
     Clarification, ClarificationStatus, Message, NewClarification, NewMessage, Outcome, SettledBy,
     Settlement, Source, Timestamp,
 };
-use crate::store::clarifications::answer_patch;
+use crate::store::clarifications::{answer_patch, record_answer_sql};
 use crate::store::{ClarificationFilter, ClarificationStore, SettledRecord, StoreError};
 
 pub(super) const COLUMNS: &str = "pending_id, source, task_id, session_id, message_id, tool_call_id, message, questions, status, outcome, settled_by, answer, answered_by, created_at, settled_at";
@@ -270,12 +270,9 @@ async fn record_answer(
         .as_ref()
         .map(|a| serde_json::to_value(a).map_err(|err| StoreError::Query(err.to_string())))
         .transpose()?;
-    let recorded = sqlx::query(&format!(
-        "UPDATE clarifications SET answer = COALESCE($4, answer), answered_by = $5 \
-         WHERE pending_id = $1 AND $2 = 'operator' AND settled_by = 'agentctl' \
-           AND status = $3 AND answered_by IS NULL AND {fence} \
-         RETURNING {COLUMNS}",
-        fence = super::fenced("clarifications.session_id", "$6")
+    let recorded = sqlx::query(&record_answer_sql(
+        &super::fenced("clarifications.session_id", "$6"),
+        COLUMNS,
     ))
     .bind(pending_id)
     .bind(s.by.as_str())
