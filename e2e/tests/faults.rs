@@ -497,10 +497,28 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
         "not every elicitation was answered: {answered:?}, respond statuses {statuses:?}"
     );
     let frames = scenarios.frames();
-    poll_until("every response at the agent", TURN_DEADLINE, || async {
+    let delivered = poll(TURN_DEADLINE, || async {
         (frames.elicitation_responses().len() >= N).then_some(())
     })
     .await;
+    if delivered.is_none() {
+        let records: Vec<String> = kandev
+            .clarifications(&sid, None)
+            .await
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} by {}",
+                    r["message"], r["pending_id"], r["status"], r["settled_by"]
+                )
+            })
+            .collect();
+        panic!(
+            "the agent got {} of {N} responses; records {records:?}; respond statuses {statuses:?}; \
+             settled without a 200 {late_settled:?}",
+            frames.elicitation_responses().len()
+        );
+    }
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     let cuts = cutter.await.expect("cutter");
     proxy.restore();
