@@ -172,6 +172,16 @@ fn scale_rounds(sessions: usize, min_answers: usize) -> usize {
     min_answers.div_ceil(sessions * SCALE_PER_SESSION).max(1)
 }
 
+/// `rounds` rounds of the scale `shape`, each on fresh processes, pooled; a failed round
+/// ends the point with its error.
+async fn scale_point(shape: Shape, rounds: usize) -> Result<load::LoadResult, String> {
+    let mut all = load::run(shape, Engine::Sqlite, Pattern::OpenThenAnswer).await?;
+    for _ in 1..rounds {
+        all.absorb(load::run(shape, Engine::Sqlite, Pattern::OpenThenAnswer).await?);
+    }
+    Ok(all)
+}
+
 fn plan(args: &Args) -> Plan {
     let engines = match args.engine {
         Some(engine) => vec![engine],
@@ -324,21 +334,10 @@ async fn run(args: Args) -> ExitCode {
                 per_session: SCALE_PER_SESSION,
                 operators: plan.shape.operators,
             };
-            let mut result = load::run(shape, Engine::Sqlite, Pattern::OpenThenAnswer).await;
-            for _ in 1..rounds {
-                let next = load::run(shape, Engine::Sqlite, Pattern::OpenThenAnswer).await;
-                result = match (result, next) {
-                    (Ok(mut all), Ok(next)) => {
-                        all.absorb(next);
-                        Ok(all)
-                    }
-                    (Err(err), _) | (_, Err(err)) => Err(err),
-                };
-            }
             points.push(ScalePoint {
                 sessions,
                 rounds,
-                result,
+                result: scale_point(shape, rounds).await,
             });
         }
         (points, None)
