@@ -133,6 +133,8 @@ pub async fn serve(mut config: Config, profiles: Profiles) -> Result<(), StartEr
         source,
     })?;
     let scheme = if listener.is_tls() { "https" } else { "http" };
+    // Signals are listened for before anyone learns kandev is up (see `Signals`).
+    let mut signals = crate::shutdown::Signals::listen();
     println!("{LISTENING_PREFIX}{addr}");
     tracing::info!(
         %addr,
@@ -153,8 +155,8 @@ pub async fn serve(mut config: Config, profiles: Profiles) -> Result<(), StartEr
         })
         .into_future(),
     );
-    crate::shutdown::signal().await;
-    crate::shutdown::exit_on_second_signal();
+    signals.next().await;
+    crate::shutdown::exit_on_second_signal(signals);
     let server = crate::shutdown::HttpServer { stop, task };
     match crate::shutdown::drain(&state, server).await {
         Some(Err(source)) => Err(StartError::Listen {

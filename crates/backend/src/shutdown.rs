@@ -98,35 +98,61 @@ async fn finish_requests(
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn signal() {
-    let ctrl_c = async {
+/// SIGINT and SIGTERM, listened for from the moment [`Signals::listen`] returns: made
+/// before the server takes its first request, so a signal sent as soon as kandev answers
+/// is drained, never the default action's abrupt end.
+pub struct Signals {
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// Starts listening (a listener that cannot be installed is one that never fires).
+    pub fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// Resolves on the next SIGINT or SIGTERM.
+    pub async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn recv(signal: &mut Option<tokio::signal::unix::Signal>) {
+                let received = match signal {
+                    Some(signal) => signal.recv().await.is_some(),
+                    None => false,
+                };
+                if !received {
+                    std::future::pending::<()>().await;
+                }
+            }
+            tokio::select! {
+                () = recv(&mut self.interrupt) => {}
+                () = recv(&mut self.terminate) => {}
+            }
+        }
+        #[cfg(not(unix))]
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut sig) => {
-                sig.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = terminate => {}
     }
 }
 
 /// After the first signal: a second one exits at once (exit code 130). Local agentctls
 /// still go, as their stdin pipe closes with this process.
-pub fn exit_on_second_signal() {
-    tokio::spawn(async {
-        signal().await;
+pub fn exit_on_second_signal(mut signals: Signals) {
+    tokio::spawn(async move {
+        signals.next().await;
         tracing::warn!("second signal: exiting without finishing the drain");
         std::process::exit(130);
     });

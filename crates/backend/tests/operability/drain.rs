@@ -21,6 +21,20 @@ async fn session_with_a_question(kandev: &Kandev) -> String {
 }
 
 #[tokio::test]
+async fn a_sigterm_sent_the_moment_kandev_says_it_listens_is_drained() {
+    // Kandev::start returns as soon as the listening line is printed.
+    let mut kandev = Kandev::start().await;
+    kandev.sigterm();
+    assert_eq!(
+        kandev.wait_exit().await,
+        Some(0),
+        "drained and exited, not ended by the signal's default action"
+    );
+    let log = kandev.stderr();
+    assert!(log.contains("drained"), "{log}");
+}
+
+#[tokio::test]
 async fn sigterm_with_a_question_waiting_cancels_it_and_exits_promptly() {
     let mut kandev =
         Kandev::start_with(Options::default().env("KANDEV_FEATURES_ACP_ELICITATION", "true")).await;
