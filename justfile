@@ -45,7 +45,7 @@ postgres: pg-deps e2e-deps
     cargo build --workspace --bins
     TEST_DATABASE=postgres cargo test --workspace $({{just_executable()}} _targets crates/backend/tests e2e/tests) -- --test-threads 4
 
-# Release archive target/dist/kandev-<version>-<target>.tar.gz: release kandev, agentctl and mock-agent, an example kandev.toml, systemd units, the README's Deploying section.
+# Release archive target/dist/kandev-<version>-<target>.tar.gz: release kandev, agentctl and mock-agent, an example kandev.toml, systemd units, docs/deploying.md as DEPLOY.md.
 dist:
     cargo build --release --workspace --bins
     dist/package.sh target/release target/dist

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs BIN_DIR's kandev, agentctl and mock-agent with the example kandev.toml, the
-# systemd units and the README's "Deploying" section into
+# systemd units and the deploying guide (docs/deploying.md, as DEPLOY.md) into
 # OUT_DIR/kandev-<version>-<target>.tar.gz, and prints its path. `just dist` runs it on
 # release binaries, `just dist-dev` (and the e2e test of the archive) on the dev ones.
 # DIST_GZIP_LEVEL (default 9) trades size for time.
@@ -22,9 +22,7 @@ install -m 0755 "$bin/kandev" "$bin/agentctl" "$bin/mock-agent" "$stage/$name/bi
 install -m 0644 "$root/dist/kandev.toml" "$stage/$name/kandev.toml"
 install -m 0644 "$root/dist/systemd/kandev.service" "$root/dist/systemd/agentctl.service" \
     "$stage/$name/systemd/"
-# The README's Deploying section: from its heading up to the next second-level one.
-awk '/^## /{on = ($0 == "## Deploying")} on' "$root/README.md" > "$stage/$name/DEPLOY.md"
-[[ -s $stage/$name/DEPLOY.md ]] || { echo "package.sh: README.md has no '## Deploying'" >&2; exit 1; }
+install -m 0644 "$root/docs/deploying.md" "$stage/$name/DEPLOY.md"
 
 mkdir -p "$out"
 tar -C "$stage" -cf - "$name" | gzip "-${DIST_GZIP_LEVEL:-9}" > "$out/$name.tar.gz"

@@ -41,4 +41,6 @@ pub mod state;
 pub mod store;
 
 #[cfg(test)]
+mod module_map;
+#[cfg(test)]
 pub(crate) mod testing;

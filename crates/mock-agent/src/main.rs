@@ -1,6 +1,6 @@
 //! `mock-agent`: a scripted ACP agent over stdio, for demos and tests of Kandev.
 //!
-//! See `mock-agent --help` and `notes/scenario-format.md` for the scenario format.
+//! See `mock-agent --help` (its long help, `LONG_ABOUT` below) for the scenario format.
 
 mod agent;
 mod bridge_form;

@@ -1,6 +1,6 @@
 //! The scenario format: a named list of steps the agent plays for one turn.
 //!
-//! The contract is `notes/scenario-format.md`; parsing is strict so that a typo
+//! The contract is the step types below (summarised by `mock-agent --help`); parsing is strict so that a typo
 //! in a scenario is a clear error naming the step, never a silently skipped one.
 
 use std::collections::BTreeSet;
