@@ -87,9 +87,12 @@ pub mod order;
 pub mod question;
 pub mod request;
 pub mod response;
+pub mod secret;
 
 mod companion;
 mod format;
+mod pattern;
+
 mod schema;
 mod size;
 
@@ -98,3 +101,4 @@ pub use order::compare_keys;
 pub use question::{Constraints, CustomAnswer, Question, QuestionKind, QuestionOption};
 pub use request::{Decline, DeclineReason, MappedElicitation, map_request};
 pub use response::{AnswerError, ElicitationResponse, build_response};
+pub use secret::{REDACTED, is_secret, redact};
