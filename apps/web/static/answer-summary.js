@@ -36,9 +36,10 @@ export function deliveredLines(answer, questions = []) {
     const sent = key in content;
     const chosen = (a.selected_options ?? []).map((id) => (q.options ?? []).find((o) => o.id === id)?.label ?? id);
     const typed = (a.custom_text ?? "").trim();
+    const textSent = typed !== "" && ((q.custom_answer && q.custom_answer.key in content) || ((q.options ?? []).length === 0 && q.id in content));
     let notSent = null;
-    if (sent && key !== q.id && chosen.length > 0) notSent = chosen.join(", ");
-    else if (!sent && typed !== "") notSent = isSecret(q) ? t("answer.hidden") : typed;
+    if (textSent && q.custom_answer && chosen.length > 0) notSent = chosen.join(", "); // the typed answer replaced them
+    else if (typed !== "" && !textSent) notSent = isSecret(q) ? t("answer.hidden") : typed; // text with nowhere to go
     if (!sent && !notSent) continue;
     lines.push({
       questionId: q.id,
