@@ -65,11 +65,12 @@ mod tests {
             "name": {"type": "string"},
             "tokens_used": {"type": "integer"}
         }));
-        let secret: Vec<&str> = qs
+        let mut secret: Vec<&str> = qs
             .iter()
             .filter(|q| is_secret(q))
             .map(|q| q.id.as_str())
             .collect();
+        secret.sort_unstable();
         assert_eq!(
             secret,
             [
