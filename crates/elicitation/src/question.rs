@@ -92,7 +92,7 @@ pub struct Constraints {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_items: Option<u64>,
     /// The schema's `writeOnly: true`: the value goes to the agent and is never shown
-    /// back or kept (see [`crate::secret`]).
+    /// back or kept (kandev-elicitation `secret.rs`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub write_only: bool,
 }

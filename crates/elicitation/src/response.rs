@@ -471,9 +471,8 @@ mod tests {
 
     #[test]
     fn ecma_lookaround_and_backreferences_are_enforced() {
-        let m = mapped(
-            json!({"env": {"type": "string", "pattern": r"^prod-(?=[0-9]+$)([0-9])\1$"}}),
-        );
+        let m =
+            mapped(json!({"env": {"type": "string", "pattern": r"^prod-(?=[0-9]+$)([0-9])\1$"}}));
         let err = submit(&m, vec![answer("env", &[], "prod-45")]).expect_err("refused");
         assert!(
             matches!(err, AnswerError::ConstraintViolated { ref constraint, .. } if constraint == "pattern"),

@@ -450,14 +450,21 @@ mod tests {
             Property::Question(q) => q,
             other => panic!("expected a question, got {other:?}"),
         };
-        let name = q(json!({"anyOf": [{"type": "string", "maxLength": 8}, {"type": "null"}],
-                            "default": null, "title": "Name"}));
+        let name = q(
+            json!({"anyOf": [{"type": "string", "maxLength": 8}, {"type": "null"}],
+                            "default": null, "title": "Name"}),
+        );
         assert_eq!(name.kind, QuestionKind::Text);
         assert_eq!(name.title.as_deref(), Some("Name"));
         assert_eq!(name.constraints.max_length, Some(8));
-        assert!(!name.required, "nullable means optional, even when listed in required");
+        assert!(
+            !name.required,
+            "nullable means optional, even when listed in required"
+        );
         assert_eq!(name.default, None);
-        let size = q(json!({"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 1}], "default": 3}));
+        let size = q(
+            json!({"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 1}], "default": 3}),
+        );
         assert_eq!(size.kind, QuestionKind::Integer);
         assert_eq!(size.constraints.minimum, Some(1.0));
         assert_eq!(size.default, Some(json!(3)));

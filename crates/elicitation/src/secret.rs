@@ -105,7 +105,11 @@ mod tests {
         let kept = redact(&qs, &answer);
         assert_eq!(kept.answers[0].custom_text, REDACTED);
         assert_eq!(kept.answers[1].custom_text, "svc");
-        assert!(!serde_json::to_string(&kept).expect("json").contains("sk-live"));
+        assert!(
+            !serde_json::to_string(&kept)
+                .expect("json")
+                .contains("sk-live")
+        );
     }
 
     proptest! {

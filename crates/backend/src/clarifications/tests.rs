@@ -423,7 +423,10 @@ async fn a_secret_answer_reaches_the_agent_and_is_kept_redacted() {
     );
     let rec = record_becomes(&state, "p-1", ClarificationStatus::Answered).await;
     let kept = serde_json::to_string(&rec).expect("json");
-    assert!(!kept.contains("sk-live"), "the record keeps no secret: {kept}");
+    assert!(
+        !kept.contains("sk-live"),
+        "the record keeps no secret: {kept}"
+    );
     assert_eq!(
         rec.answer.expect("answer").answers[0].custom_text,
         kandev_elicitation::REDACTED
