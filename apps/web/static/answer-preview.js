@@ -9,7 +9,7 @@ import { t } from "./i18n.js";
 
 /** `{element, update(payload)}` for the questions of one record. */
 export function answerPreview(questions) {
-  const value = h("code", { class: "preview-content", "data-testid": "clarification-preview-content" });
+  const value = h("code", { class: "preview-content", translate: "no", "data-testid": "clarification-preview-content" });
   const element = h("p", { class: "answer-preview", "data-testid": "clarification-preview", "aria-live": "off" });
   return {
     element,
