@@ -417,9 +417,9 @@ async fn a_secret_answer_reaches_the_agent_and_is_kept_redacted() {
         .await
         .expect("delivered");
     let sent = link.calls_of(action::ELICITATIONS_RESPOND);
-    assert_eq!(
-        sent[0]["answer"]["answers"][0]["custom_text"], "sk-live-0123",
-        "the agent gets the value"
+    assert!(
+        sent[0].to_string().contains("sk-live-0123"),
+        "the agent gets the value: {sent:?}"
     );
     let rec = record_becomes(&state, "p-1", ClarificationStatus::Answered).await;
     let kept = serde_json::to_string(&rec).expect("json");
