@@ -585,8 +585,8 @@ fn extension_constraint_pattern_is_an_unanchored_search() {
 fn extension_constraint_invalid_pattern_fails_closed() {
     // Decision 0015: a pattern nothing can compile refuses the answer, never passes it.
     let m = form(json!({"t": {"type": "string", "pattern": "(unclosed"}}));
-    let err = build_response(&m, &submission(vec![answer("t", &[], "anything")]))
-        .expect_err("refused");
+    let err =
+        build_response(&m, &submission(vec![answer("t", &[], "anything")])).expect_err("refused");
     assert!(
         matches!(err, AnswerError::ConstraintViolated { ref constraint, .. } if constraint == "pattern"),
         "{err:?}"
