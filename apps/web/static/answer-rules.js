@@ -27,6 +27,25 @@ export function controlFor(question) {
   return "text";
 }
 
+const SECRET_KEY_ENDINGS = ["key", "token", "secret", "password", "passwd"];
+
+/**
+ * Whether a question asks for a secret (an API key, a token, a password): the same rule as
+ * kandev-elicitation's `secret.rs` — `format: password`, `writeOnly`, or a key ending in
+ * key/token/secret/password. Its field is masked and its value never shown back.
+ */
+export function isSecret(question) {
+  const c = question?.constraints ?? {};
+  if (c.write_only === true || c.format === "password") return true;
+  const key = String(question?.id ?? "").toLowerCase();
+  return SECRET_KEY_ENDINGS.some((end) => key.endsWith(end));
+}
+
+/** Whether a question's prompt is its own description (not the request message, D10). */
+export function hasOwnPrompt(record, question) {
+  return Boolean(question.prompt) && question.prompt !== record?.message && question.prompt !== question.title && question.prompt !== question.id;
+}
+
 /** Whether a select question also offers a custom-answer field. */
 export function hasCustomField(record, question) {
   if (controlFor(question) !== "select") return true; // text and number are typed
@@ -52,6 +71,56 @@ export function buildPayload(questions, states) {
     if (a) answers.push(a);
   }
   return { answers, rejected: false, reject_reason: "" };
+}
+
+/** What the agent's text-typed key gets: a JSON boolean or number for typed kinds, else the text. */
+function typedValue(question, text) {
+  if (question.kind === "boolean") return text.toLowerCase() === "true";
+  if (question.kind === "number" || question.kind === "integer") return Number(text);
+  return text;
+}
+
+/**
+ * The `content` of the ACP `accept` response agentctl builds from `payload` (kandev-elicitation
+ * `build_response`): sparse, keyed by the schema's keys; trimmed text goes to the companion
+ * when there is one (the selection is then not sent), else to the question's own key when it
+ * has no options (typed); otherwise the selection (one const, or consts in declaration order).
+ */
+export function deliveredContent(questions, payload) {
+  const content = {};
+  const byId = new Map(questions.map((q) => [q.id, q]));
+  for (const a of payload.answers ?? []) {
+    const q = byId.get(a.question_id);
+    if (!q) continue;
+    const text = (a.custom_text ?? "").trim();
+    const options = q.options ?? [];
+    if (text !== "" && q.custom_answer) {
+      content[q.custom_answer.key] = text;
+      continue;
+    }
+    if (text !== "" && options.length === 0) {
+      content[q.id] = typedValue(q, text);
+      continue;
+    }
+    const chosen = new Set(a.selected_options ?? []);
+    const selected = options.map((o) => o.id).filter((id) => chosen.has(id));
+    if (selected.length === 0) continue;
+    content[q.id] = q.kind === "multi_select" ? selected : selected[0];
+  }
+  return content;
+}
+
+/** Placeholder for a secret value wherever an answer is shown. */
+export const SECRET_MASK = "••••••";
+
+/** `content` with the values of secret questions masked (for showing, never for sending). */
+export function maskedContent(questions, content) {
+  const shown = { ...content };
+  for (const q of questions) {
+    if (!isSecret(q)) continue;
+    for (const key of [q.id, q.custom_answer?.key].filter(Boolean)) if (key in shown) shown[key] = SECRET_MASK;
+  }
+  return shown;
 }
 
 /** The payload for Skip. */
@@ -134,9 +203,10 @@ export function validate(record, question, state) {
       try {
         re = new RegExp(c.pattern, "u");
       } catch {
-        re = null; // an invalid pattern is agentctl's to judge
+        // Fails closed, as agentctl does: a pattern nothing can check never passes.
+        return { key: "clar.err.patternUnusable", vars: { pattern: c.pattern }, pattern: c.pattern };
       }
-      if (re && !re.test(text)) return { key: "clar.err.pattern", vars: { pattern: c.pattern } };
+      if (!re.test(text)) return { key: "clar.err.pattern", vars: { pattern: c.pattern }, pattern: c.pattern };
     }
     if (c.format && matchesFormat(c.format, text) === false) return { key: `clar.err.format.${c.format}` };
   }

@@ -4,6 +4,7 @@
 import { api } from "./api.js";
 import { announce, h, replace, timeEl, uid } from "./dom.js";
 import { t } from "./i18n.js";
+import { createNeedsYou } from "./needs-you.js";
 import { latestSession, stateBadge, stateLabel, stateVariant } from "./state.js";
 import { supersedes } from "./live.js";
 import { coalesce } from "./refresh.js";
@@ -198,10 +199,13 @@ export function mountBoard(root, { navigate }) {
       status.textContent = t("common.error", { message: err.message });
     }
   });
+  // The questions waiting, longest wait first, above everything else.
+  const needsYou = createNeedsYou();
   replace(root,
     h("div", { class: "board" },
       h("section", { class: "board-main", "aria-labelledby": "board-h" },
         h("h1", { id: "board-h" }, t("board.heading")),
+        needsYou.element,
         flagHint,
         status,
         list),
@@ -220,5 +224,8 @@ export function mountBoard(root, { navigate }) {
   ];
   load();
   loadHint();
-  return () => offs.forEach((off) => off());
+  return () => {
+    needsYou.unmount();
+    offs.forEach((off) => off());
+  };
 }

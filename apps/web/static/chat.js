@@ -4,7 +4,8 @@
 
 import { h, swap, timeEl } from "./dom.js";
 import { t, has } from "./i18n.js";
-import { outcomeFor } from "./answer-rules.js";
+import { hasOwnPrompt, outcomeFor } from "./answer-rules.js";
+import { deliveredList } from "./answer-summary.js";
 import { KeyedList, compareMessages } from "./live.js";
 import { rich } from "./text.js";
 
@@ -13,20 +14,6 @@ function text(value) {
   if (typeof value === "string") return value;
   if (typeof value === "object" && typeof value.text === "string") return value.text;
   return JSON.stringify(value);
-}
-
-/** The answer in words: option labels (not ids) and typed text, per question. */
-export function answerSummary(answer, questions = []) {
-  if (!answer) return "";
-  if (answer.rejected) return t("card.status.declined");
-  const byId = new Map(questions.map((q) => [q.id, q]));
-  const parts = (answer.answers ?? []).map((a) => {
-    const options = new Map((byId.get(a.question_id)?.options ?? []).map((o) => [o.id, o.label ?? o.id]));
-    const chosen = (a.selected_options ?? []).map((id) => options.get(id) ?? id).join(", ");
-    const typed = (a.custom_text ?? "").trim();
-    return [chosen, typed].filter(Boolean).join(" — ");
-  });
-  return parts.filter(Boolean).join("; ");
 }
 
 /** A card's pill: waiting, or how the question ended (answer-rules.js `outcomeFor`). */
@@ -43,17 +30,26 @@ function clarificationCard(msg, record) {
   const status = record?.status ?? meta.status ?? "pending";
   const answer = record?.answer ?? meta.answer;
   const questions = record?.questions ?? meta.questions ?? [];
-  const summary = status === "answered" || status === "agent_disconnected" ? answerSummary(answer, questions) : "";
+  const delivered = (status === "answered" || status === "agent_disconnected") && answer && !answer.rejected;
+  const outcome = status === "pending" ? null : outcomeFor(record ?? { status });
+  const message = text(msg.content) || record?.message || "";
+  const shape = { message, questions };
+  // The request message once; each question by its title, with its own description only.
+  const questionLine = (q) => {
+    const own = hasOwnPrompt(shape, q);
+    if (q.title && own) return t("card.question", { title: q.title, prompt: q.prompt });
+    return q.title || (own ? q.prompt : q.id);
+  };
   return h("li", { class: `msg card-clar status-${status}`, "data-testid": `clarification-card-${pendingId}`, "data-status": status },
     h("div", { class: "msg-head" },
       h("span", { class: "author" }, t("card.heading")),
-      h("span", { class: `pill pill-${status}` }, statusLabel(status, record)),
+      h("span", { class: `pill pill-${status}${outcome ? ` pill-outcome-${outcome}` : ""}` }, statusLabel(status, record)),
       timeEl(msg.created_at)),
-    rich(text(msg.content) || record?.message || "", { class: "msg-body" }),
-    questions.length > 1 || (questions.length === 1 && questions[0].prompt !== text(msg.content))
-      ? h("ul", { class: "card-questions" }, questions.map((q) => h("li", {}, q.title ? t("card.question", { title: q.title, prompt: q.prompt }) : q.prompt)))
+    rich(message, { class: "msg-body" }),
+    questions.length > 1 || (questions.length === 1 && questions[0].prompt !== message && hasOwnPrompt(shape, questions[0]))
+      ? h("ul", { class: "card-questions" }, questions.map((q) => h("li", {}, questionLine(q))))
       : null,
-    summary ? h("p", { class: "card-answer" }, t("card.answer", { answer: summary })) : null);
+    delivered ? h("div", { class: "card-answer", "data-testid": "card-answer" }, h("p", { class: "card-answer-head" }, t("card.delivered")), deliveredList(answer, questions)) : null);
 }
 
 function toolCallItem(msg) {

@@ -3,16 +3,14 @@
 // reports the outcome. The source-specific rules are described in answer-rules.js.
 
 import { api as defaultApi } from "./api.js";
-import { buildPayload, outcomeOf, skipPayload, validate } from "./answer-rules.js";
+import { answerPreview } from "./answer-preview.js";
+import { buildPayload, deliveredContent, isExclusive, outcomeOf, skipPayload, validate } from "./answer-rules.js";
+import { dropDraft, loadDraft, saveDraft } from "./drafts.js";
 import { h, swap, uid } from "./dom.js";
 import { has, t } from "./i18n.js";
 import { renderQuestion } from "./question-field.js";
 import { requesterLine } from "./requester.js";
 import { rich } from "./text.js";
-
-// What the operator has entered per pending id, kept while the question is open so a
-// surface rendered again (the operator left the session and came back) shows it again.
-const drafts = new Map(); // pending id -> {question id -> state}
 
 const IS_MAC = /Mac|iPhone|iPad/.test(globalThis.navigator?.platform ?? "");
 
@@ -23,6 +21,11 @@ function action(button, explanation) {
   return h("div", { class: "answer-action" }, button, h("p", { class: "hint", id }, explanation));
 }
 
+/** Whether Enter in `target` would submit the form natively (a one-line field, a radio, a checkbox). */
+function enterWouldSubmit(target) {
+  return target instanceof HTMLInputElement;
+}
+
 /**
  * Render the answer surface for `record`. `onResult(outcome)` is called after every
  * respond or cancel attempt with the value of `outcomeOf`. `respond(pendingId, payload)`
@@ -31,7 +34,7 @@ function action(button, explanation) {
 export function renderAnswerSurface(record, { remaining = 0, respond = defaultApi.respond, cancel = defaultApi.cancelClarification, onResult = () => {}, context = {} } = {}) {
   const questions = record.questions ?? [];
   const headingId = uid("clar-heading");
-  const draft = drafts.get(record.pending_id) ?? {};
+  const draft = loadDraft(record.pending_id);
   const fields = questions.map((q, i) => renderQuestion(record, q, i, draft[q.id] ?? null));
   const formError = h("p", { class: "form-error", role: "alert", "data-testid": "clarification-form-error", hidden: true });
   const submit = h("button", { type: "submit", class: "primary", "data-testid": "clarification-submit" }, t("clar.submit"));
@@ -46,24 +49,70 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
   };
   setRemaining(remaining);
   let requester = requesterLine(record, context);
+  // Where the deadline countdown ("closes in 51 min") goes: filled by deadline.js, if loaded.
+  const deadlineSlot = h("p", { class: "deadline-slot", "data-testid": "clarification-deadline", "data-pending-id": record.pending_id, hidden: true });
+
+  const states = () => Object.fromEntries(fields.map((f) => [f.question.id, f.read()]));
+  const preview = isExclusive(record) ? null : answerPreview(questions);
+  const refreshPreview = () => preview?.update(buildPayload(questions, states()));
+  refreshPreview();
+
+  // An empty Submit asks first; confirmed, it still sends `accept {}` (AC-12b).
+  const sendEmpty = h("button", { type: "button", class: "secondary", "data-testid": "clarification-send-empty" }, t("clar.empty.send"));
+  const skipInstead = h("button", { type: "button", class: "secondary", "data-testid": "clarification-empty-skip" }, t("clar.skip"));
+  const emptyConfirm = h("div", { class: "empty-confirm", role: "group", "aria-labelledby": `${headingId}-empty`, "data-testid": "clarification-empty-confirm", hidden: true },
+    h("p", { id: `${headingId}-empty` }, t("clar.empty.ask")),
+    h("div", { class: "actions" }, sendEmpty, skipInstead));
 
   // Submit, Skip (decline) and Cancel (abort), each with what the agent will be told (§13).
   const keysHint = h("p", { class: "hint keys-hint" }, t("clar.keysHint", { keys: IS_MAC ? t("clar.keysMac") : t("clar.keys") }));
   const form = h("form", { novalidate: true, "aria-labelledby": headingId },
     ...fields.map((f) => f.element),
     formError,
+    preview?.element,
+    emptyConfirm,
     h("div", { class: "answer-actions" },
       action(submit, t("clar.submitExplain")),
       action(skip, t("clar.skipExplain")),
       action(cancelButton, t("clar.cancelExplain"))),
     keysHint);
-  const saveDraft = () => drafts.set(record.pending_id, Object.fromEntries(fields.map((f) => [f.question.id, f.read()])));
-  form.addEventListener("input", saveDraft);
-  form.addEventListener("change", saveDraft);
+
+  // Live checks: a field's problem shows (and clears) as the operator types; "required"
+  // waits for Submit or for leaving the field, so an untouched form is not all red.
+  const shown = new Set(); // question ids whose error is on screen or that were left
+  const fieldOf = (target) => fields.find((f) => f.element.contains(target));
+  const check = (f, { force = false } = {}) => {
+    const problem = validate(record, f.question, f.read());
+    const quiet = problem?.key === "clar.err.required" && !force && !shown.has(f.question.id);
+    f.showError(quiet ? null : problem);
+    if (problem && !quiet) shown.add(f.question.id);
+    return problem;
+  };
+  const saveNow = () => saveDraft(record.pending_id, Object.fromEntries(fields.map((f) => [f.question.id, f.draft()])));
+  const onEdit = (ev) => {
+    saveNow();
+    refreshPreview();
+    emptyConfirm.hidden = true;
+    const f = fieldOf(ev.target);
+    if (f) check(f);
+    if (fields.every((x) => !validate(record, x.question, x.read()))) formError.hidden = true;
+  };
+  form.addEventListener("input", onEdit);
+  form.addEventListener("change", onEdit);
+  form.addEventListener("focusout", (ev) => {
+    const f = fieldOf(ev.target);
+    if (f && !f.element.contains(ev.relatedTarget) && f.isDirty()) {
+      shown.add(f.question.id);
+      check(f);
+    }
+  });
   form.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
       ev.preventDefault();
       form.requestSubmit(submit);
+    } else if (ev.key === "Enter" && enterWouldSubmit(ev.target)) {
+      // Plain Enter never sends a half-answered form (the hint says Ctrl+Enter does).
+      ev.preventDefault();
     } else if (ev.key === "Escape") {
       // Escape never discards an answer: nothing here clears or closes on it, and it goes
       // no further (a panel or dialog listening above must not take typed text with it).
@@ -78,9 +127,11 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
     "data-pending-id": record.pending_id,
     "data-source": record.source ?? "elicitation",
     "aria-labelledby": headingId,
+    tabindex: "-1",
   },
   h("h2", { id: headingId }, t("clar.heading")),
   requester,
+  deadlineSlot,
   showMessage ? rich(record.message, { class: "clar-message" }) : null,
   moreEl,
   form);
@@ -88,7 +139,7 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
   let busy = false;
   const setBusy = (value, label) => {
     busy = value;
-    for (const b of [submit, skip, cancelButton]) b.disabled = value;
+    for (const b of [submit, skip, cancelButton, sendEmpty, skipInstead]) b.disabled = value;
     submit.textContent = value && label === "respond" ? t("clar.sending") : t("clar.submit");
     cancelButton.textContent = value && label === "cancel" ? t("clar.cancelling") : t("clar.cancel");
     element.setAttribute("aria-busy", value ? "true" : "false");
@@ -96,6 +147,7 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
 
   async function send(kind, call) {
     if (busy) return;
+    emptyConfirm.hidden = true;
     setBusy(true, kind);
     let result;
     try {
@@ -107,15 +159,14 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
     onResult(outcomeOf(result, kind), record);
   }
 
+  const respondWith = (payload) => send("respond", () => respond(record.pending_id, payload));
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    const states = {};
+    const now = states();
     let firstInvalid = null;
     for (const f of fields) {
-      states[f.question.id] = f.read();
-      const problem = validate(record, f.question, states[f.question.id]);
-      f.showError(problem);
-      if (problem && !firstInvalid) firstInvalid = f;
+      shown.add(f.question.id);
+      if (check(f, { force: true }) && !firstInvalid) firstInvalid = f;
     }
     if (firstInvalid) {
       formError.hidden = false;
@@ -124,17 +175,31 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
       return;
     }
     formError.hidden = true;
-    send("respond", () => respond(record.pending_id, buildPayload(questions, states)));
+    const payload = buildPayload(questions, now);
+    if (!isExclusive(record) && Object.keys(deliveredContent(questions, payload)).length === 0) {
+      emptyConfirm.hidden = false;
+      sendEmpty.focus();
+      return;
+    }
+    respondWith(payload);
   });
-  skip.addEventListener("click", () => send("respond", () => respond(record.pending_id, skipPayload())));
-  cancelButton.addEventListener("click", () => send("cancel", () => cancel(record.pending_id)));
+  sendEmpty.addEventListener("click", () => respondWith(buildPayload(questions, states())));
+  skipInstead.addEventListener("click", () => respondWith(skipPayload()));
+  skip.addEventListener("click", () => respondWith(skipPayload()));
+  const dirty = () => fields.some((f) => f.isDirty());
+  cancelButton.addEventListener("click", () => {
+    // Cancelling throws away what was typed: ask first when there is something.
+    if (dirty() && !globalThis.confirm(t("clar.confirmCancel"))) return;
+    send("cancel", () => cancel(record.pending_id));
+  });
 
   return {
     element,
     pendingId: record.pending_id,
     setRemaining,
     isBusy: () => busy,
-    focus: () => fields[0]?.focus(),
+    isDirty: dirty,
+    focus: () => (fields[0] ? fields[0].focus() : element.focus()),
     /** Who asks changed (agentInfo arrived, the tool call was updated). */
     setContext(next) {
       requester = swap(requester, requesterLine(record, next));
@@ -142,10 +207,32 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
   };
 }
 
-/** "The question was closed (…)", in the words of its outcome when known, else its status. */
+/** How an outcome reads by meaning: answered green, skipped neutral, timed out and cancelled amber, withdrawn grey. */
+export function toneOf(kind) {
+  switch (kind) {
+    case "answered":
+      return "ok";
+    case "declined":
+    case "skipped":
+    case "answered_empty":
+      return "neutral";
+    case "cancelled":
+    case "timed_out":
+    case "not_delivered":
+    case "invalid":
+    case "not_connected":
+    case "error":
+      return "warn";
+    default:
+      return "muted"; // withdrawn, agent_cancelled, turn_cancelled, not_found, conflict
+  }
+}
+
+/** How a question closed by another route, in one sentence per outcome (never "closed (Closed: …)"). */
 function withdrawnOutcome(status, outcome = null) {
-  const key = outcome && has(`history.outcome.${outcome}`) ? `history.outcome.${outcome}` : `card.status.${status}`;
-  return { kind: "withdrawn", message: t("clar.withdrawn", { status: has(key) ? t(key) : status }), withdraw: true };
+  const key = outcome && has(`clar.closed.${outcome}`) ? `clar.closed.${outcome}` : `clar.closed.status.${status}`;
+  const message = has(key) ? t(key) : t("clar.closed.other");
+  return { kind: "withdrawn", tone: toneOf(outcome ?? "withdrawn"), message, withdraw: true };
 }
 
 function byCreated(a, b) {
@@ -158,7 +245,7 @@ function byCreated(a, b) {
  * of its controls stay unique on the page).
  */
 export function createClarificationArea({ respond = defaultApi.respond, cancel = defaultApi.cancelClarification, onSettled = () => {} } = {}) {
-  const outcomeEl = h("p", { class: "clar-outcome", role: "status", "aria-live": "polite", "data-testid": "clarification-outcome", hidden: true });
+  const outcomeEl = h("p", { class: "clar-outcome", role: "status", "aria-live": "polite", "data-testid": "clarification-outcome", tabindex: "-1", hidden: true });
   const slot = h("div", { class: "clar-slot" });
   const element = h("div", { class: "clar-area" }, outcomeEl, slot);
   let current = null;
@@ -171,8 +258,19 @@ export function createClarificationArea({ respond = defaultApi.respond, cancel =
     outcomeEl.hidden = false;
     outcomeEl.textContent = outcome.message;
     outcomeEl.dataset.outcome = outcome.kind;
-    outcomeEl.className = `clar-outcome ${outcome.withdraw && outcome.kind !== "not_found" && outcome.kind !== "not_delivered" ? "ok" : "warn"}`;
+    outcomeEl.className = `clar-outcome tone-${outcome.tone ?? toneOf(outcome.kind)}`;
   }
+
+  // Focus follows the work: to the next question after an action or a withdrawal that took
+  // the focused one away, else to the outcome line; never left on <body>.
+  function placeFocus() {
+    if (current) current.focus();
+    else if (!outcomeEl.hidden) outcomeEl.focus({ preventScroll: true });
+  }
+  const focusIsFree = () => {
+    const active = document.activeElement;
+    return !active || active === document.body || active.matches?.("main, .clar-outcome") || element.contains(active);
+  };
 
   function render() {
     const open = pending.filter((r) => (r.status ?? "pending") === "pending").sort(byCreated);
@@ -183,6 +281,7 @@ export function createClarificationArea({ respond = defaultApi.respond, cancel =
       current = null;
     }
     if (!current && next) {
+      const takeFocus = focusIsFree();
       current = renderAnswerSurface(next, {
         remaining: open.length - 1,
         respond,
@@ -194,16 +293,20 @@ export function createClarificationArea({ respond = defaultApi.respond, cancel =
           settledWhileBusy.delete(record.pending_id);
           showOutcome(outcome.kind === "not_found" && closedAs ? withdrawnOutcome(closedAs.status, closedAs.outcome) : outcome);
           if (outcome.withdraw) {
-            drafts.delete(record.pending_id);
+            dropDraft(record.pending_id);
             reported.add(record.pending_id);
             api.settle(record.pending_id, null);
             onSettled(record.pending_id);
+            placeFocus();
           } else {
             render(); // it may have been settled elsewhere meanwhile
           }
         },
       });
       slot.append(current.element);
+      // A question that arrives (or is opened from the board) takes focus, unless the
+      // operator is busy elsewhere on the page.
+      if (takeFocus) current.focus();
     } else if (current) {
       current.setRemaining(open.length - 1);
     }
@@ -229,16 +332,28 @@ export function createClarificationArea({ respond = defaultApi.respond, cancel =
         if (status) settledWhileBusy.set(pendingId, { status, outcome });
         return;
       }
+      const hadFocus = wasShown && current.element.contains(document.activeElement);
       pending = pending.filter((r) => r.pending_id !== pendingId);
-      drafts.delete(pendingId);
+      dropDraft(pendingId);
       if (wasShown && status && !reported.has(pendingId)) {
         reported.add(pendingId);
         showOutcome(withdrawnOutcome(status, outcome));
       }
       render();
+      if (hadFocus || (wasShown && document.activeElement === document.body)) placeFocus();
     },
     get currentPendingId() {
       return current?.pendingId ?? null;
+    },
+    /** Whether the question on screen has an answer being typed (for confirmations). */
+    hasDraft() {
+      return Boolean(current?.isDirty());
+    },
+    /** Move focus to the question on screen; false when there is none. */
+    focusQuestion() {
+      if (!current) return false;
+      current.focus();
+      return true;
     },
   };
   return api;

@@ -3,7 +3,7 @@
 // when — kept in place from the records the session view applies.
 
 import { outcomeFor } from "./answer-rules.js";
-import { answerSummary } from "./chat.js";
+import { deliveredLines, deliveredList } from "./answer-summary.js";
 import { h, swap, timeEl } from "./dom.js";
 import { t } from "./i18n.js";
 import { KeyedList } from "./live.js";
@@ -24,14 +24,18 @@ function questionText(record) {
 
 function historyItem(record) {
   const outcome = outcomeFor(record) ?? "answered";
-  const summary = outcome === "answered" ? answerSummary(record.answer, record.questions ?? []) : "";
+  const answered = outcome === "answered" && record.answer && !record.answer.rejected;
+  // An accept with nothing in it is what the agent reads as skipped: not a green "Answered".
+  const shownAs = answered && deliveredLines(record.answer, record.questions ?? []).length === 0 ? "answered_empty" : outcome;
   const who = settledBy(record);
   return h("li", { class: `history-item outcome-${outcome}`, "data-testid": "history-item", "data-pending-id": record.pending_id, "data-outcome": outcome },
     h("div", { class: "msg-head" },
-      h("span", { class: `pill pill-outcome-${outcome}`, "data-testid": "history-outcome" }, t(`history.outcome.${outcome}`)),
+      h("span", { class: `pill pill-outcome-${shownAs}`, "data-testid": "history-outcome" }, t(`history.outcome.${shownAs}`)),
       record.settled_at ? timeEl(record.settled_at, { "data-testid": "history-when" }) : null),
     rich(questionText(record), { class: "history-question" }),
-    h("p", { class: "history-answer", "data-testid": "history-answer" }, summary ? t("history.answer", { answer: summary }) : t("history.noAnswer")),
+    answered
+      ? h("div", { class: "history-answer", "data-testid": "history-answer" }, h("p", { class: "history-answer-head" }, t("history.delivered")), deliveredList(record.answer, record.questions ?? []))
+      : h("p", { class: "history-answer", "data-testid": "history-answer" }, t("history.noAnswer")),
     who ? h("p", { class: "history-by", "data-testid": "history-by" }, t("history.by", { who })) : null);
 }
 

@@ -1,6 +1,7 @@
 // Notifications: a toast for each `session.clarification_requested` pushed on the operator
-// WebSocket, and a list (loaded once, then kept current from the same events), each
-// linking to its session.
+// WebSocket (none for the question already on screen), and a list (loaded once, then kept
+// current from the same events), each linking to its session. A question's notification
+// and toast resolve when it settles; "Clear all" empties the list on this device.
 
 import { api } from "./api.js";
 import { h, replace, timeEl } from "./dom.js";
@@ -11,6 +12,33 @@ import * as ws from "./ws.js";
 const CLARIFICATION = "session.clarification_requested";
 const TURN_FINISHED = "session.turn_finished";
 const TOAST_MS = 12_000;
+const CLEARED_KEY = "kandev.notifications.clearedAt";
+
+function clearedAt() {
+  try {
+    return localStorage.getItem(CLEARED_KEY) ?? "";
+  } catch {
+    return "";
+  }
+}
+
+// The questions open now, by session, to tell which "input needed" is still needed: a
+// notification is resolved once its session has no open question asked at or before it.
+const open = new Map(); // pending id -> {session_id, created_at}
+
+/** Whether the question a clarification notification announced has settled. */
+export function isResolved(n, openQuestions = open.values()) {
+  if (n.event !== CLARIFICATION) return false;
+  const at = String(n.created_at ?? "");
+  for (const q of openQuestions) {
+    if (q.session_id === n.session_id && String(q.created_at ?? "") <= at) return false;
+  }
+  return true;
+}
+
+function onScreen(n) {
+  return location.hash === sessionHref(n) && document.visibilityState === "visible";
+}
 
 /** A bell drawn as SVG (no icon font or emoji glyph needed). */
 function bellIcon() {
@@ -49,9 +77,11 @@ function wording(n) {
 
 function item(n) {
   const { title, body } = wording(n);
-  return h("li", { class: `notif notif-${n.event === CLARIFICATION ? "clar" : "other"}`, "data-testid": "notification-item", "data-event": n.event },
+  const resolved = isResolved(n);
+  return h("li", { class: `notif notif-${n.event === CLARIFICATION ? "clar" : "other"}${resolved ? " resolved" : ""}`, "data-testid": "notification-item", "data-event": n.event, "data-resolved": String(resolved) },
     h("a", { href: sessionHref(n), "data-testid": "notification-link" },
       h("strong", {}, title),
+      resolved ? h("span", { class: "pill pill-resolved", "data-testid": "notification-resolved" }, t("notif.resolved")) : null,
       body ? h("span", { class: "notif-body" }, body) : null,
       timeEl(n.created_at)));
 }
@@ -72,11 +102,30 @@ export function mountNotifications(container, toasts) {
   const panel = h("section", { id: "notif-panel", class: "notif-panel", hidden: true, "aria-labelledby": "notif-h", "data-testid": "notifications-panel" },
     h("div", { class: "panel-head" },
       h("h2", { id: "notif-h" }, t("notif.heading")),
+      h("button", { type: "button", class: "link", "data-testid": "notifications-clear", onclick: () => clearAll() }, t("notif.clearAll")),
       h("button", { type: "button", class: "link", "data-testid": "notifications-close", onclick: () => setOpen(false) }, t("common.close"))),
     list);
 
+  const visible = () => {
+    const since = clearedAt();
+    return items.filter((n) => String(n.created_at ?? "") > since);
+  };
+  function clearAll() {
+    const newest = items.reduce((max, n) => (String(n.created_at ?? "") > max ? String(n.created_at) : max), clearedAt());
+    try {
+      localStorage.setItem(CLEARED_KEY, newest);
+    } catch {
+      // storage refused: cleared for this page only
+    }
+    items = items.filter((n) => String(n.created_at ?? "") > newest);
+    unseen = 0;
+    render();
+    panel.querySelector("[data-testid=notifications-close]")?.focus();
+  }
+
   function render() {
-    replace(list, items.length ? items.map(item) : h("li", { class: "muted" }, t("notif.empty")));
+    const shown = visible();
+    replace(list, shown.length ? shown.map(item) : h("li", { class: "muted" }, t("notif.empty")));
     count.hidden = unseen === 0;
     count.textContent = formatNumber(unseen);
     countWord.hidden = unseen === 0;
@@ -111,12 +160,48 @@ export function mountNotifications(container, toasts) {
         body ? h("span", {}, body) : null),
       h("a", { href: sessionHref(n), class: "button primary", "data-testid": "toast-link" }, t("notif.open")),
       h("button", { type: "button", class: "link", "aria-label": t("notif.dismiss"), "data-testid": "toast-dismiss" }, "×"));
-    const remove = () => el.remove();
+    const remove = () => {
+      el.remove();
+      liveToasts.delete(el);
+    };
     el.querySelector("a").addEventListener("click", remove);
     el.querySelector("button").addEventListener("click", remove);
     setTimeout(remove, TOAST_MS);
+    if (onScreen(n)) return; // the question is already in front of the operator
+    liveToasts.set(el, { n, remove });
     toasts.append(el);
   }
+  const liveToasts = new Map(); // toast element -> {n, remove}
+
+  /** A question opened or settled: resolve what announced it. */
+  function questionsChanged() {
+    for (const { n, remove } of liveToasts.values()) if (isResolved(n)) remove();
+    if (!panel.hidden || items.some((n) => n.event === CLARIFICATION)) render();
+  }
+
+  async function loadOpen() {
+    try {
+      const records = await api.listClarifications(null, "pending");
+      open.clear();
+      for (const r of records) open.set(r.pending_id, { session_id: r.session_id, created_at: r.created_at });
+      questionsChanged();
+    } catch {
+      // Resolution waits for the next event.
+    }
+  }
+  ws.on("clarification.created", (r) => {
+    if (r?.pending_id && (r.status ?? "pending") === "pending") {
+      open.set(r.pending_id, { session_id: r.session_id, created_at: r.created_at });
+      questionsChanged();
+    }
+  });
+  ws.on("clarification.settled", (r) => {
+    if (r?.pending_id && open.delete(r.pending_id)) questionsChanged();
+  });
+  // Opening the session a toast announces is answering it: its toast goes.
+  window.addEventListener("hashchange", () => {
+    for (const { n, remove } of liveToasts.values()) if (onScreen(n)) remove();
+  });
 
   async function load() {
     try {
@@ -136,7 +221,12 @@ export function mountNotifications(container, toasts) {
     render();
     if (n.event === CLARIFICATION) toast(n);
   });
-  ws.onStatus((up) => up && load());
+  ws.onStatus((up) => {
+    if (up) {
+      load();
+      loadOpen();
+    }
+  });
 
   container.append(button, panel);
   render();

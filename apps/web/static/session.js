@@ -6,6 +6,7 @@
 // WebSocket payload is applied to what it names (the message, the record, the header),
 // so the view never rebuilds and focus and typed text survive every event.
 
+import { setPageTitle } from "./alerts.js";
 import { api } from "./api.js";
 import { createChat } from "./chat.js";
 import { createClarificationArea } from "./clarification.js";
@@ -39,6 +40,8 @@ function createHeader() {
     element,
     setTask(task) {
       if (task?.title && title.textContent !== task.title) title.textContent = task.title;
+      // The tab names the task, so a waiting question is findable among tabs.
+      if (task?.title) setPageTitle(t("session.pageTitle", { task: task.title, app: t("app.title") }));
     },
     setSession(session) {
       error.hidden = true;
@@ -53,6 +56,26 @@ function createHeader() {
       error.textContent = err.status === 404 ? t("common.notFound") : t("common.error", { message: err.message });
     },
   };
+}
+
+// The questions that were open when the operator cancelled the turn, per session (this
+// tab): agentctl reports them as withdrawn with the turn, and that was the operator's doing.
+const TURN_CANCEL_KEY = "kandev.turnCancel.";
+
+function turnCancelled(sessionId) {
+  try {
+    return new Set(JSON.parse(sessionStorage.getItem(TURN_CANCEL_KEY + sessionId) ?? "[]"));
+  } catch {
+    return new Set();
+  }
+}
+
+function rememberTurnCancel(sessionId, pendingIds) {
+  try {
+    sessionStorage.setItem(TURN_CANCEL_KEY + sessionId, JSON.stringify([...turnCancelled(sessionId), ...pendingIds]));
+  } catch {
+    // storage refused: the wording falls back to the agent's
+  }
 }
 
 /** Mount the session view for `sessionId`; returns the unmount function. */
@@ -98,7 +121,11 @@ export function mountSession(root, { sessionId }) {
   }
 
   /** Apply a record; returns whether it changed anything. */
-  function applyRecord(record) {
+  function applyRecord(incoming) {
+    // A question withdrawn because this operator cancelled the turn is named as theirs.
+    const record = incoming.outcome === "agent_cancelled" && turnCancelled(sessionId).has(incoming.pending_id)
+      ? { ...incoming, outcome: "turn_cancelled" }
+      : incoming;
     const prev = records.get(record.pending_id);
     if (!supersedes("record", record, prev)) return false;
     records.set(record.pending_id, record);
@@ -108,6 +135,9 @@ export function mountSession(root, { sessionId }) {
       area.settle(record.pending_id, record.status ?? null, record.outcome ?? null);
     }
     area.update(pendingRecords());
+    const waiting = pendingRecords().length > 0;
+    promptBox.placeholder = waiting ? t("session.prompt.answerFirst") : t("session.prompt.placeholder");
+    promptForm.dataset.waiting = String(waiting);
     if (!prev && record.status === "pending") announce(t("session.announce.question"));
     return true;
   }
@@ -147,6 +177,12 @@ export function mountSession(root, { sessionId }) {
     ev.preventDefault();
     const value = promptBox.value.trim();
     if (!value) return;
+    if (pendingRecords().length > 0) {
+      // The agent's turn is waiting on the question: a message now would only be refused.
+      notice.textContent = t("session.prompt.answerFirst");
+      area.focusQuestion();
+      return;
+    }
     sendButton.disabled = true;
     try {
       await api.prompt(sessionId, value);
@@ -161,8 +197,14 @@ export function mountSession(root, { sessionId }) {
   promptBox.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) promptForm.requestSubmit();
   });
-  cancelButton.addEventListener("click", () => act(api.cancel, "session.cancelled"));
-  stopButton.addEventListener("click", () => act(api.stop, "session.stopped"));
+  // Both end the question on screen: with an answer being typed, ask first.
+  const confirmed = () => !area.hasDraft() || globalThis.confirm(t("session.confirmDiscard"));
+  cancelButton.addEventListener("click", () => {
+    if (!confirmed()) return;
+    rememberTurnCancel(sessionId, pendingRecords().map((r) => r.pending_id));
+    act(api.cancel, "session.cancelled");
+  });
+  stopButton.addEventListener("click", () => confirmed() && act(api.stop, "session.stopped"));
 
   replace(root,
     h("div", { class: "session", "data-testid": "session-view", "data-session-id": sessionId },

@@ -8,6 +8,8 @@ import { t, has } from "./i18n.js";
 import { coalesce } from "./refresh.js";
 import * as ws from "./ws.js";
 
+let refocus = null; // test id of the toggle that had focus when its change was saved
+
 function sourceLabel(source) {
   const key = `settings.source.${source}`;
   return has(key) ? t(key) : source;
@@ -43,6 +45,8 @@ function flagRow(flag, onChange) {
   });
   toggle.addEventListener("change", async () => {
     const wanted = toggle.checked;
+    // Disabling a focused control drops focus to <body>: say where it belongs afterwards.
+    if (document.activeElement === toggle) refocus = toggle.dataset.testid;
     toggle.disabled = true;
     try {
       const updated = await api.setFlag(flag.key, wanted);
@@ -147,7 +151,16 @@ export function mountSettings(root) {
       const flags = await api.listFlags();
       status.hidden = flags.length > 0;
       status.textContent = flags.length ? "" : t("settings.empty");
+      // A toggle re-reads the list: its focus and its "Saved" line survive the re-render.
+      const focused = refocus ?? (list.contains(document.activeElement) ? document.activeElement.dataset.testid : null);
+      refocus = null;
+      const said = new Map([...list.querySelectorAll("[data-testid^=flag-status-]")].map((el) => [el.dataset.testid, el.textContent]));
       replace(list, flags.map((f) => flagRow(f, load)));
+      for (const [testid, text] of said) {
+        const el = list.querySelector(`[data-testid="${CSS.escape(testid)}"]`);
+        if (el && text) el.textContent = text;
+      }
+      if (focused) list.querySelector(`[data-testid="${CSS.escape(focused)}"]`)?.focus();
     } catch (err) {
       status.hidden = false;
       status.textContent = t("common.error", { message: err.message });

@@ -84,6 +84,8 @@ test("the keyboard focus ring is an outline, drawn in forced-colours mode too", 
       const s = getComputedStyle(document.activeElement);
       return { testid: document.activeElement.dataset.testid, style: s.outlineStyle, width: parseFloat(s.outlineWidth) };
     });
+    // The question took focus on arrival; out and back by keyboard, so the ring is the keyboard's.
+    await page.keyboard.press("Shift+Tab");
     await page.keyboard.press("Tab");
     const radio = await ring();
     assert.equal(radio.testid, "clarification-option-question_0-Postgres");

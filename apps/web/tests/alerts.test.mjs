@@ -20,11 +20,12 @@ test("the tab title counts the waiting questions, from load and from events", T,
     const second = await sessionWithPendingClarification(kandev, "/e2e:multi", "Count two");
     await waitFor(async () => (await page.title()) === "(2) Kandev · Board", { message: "(2) after clarification.created" });
     await page.goto(`${kandev.url}/#/sessions/${second.session.id}`);
-    await waitFor(async () => (await page.title()) === "(2) Kandev · Session", { message: "the count on every page" });
+    // On a session the tab names its task.
+    await waitFor(async () => (await page.title()) === "(2) Count two · Kandev", { message: "the count on every page" });
     await kandev.api.call("POST", `/api/v1/clarifications/${first.record.pending_id}/respond`, { answers: [], rejected: true, reject_reason: "skipped" });
-    await waitFor(async () => (await page.title()) === "(1) Kandev · Session", { message: "(1) after clarification.settled" });
+    await waitFor(async () => (await page.title()) === "(1) Count two · Kandev", { message: "(1) after clarification.settled" });
     await page.getByTestId("clarification-skip").click();
-    await waitFor(async () => (await page.title()) === "Kandev · Session", { message: "no count when nothing waits" });
+    await waitFor(async () => (await page.title()) === "Count two · Kandev", { message: "no count when nothing waits" });
     assert.deepEqual(page.errors, []);
   });
 });

@@ -42,11 +42,12 @@ test("Portuguese is picked from the browser's language: board, question, setting
   }, { locale: "pt-BR" });
 });
 
-/** Every text node and user-facing attribute of the page, but icons (aria-hidden) and `<time>`. */
+/** Every text node and user-facing attribute of the page, but icons (aria-hidden), `<time>` and data marked translate="no". */
 function shownStrings(page) {
   return page.evaluate(() => {
     const out = [];
-    const skipped = (el) => el.closest('[aria-hidden="true"], script, style, time');
+    // `translate="no"` marks data shown verbatim (the JSON the agent will receive).
+    const skipped = (el) => el.closest('[aria-hidden="true"], script, style, time, [translate="no"]');
     const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
     for (let n = walker.nextNode(); n; n = walker.nextNode()) {
       const el = n.parentElement;
@@ -94,7 +95,7 @@ async function dataOf(kandev, sessionIds) {
       add(r.message, r.tool_call_id, r.answered_by);
       for (const q of r.questions) {
         add(q.id, q.title, q.prompt, q.default, q.custom_answer?.title, q.custom_answer?.description, q.constraints?.pattern);
-        for (const o of q.options ?? []) add(o.id, o.label, o.description);
+        for (const o of q.options ?? []) add(o.id, o.label, o.description, o.preview);
         for (const a of r.answer?.answers ?? []) add(a.custom_text);
       }
     }

@@ -128,7 +128,7 @@ test("history: each settled question with its answer, outcome, by whom and when 
     })));
     const local = "By the operator (no sign-in)";
     assert.deepEqual(rows, [
-      { outcome: "answered", shown: "Answered", answer: "Answer: SQLite", by: local, when: true },
+      { outcome: "answered", shown: "Answered", answer: "What the agent received:DatastoreSQLite", by: local, when: true },
       { outcome: "skipped", shown: "Skipped", answer: "No answer was given.", by: local, when: true },
       { outcome: "agent_cancelled", shown: "Withdrawn by the agent", answer: "No answer was given.", by: null, when: true },
       { outcome: "cancelled", shown: "Cancelled by the operator", answer: "No answer was given.", by: local, when: true },

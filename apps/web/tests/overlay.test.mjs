@@ -64,7 +64,7 @@ describe("answer surface, ask_user_question rules (AC-57, page-level with a fixt
 
   test("keyboard only: Tab between groups, arrows within a radio group, Space and Enter", async () => {
     const page = await bench("ask-user-question");
-    await page.keyboard.press("Tab"); // first radio group
+    // The question takes focus when it arrives: its first radio group.
     assert.equal(await page.evaluate(() => document.activeElement.dataset.testid), "clarification-option-q1-Postgres");
     await page.keyboard.press("ArrowDown"); // moves and selects
     await page.keyboard.press("Tab"); // q1's custom field
@@ -100,18 +100,21 @@ describe("answer surface, ask_user_question rules (AC-57, page-level with a fixt
 });
 
 describe("answer surface, elicitation rules (page-level)", () => {
-  test("selection and custom text coexist; the options only look deselected (spec addition 2)", async () => {
+  test("typed Other text wins at the agent, so it unticks the options it overrides; the preview says what is sent", async () => {
     const page = await bench("elicitation-single");
     const postgres = page.getByTestId("clarification-option-question_0-Postgres");
+    const preview = page.getByTestId("clarification-preview");
     await postgres.check();
+    assert.deepEqual(JSON.parse(await preview.getAttribute("data-content")), { question_0: "Postgres" });
     await page.getByTestId("clarification-custom-question_0").fill("  CockroachDB ");
-    assert.equal(await postgres.isChecked(), true, "the selection is kept");
-    assert.equal(await page.locator(".options.superseded").count(), 1, "options look deselected while text is typed");
-    await screenshot(page, "overlay-elicitation-coexist");
+    assert.equal(await postgres.isChecked(), false, "the overridden option is unticked");
+    assert.deepEqual(JSON.parse(await preview.getAttribute("data-content")), { question_0_custom: "CockroachDB" });
+    assert.match(await preview.textContent(), /^The agent will receive: \{"question_0_custom":"CockroachDB"\}$/);
+    await screenshot(page, "overlay-elicitation-other-wins");
     await page.getByTestId("clarification-submit").click();
     await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
     assert.deepEqual((await calls(page))[0].payload.answers, [
-      { question_id: "question_0", selected_options: ["Postgres"], custom_text: "CockroachDB" },
+      { question_id: "question_0", selected_options: [], custom_text: "CockroachDB" },
     ]);
     await page.context().close();
   });
@@ -151,15 +154,15 @@ describe("answer surface, elicitation rules (page-level)", () => {
     assert.equal(await page.getByTestId("clarification-custom-replicas").inputValue(), "3", "integer default");
     assert.equal(await page.locator('[data-question-id="replicas"] .required').count(), 1, "required marker");
     await page.getByTestId("clarification-custom-replicas").fill("12");
-    await page.getByTestId("clarification-custom-ratio").fill("abc");
+    await page.getByTestId("clarification-custom-ratio").fill("1.5");
     await page.getByTestId("clarification-custom-contact").fill("not-an-email");
     await page.getByTestId("clarification-custom-ticket").fill("JIRA-1");
     await page.getByTestId("clarification-submit").click();
     await page.getByTestId("clarification-error-replicas").waitFor();
     assert.match(await page.getByTestId("clarification-error-replicas").textContent(), /10 or less/);
-    assert.match(await page.getByTestId("clarification-error-ratio").textContent(), /number/i);
+    assert.match(await page.getByTestId("clarification-error-ratio").textContent(), /1 or less/i);
     assert.match(await page.getByTestId("clarification-error-contact").textContent(), /email/i);
-    assert.match(await page.getByTestId("clarification-error-ticket").textContent(), /expected form/i);
+    assert.match(await page.getByTestId("clarification-error-ticket").textContent(), /format the agent asked for/i);
     await screenshot(page, "overlay-extended-errors");
     assert.equal((await calls(page)).length, 0, "nothing is sent while a field is invalid");
 
@@ -269,7 +272,13 @@ describe("Submit, Skip, Cancel and who asks (page-level)", () => {
     const page = await bench("elicitation-single");
     await page.getByTestId("clarification-custom-question_0").fill("typed, then cancelled");
     await reply(page, { ok: true, body: { status: "cancelled" } });
+    // Something was typed: Cancel asks before throwing it away.
+    const asked = new Promise((resolve) => page.once("dialog", (d) => {
+      resolve(d.message());
+      d.accept();
+    }));
     await page.getByTestId("clarification-cancel").click();
+    assert.match(await asked, /What you typed will be lost/);
     await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
     assert.deepEqual(await calls(page), [{ pendingId: "0d7c1c7e-0c38-4f43-8d7b-5a0f3f1b2c01", cancel: true }]);
     const outcome = page.getByTestId("clarification-outcome");
@@ -313,7 +322,7 @@ describe("history of settled questions (page-level, tests/fixtures/history.json)
       el.querySelector("time")?.getAttribute("datetime") ?? null,
     ]));
     assert.deepEqual(rows, [
-      ["p1", "answered", "Answered", "Answer: SQLite (embedded) — with WAL", "By alice", "2026-01-05T10:01:30.000000Z"],
+      ["p1", "answered", "Answered", "What the agent received:DatastoreSQLite (embedded) (not sent: with WAL)", "By alice", "2026-01-05T10:01:30.000000Z"],
       ["p2", "skipped", "Skipped", "No answer was given.", "By the operator (no sign-in)", "2026-01-05T10:02:30.000000Z"],
       ["p3", "cancelled", "Cancelled by the operator", "No answer was given.", "By the operator (no sign-in)", "2026-01-05T10:03:30.000000Z"],
       ["p4", "timed_out", "Timed out", "No answer was given.", null, "2026-01-05T10:04:30.000000Z"],
@@ -399,7 +408,7 @@ describe("answer surface outcomes (page-level)", () => {
     const page = await bench("elicitation-single");
     await page.evaluate(() => window.__area.settle("0d7c1c7e-0c38-4f43-8d7b-5a0f3f1b2c01", "expired"));
     await page.getByTestId("clarification-overlay").waitFor({ state: "detached" });
-    assert.match(await page.getByTestId("clarification-outcome").textContent(), /closed.*Expired/);
+    assert.equal(await page.getByTestId("clarification-outcome").textContent(), "Time ran out: nobody answered before the deadline.");
     await page.context().close();
   });
 
@@ -427,7 +436,7 @@ describe("answer surface outcomes (page-level)", () => {
     await page2.evaluate((pid) => window.__area.settle(pid, "expired"), id);
     await page2.evaluate(() => window.__release());
     await page2.getByTestId("clarification-overlay").waitFor({ state: "detached" });
-    assert.match(await page2.getByTestId("clarification-outcome").textContent(), /closed.*Expired/);
+    assert.equal(await page2.getByTestId("clarification-outcome").textContent(), "Time ran out: nobody answered before the deadline.");
     await page2.context().close();
   });
 

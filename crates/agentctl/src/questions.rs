@@ -177,6 +177,7 @@ fn parse_question(index: usize, value: &Value) -> Result<Question, String> {
             id: label.clone(),
             label,
             description,
+            preview: None,
         });
     }
     Ok(Question {

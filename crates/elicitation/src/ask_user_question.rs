@@ -153,6 +153,7 @@ mod tests {
                     id: (*l).to_owned(),
                     label: (*l).to_owned(),
                     description: None,
+                    preview: None,
                 })
                 .collect(),
             custom_answer: None,

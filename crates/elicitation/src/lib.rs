@@ -55,7 +55,8 @@
 //! an array with `items.enum` (or `items.oneOf`) → multi-select; plus `default`,
 //! `required` and the constraints `minLength`, `maxLength`, `pattern`, `format`,
 //! `minimum`, `maximum`, `minItems`, `maxItems` on every kind they apply to.
-//! 5. Anything else is ignored.
+//! 5. Anything else is ignored — except `anyOf: [T, {"type": "null"}]` (Pydantic's optional
+//!    field), which is an optional T (docs/decisions/0015).
 //!
 //! **Decision — `enum` versus rule 4.** Rule 4 reads "a string without `oneOf`"; a
 //! string with an `enum` would match it literally. An `enum` is an enumeration of the
@@ -78,7 +79,14 @@
 //! trimmed free text goes to the companion when there is one (the selection is then
 //! not sent), else to the question's own key when it has no options (typed for
 //! `boolean`/`number`/`integer`), else it is dropped; multi-select values are sent in
-//! declaration order.
+//! declaration order. Patterns are ECMA-262 (lookaround, backreferences) with a bounded
+//! backtrack; one that cannot be checked refuses the answer rather than passing it.
+//!
+//! ## Secrets
+//!
+//! [`is_secret`] names the questions whose value must never be kept or shown back
+//! (`format: password`, `writeOnly`, a key like `apiKey`); [`redact`] is the answer as it
+//! may be stored.
 
 pub mod answer;
 pub mod ask_user_question;
@@ -87,9 +95,12 @@ pub mod order;
 pub mod question;
 pub mod request;
 pub mod response;
+pub mod secret;
 
 mod companion;
 mod format;
+mod pattern;
+
 mod schema;
 mod size;
 
@@ -98,3 +109,4 @@ pub use order::compare_keys;
 pub use question::{Constraints, CustomAnswer, Question, QuestionKind, QuestionOption};
 pub use request::{Decline, DeclineReason, MappedElicitation, map_request};
 pub use response::{AnswerError, ElicitationResponse, build_response};
+pub use secret::{REDACTED, is_secret, redact};

@@ -42,6 +42,10 @@ pub struct QuestionOption {
     /// The entry's `description`, when present.
     #[serde(default)]
     pub description: Option<String>,
+    /// A preview to show beside the option (`_meta._claude/askUserQuestionOption.preview`,
+    /// markdown), when the agent gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// The free-text companion property of a question, found by its
@@ -87,6 +91,10 @@ pub struct Constraints {
     /// `maxItems` of a multi-select answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_items: Option<u64>,
+    /// The schema's `writeOnly: true`: the value goes to the agent and is never shown
+    /// back or kept (kandev-elicitation `secret.rs`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub write_only: bool,
 }
 
 impl Constraints {

@@ -1,11 +1,11 @@
 //! Operator answer + mapped elicitation → ACP `elicitation/create` response.
 
-use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 
 use crate::answer::{Answer, OperatorAnswer};
 use crate::format;
+use crate::pattern::{self, PatternVerdict};
 use crate::question::{Question, QuestionKind};
 use crate::request::MappedElicitation;
 
@@ -302,16 +302,25 @@ fn check_text(question: &Question, text: &str) -> Result<(), AnswerError> {
         ));
     }
     if let Some(pattern) = &c.pattern {
-        // JSON Schema patterns are unanchored searches. A pattern this engine cannot
-        // compile is the schema's fault, not the operator's, so it is not enforced.
-        if let Ok(re) = Regex::new(pattern)
-            && !re.is_match(text)
-        {
-            return Err(violated(
-                question,
-                "pattern",
-                format!("must match the pattern `{pattern}`"),
-            ));
+        match pattern::check(pattern, text) {
+            PatternVerdict::Matches => {}
+            PatternVerdict::Mismatch => {
+                return Err(violated(
+                    question,
+                    "pattern",
+                    format!("must match the format the agent asked for (pattern `{pattern}`)"),
+                ));
+            }
+            // Fail closed: a pattern nothing can check never passes as a match.
+            PatternVerdict::Unusable { reason } => {
+                return Err(violated(
+                    question,
+                    "pattern",
+                    format!(
+                        "the agent's pattern `{pattern}` cannot be checked ({reason}), so this field cannot be answered; leave it empty or Skip"
+                    ),
+                ));
+            }
         }
     }
     if let Some(format) = &c.format
@@ -445,11 +454,33 @@ mod tests {
     }
 
     #[test]
-    fn invalid_pattern_is_not_enforced() {
-        let m = mapped(json!({"t": {"type": "string", "pattern": "(?<=a)b"}}));
+    fn a_pattern_nothing_can_compile_fails_closed() {
+        let m = mapped(json!({"t": {"type": "string", "pattern": "(unclosed"}}));
+        let err = submit(&m, vec![answer("t", &[], "zzz")]).expect_err("refused");
+        assert!(
+            matches!(err, AnswerError::ConstraintViolated { ref constraint, ref detail, .. }
+                if constraint == "pattern" && detail.contains("cannot be checked")),
+            "{err:?}"
+        );
+        // Left empty, the optional field is simply not answered.
         assert_eq!(
-            submit(&m, vec![answer("t", &[], "zzz")]).expect("accepted"),
-            json!({"action": "accept", "content": {"t": "zzz"}})
+            submit(&m, vec![answer("t", &[], "  ")]).expect("accepted"),
+            json!({"action": "accept", "content": {}})
+        );
+    }
+
+    #[test]
+    fn ecma_lookaround_and_backreferences_are_enforced() {
+        let m =
+            mapped(json!({"env": {"type": "string", "pattern": r"^prod-(?=[0-9]+$)([0-9])\1$"}}));
+        let err = submit(&m, vec![answer("env", &[], "prod-45")]).expect_err("refused");
+        assert!(
+            matches!(err, AnswerError::ConstraintViolated { ref constraint, .. } if constraint == "pattern"),
+            "{err:?}"
+        );
+        assert_eq!(
+            submit(&m, vec![answer("env", &[], "prod-44")]).expect("accepted"),
+            json!({"action": "accept", "content": {"env": "prod-44"}})
         );
     }
 }

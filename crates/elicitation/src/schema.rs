@@ -55,6 +55,11 @@ pub(crate) fn classify(
     let Some(prop) = property.as_object() else {
         return Ok(Property::Ignored);
     };
+    // `anyOf: [T, {"type": "null"}]` (Pydantic's and FastMCP's optional field) is an
+    // optional T (docs/decisions/0015-nullable-anyof-is-optional.md).
+    let unwrapped = nullable_inner(prop);
+    let prop = unwrapped.as_ref().unwrap_or(prop);
+    let optional = unwrapped.is_some();
     let kind_and_options = match prop.get("type").and_then(Value::as_str) {
         Some("string") => {
             if let Some(entries) = prop.get("oneOf") {
@@ -125,11 +130,48 @@ pub(crate) fn classify(
         prompt,
         options,
         custom_answer: None,
-        required: ctx.required.contains(&key),
+        required: !optional && ctx.required.contains(&key),
         // `null` reads back as `None` through serde, so map it to `None` here too.
         default: prop.get("default").filter(|v| !v.is_null()).cloned(),
         constraints: constraints(kind, prop),
     }))
+}
+
+/// For `{anyOf: [T, {"type": "null"}], …}` (either order): T with the outer keys
+/// (title, description, default…) laid over it. `None` for any other shape, including
+/// an `anyOf` of two real types, which stays rule 5.
+fn nullable_inner(prop: &Map<String, Value>) -> Option<Map<String, Value>> {
+    if prop.contains_key("type") {
+        return None;
+    }
+    let entries = prop.get("anyOf")?.as_array()?;
+    let is_null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
+    let [a, b] = entries.as_slice() else {
+        return None;
+    };
+    let inner = match (is_null(a), is_null(b)) {
+        (true, false) => b,
+        (false, true) => a,
+        _ => return None,
+    };
+    let mut merged = inner.as_object()?.clone();
+    for (key, value) in prop {
+        if key != "anyOf" {
+            merged.insert(key.clone(), value.clone());
+        }
+    }
+    Some(merged)
+}
+
+/// `_meta["_claude/askUserQuestionOption"].preview` of an option entry, when a non-empty string.
+fn option_preview(entry: &Map<String, Value>) -> Option<String> {
+    entry
+        .get("_meta")?
+        .get("_claude/askUserQuestionOption")?
+        .get("preview")?
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
 }
 
 /// `_meta._askUserQuestionCustomAnswer.questionId`, when it is a string.
@@ -165,6 +207,7 @@ fn const_options(entries: &[Value]) -> Result<Vec<QuestionOption>, TooManyOption
                 id: id.to_owned(),
                 label: non_empty_str(entry, "title").unwrap_or_else(|| id.to_owned()),
                 description: non_empty_str(entry, "description"),
+                preview: option_preview(entry),
             },
         )?;
     }
@@ -194,6 +237,7 @@ fn enum_options(
                 id: id.to_owned(),
                 label: label.to_owned(),
                 description: None,
+                preview: None,
             },
         )?;
     }
@@ -218,7 +262,10 @@ fn push_option(
 
 /// The §7 constraints that apply to answers of this kind.
 fn constraints(kind: QuestionKind, prop: &Map<String, Value>) -> Constraints {
-    let mut c = Constraints::default();
+    let mut c = Constraints {
+        write_only: prop.get("writeOnly").and_then(Value::as_bool) == Some(true),
+        ..Constraints::default()
+    };
     match kind {
         QuestionKind::Text => {
             c.min_length = count(prop, "minLength");
@@ -391,6 +438,63 @@ mod tests {
         );
         assert_eq!(multi.constraints.min_items, Some(1));
         assert_eq!(multi.constraints.max_items, None);
+    }
+
+    #[test]
+    fn nullable_any_of_is_an_optional_t() {
+        let ctx = Context {
+            message: "msg",
+            required: &["name", "size"],
+        };
+        let q = |prop: Value| match classify("name", &prop, &ctx).expect("within limits") {
+            Property::Question(q) => q,
+            other => panic!("expected a question, got {other:?}"),
+        };
+        let name = q(
+            json!({"anyOf": [{"type": "string", "maxLength": 8}, {"type": "null"}],
+                            "default": null, "title": "Name"}),
+        );
+        assert_eq!(name.kind, QuestionKind::Text);
+        assert_eq!(name.title.as_deref(), Some("Name"));
+        assert_eq!(name.constraints.max_length, Some(8));
+        assert!(
+            !name.required,
+            "nullable means optional, even when listed in required"
+        );
+        assert_eq!(name.default, None);
+        let size = q(
+            json!({"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 1}], "default": 3}),
+        );
+        assert_eq!(size.kind, QuestionKind::Integer);
+        assert_eq!(size.constraints.minimum, Some(1.0));
+        assert_eq!(size.default, Some(json!(3)));
+        let pick = q(json!({"anyOf": [{"type": "string", "enum": ["a", "b"]}, {"type": "null"}]}));
+        assert_eq!(pick.kind, QuestionKind::SingleSelect);
+        assert_eq!(pick.options.len(), 2);
+        // Not the nullable shape: still rule 5.
+        for prop in [
+            json!({"anyOf": [{"type": "string"}, {"type": "integer"}]}),
+            json!({"anyOf": [{"type": "string"}, {"type": "null"}, {"type": "integer"}]}),
+            json!({"anyOf": [{"type": "null"}, {"type": "null"}]}),
+            json!({"anyOf": [{"type": "object"}, {"type": "null"}]}),
+        ] {
+            let p = classify("k", &prop, &CTX).expect("within limits");
+            assert!(matches!(p, Property::Ignored), "{prop}");
+        }
+    }
+
+    #[test]
+    fn option_previews_and_write_only_are_kept() {
+        let q = question(
+            "q",
+            json!({"type": "string", "writeOnly": true, "oneOf": [
+                {"const": "SQLite", "_meta": {"_claude/askUserQuestionOption": {"preview": "file:./app.db"}}},
+                {"const": "Postgres"}
+            ]}),
+        );
+        assert_eq!(q.options[0].preview.as_deref(), Some("file:./app.db"));
+        assert_eq!(q.options[1].preview, None);
+        assert!(q.constraints.write_only);
     }
 
     #[test]

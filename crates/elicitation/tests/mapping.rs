@@ -643,7 +643,9 @@ fn question_wire_shape_matches_architecture_4_3() {
             "prompt": "Which database should the new service use?",
             "options": [
                 {"id": "Postgres", "label": "Postgres", "description": "Relational, already operated by the team."},
-                {"id": "SQLite", "label": "SQLite", "description": "Embedded; no ops burden."},
+                // Claude's option preview travels with its option (issue 26).
+                {"id": "SQLite", "label": "SQLite", "description": "Embedded; no ops burden.",
+                 "preview": "file:./app.db"},
                 {"id": "DynamoDB", "label": "DynamoDB", "description": null}
             ],
             "custom_answer": {"key": "question_0_custom", "title": "Other",

@@ -582,11 +582,14 @@ fn extension_constraint_pattern_is_an_unanchored_search() {
 }
 
 #[test]
-fn extension_constraint_invalid_pattern_is_ignored() {
+fn extension_constraint_invalid_pattern_fails_closed() {
+    // Decision 0015: a pattern nothing can compile refuses the answer, never passes it.
     let m = form(json!({"t": {"type": "string", "pattern": "(unclosed"}}));
-    assert_eq!(
-        respond(&m, vec![answer("t", &[], "anything")])["content"]["t"],
-        json!("anything")
+    let err =
+        build_response(&m, &submission(vec![answer("t", &[], "anything")])).expect_err("refused");
+    assert!(
+        matches!(err, AnswerError::ConstraintViolated { ref constraint, .. } if constraint == "pattern"),
+        "{err:?}"
     );
 }
 

@@ -163,7 +163,9 @@ pub(super) async fn respond(
             } else {
                 RespondStatus::Answered
             };
-            let settlement = Settlement::answered(answer, operator).fenced(fence);
+            // The agent got the secret; the record keeps it redacted (kandev_elicitation::secret).
+            let kept = kandev_elicitation::redact(&record.questions, &answer);
+            let settlement = Settlement::answered(kept, operator).fenced(fence);
             if let Some(done) = rooms
                 .settle_and_announce(&record.pending_id, &settlement)
                 .await?
@@ -274,10 +276,11 @@ async fn not_delivered(
     answer: &OperatorAnswer,
 ) -> Result<RespondStatus, AppError> {
     tracing::info!("agent is gone; answer recorded, not delivered");
+    let kept = kandev_elicitation::redact(&record.questions, answer);
     if let Some(message) = rooms
         .stores
         .clarifications
-        .note_undelivered(&record.pending_id, answer)
+        .note_undelivered(&record.pending_id, &kept)
         .await?
     {
         rooms

@@ -31,6 +31,7 @@ fn question(prompt: &str) -> Question {
                 id: l.into(),
                 label: l.into(),
                 description: None,
+                preview: None,
             })
             .collect(),
         custom_answer: None,
@@ -376,4 +377,66 @@ async fn a_record_opened_here_is_answered_from_memory_and_forgotten_once_settled
         .expect("read")
         .expect("stored");
     assert_eq!(withdrawn.status, ClarificationStatus::Cancelled);
+}
+
+#[tokio::test]
+async fn a_secret_answer_reaches_the_agent_and_is_kept_redacted() {
+    let (state, session, link) = live_session().await;
+    let api_key = Question {
+        id: "apiKey".into(),
+        kind: QuestionKind::Text,
+        title: None,
+        prompt: "The deploy server needs an API key.".into(),
+        options: Vec::new(),
+        custom_answer: None,
+        required: false,
+        default: None,
+        constraints: Constraints::default(),
+    };
+    link.push(LinkEvent::Agent(AgentEvent::ElicitationRequested(
+        ElicitationRequested {
+            pending_id: "p-1".into(),
+            acp_session_id: "acp-1".into(),
+            tool_call_id: None,
+            message: "The deploy server needs an API key.".into(),
+            questions: vec![api_key],
+        },
+    )));
+    one_pending(&state, &session).await;
+    let secret = OperatorAnswer {
+        answers: vec![Answer {
+            question_id: "apiKey".into(),
+            selected_options: Vec::new(),
+            custom_text: "sk-live-0123".into(),
+        }],
+        ..OperatorAnswer::default()
+    };
+    state
+        .clarifications
+        .respond(&*state.sessions, "p-1", secret, "alice")
+        .await
+        .expect("delivered");
+    let sent = link.calls_of(action::ELICITATIONS_RESPOND);
+    assert!(
+        sent[0].to_string().contains("sk-live-0123"),
+        "the agent gets the value: {sent:?}"
+    );
+    let rec = record_becomes(&state, "p-1", ClarificationStatus::Answered).await;
+    let kept = serde_json::to_string(&rec).expect("json");
+    assert!(
+        !kept.contains("sk-live"),
+        "the record keeps no secret: {kept}"
+    );
+    assert_eq!(
+        rec.answer.expect("answer").answers[0].custom_text,
+        kandev_elicitation::REDACTED
+    );
+    let messages = state
+        .stores
+        .messages
+        .messages(&session)
+        .await
+        .expect("messages");
+    let shown = serde_json::to_string(&messages).expect("json");
+    assert!(!shown.contains("sk-live"), "no message keeps it: {shown}");
 }

@@ -36,6 +36,7 @@ fn question(prompt: &str) -> Question {
             id: "Red".into(),
             label: "Red".into(),
             description: None,
+            preview: None,
         }],
         custom_answer: None,
         required: false,
