@@ -251,12 +251,18 @@ mod tests {
         assert_eq!(spec.on_deadline, OnDeadline::Decline);
         let wire = serde_json::to_value(&spec).expect("encode");
         assert!(wire.get("on_deadline").is_none(), "{wire}");
-        for (value, expected) in [("defaults", OnDeadline::Defaults), ("cancel", OnDeadline::Cancel)] {
+        for (value, expected) in [
+            ("defaults", OnDeadline::Defaults),
+            ("cancel", OnDeadline::Cancel),
+        ] {
             let spec: AgentSpec =
                 serde_json::from_value(json!({"id": "a", "command": ["x"], "on_deadline": value}))
                     .expect("decode");
             assert_eq!(spec.on_deadline, expected);
-            assert_eq!(serde_json::to_value(&spec).expect("encode")["on_deadline"], value);
+            assert_eq!(
+                serde_json::to_value(&spec).expect("encode")["on_deadline"],
+                value
+            );
         }
     }
 

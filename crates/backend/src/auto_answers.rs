@@ -12,7 +12,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kandev_elicitation::{Answer, MappedElicitation, OperatorAnswer, build_response, defaults_answer};
+use kandev_elicitation::{
+    Answer, MappedElicitation, OperatorAnswer, build_response, defaults_answer,
+};
 use tracing::Instrument;
 
 use crate::clarifications::{Clarifications, SessionAgents};
@@ -52,7 +54,10 @@ impl AutoAnswers {
 
     /// The first rule of `agent` that matches `record`.
     pub fn first_match(&self, agent: &str, record: &Clarification) -> Option<&AutoAnswerRule> {
-        self.by_agent.get(agent)?.iter().find(|rule| matches(rule, record))
+        self.by_agent
+            .get(agent)?
+            .iter()
+            .find(|rule| matches(rule, record))
     }
 
     /// `record` just opened on a session of `agent` live here: the first matching rule,

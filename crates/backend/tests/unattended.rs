@@ -53,7 +53,13 @@ async fn waiting_with_auth(kandev: &Kandev) -> (String, String, String) {
     )
     .await;
     assert_eq!(status, 200, "{v}");
-    let (status, task) = authed(kandev, "POST", "/api/v1/tasks", Some(json!({"title": "Orchestrated"}))).await;
+    let (status, task) = authed(
+        kandev,
+        "POST",
+        "/api/v1/tasks",
+        Some(json!({"title": "Orchestrated"})),
+    )
+    .await;
     assert_eq!(status, 201, "{task}");
     let task = task["id"].as_str().expect("task").to_owned();
     let (status, session) = authed(
@@ -73,19 +79,30 @@ async fn waiting_with_auth(kandev: &Kandev) -> (String, String, String) {
             None,
         )
         .await;
-        list["clarifications"][0]["pending_id"].as_str().map(str::to_owned)
+        list["clarifications"][0]["pending_id"]
+            .as_str()
+            .map(str::to_owned)
     })
     .await;
     (task, session, pending_id)
 }
 
 async fn record(kandev: &Kandev, pending_id: &str) -> Value {
-    let (status, v) = authed(kandev, "GET", &format!("/api/v1/clarifications/{pending_id}"), None).await;
+    let (status, v) = authed(
+        kandev,
+        "GET",
+        &format!("/api/v1/clarifications/{pending_id}"),
+        None,
+    )
+    .await;
     assert_eq!(status, 200, "{v}");
     v
 }
 
-async fn mcp_client(kandev: &Kandev, token: Option<&str>) -> Result<RunningService<RoleClient, ()>, String> {
+async fn mcp_client(
+    kandev: &Kandev,
+    token: Option<&str>,
+) -> Result<RunningService<RoleClient, ()>, String> {
     let mut config =
         StreamableHttpClientTransportConfig::with_uri(format!("http://{}/api/v1/mcp", kandev.addr));
     if let Some(token) = token {
@@ -97,7 +114,11 @@ async fn mcp_client(kandev: &Kandev, token: Option<&str>) -> Result<RunningServi
 }
 
 /// A tool call's first text block as JSON, and whether it is a tool error.
-async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> (bool, Value) {
+async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+) -> (bool, Value) {
     let Value::Object(args) = args else {
         panic!("arguments are an object")
     };
@@ -123,16 +144,28 @@ fn colour(option: &str) -> Value {
 async fn an_orchestrator_lists_a_pending_question_over_mcp_and_answers_it_as_its_operator() {
     let kandev = Kandev::start_with(Options::default().toml(&auth_toml())).await;
     let (task, session, pending_id) = waiting_with_auth(&kandev).await;
-    let client = mcp_client(&kandev, Some(ALICE)).await.expect("connects with the token");
+    let client = mcp_client(&kandev, Some(ALICE))
+        .await
+        .expect("connects with the token");
 
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
     assert_eq!(
         names,
-        ["list_pending_questions", "answer_question", "skip_question", "cancel_question"]
+        [
+            "list_pending_questions",
+            "answer_question",
+            "skip_question",
+            "cancel_question"
+        ]
     );
 
-    let (error, listed) = call(&client, "list_pending_questions", json!({"session_id": session})).await;
+    let (error, listed) = call(
+        &client,
+        "list_pending_questions",
+        json!({"session_id": session}),
+    )
+    .await;
     assert!(!error, "{listed}");
     let pending = listed["pending_questions"].as_array().expect("a list");
     assert_eq!(pending.len(), 1, "{listed}");
@@ -141,8 +174,16 @@ async fn an_orchestrator_lists_a_pending_question_over_mcp_and_answers_it_as_its
     assert_eq!(pending[0]["questions"][0]["id"], "question_0");
     assert_eq!(pending[0]["questions"][0]["options"][0]["id"], "Red");
     assert!(pending[0]["questions"][0].get("constraints").is_some());
-    assert!(pending[0].get("expires_at").is_some(), "the field is there, null without a deadline");
-    let (_, other) = call(&client, "list_pending_questions", json!({"task_id": "no-such-task"})).await;
+    assert!(
+        pending[0].get("expires_at").is_some(),
+        "the field is there, null without a deadline"
+    );
+    let (_, other) = call(
+        &client,
+        "list_pending_questions",
+        json!({"task_id": "no-such-task"}),
+    )
+    .await;
     assert_eq!(other["pending_questions"], json!([]));
 
     // The operator API's validation, as a tool error with the reason.
@@ -154,7 +195,12 @@ async fn an_orchestrator_lists_a_pending_question_over_mcp_and_answers_it_as_its
     .await;
     assert!(error, "{refused}");
     assert_eq!(refused["http_status"], 400, "{refused}");
-    assert!(refused["error"]["message"].as_str().is_some_and(|m| m.contains("Purple")), "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Purple")),
+        "{refused}"
+    );
     assert_eq!(record(&kandev, &pending_id).await["status"], "pending");
 
     let (error, answered) = call(
@@ -184,8 +230,16 @@ async fn two_mcp_answers_race_and_exactly_one_reaches_the_agent() {
     let one = mcp_client(&kandev, Some(ALICE)).await.expect("connects");
     let two = mcp_client(&kandev, Some(ALICE)).await.expect("connects");
     let (a, b) = tokio::join!(
-        call(&one, "answer_question", json!({"pending_id": pending_id, "answers": colour("Red")})),
-        call(&two, "answer_question", json!({"pending_id": pending_id, "answers": colour("Blue")})),
+        call(
+            &one,
+            "answer_question",
+            json!({"pending_id": pending_id, "answers": colour("Red")})
+        ),
+        call(
+            &two,
+            "answer_question",
+            json!({"pending_id": pending_id, "answers": colour("Blue")})
+        ),
     );
     let (winner, loser) = match (a.0, b.0) {
         (false, true) => (a.1, b.1),
@@ -194,14 +248,21 @@ async fn two_mcp_answers_race_and_exactly_one_reaches_the_agent() {
     };
     assert_eq!(winner, json!({"status": "answered"}));
     assert_eq!(loser["http_status"], 404, "{loser}");
-    assert_eq!(loser["error"]["origin"], "agentctl", "agentctl's verdict: {loser}");
+    assert_eq!(
+        loser["error"]["origin"], "agentctl",
+        "agentctl's verdict: {loser}"
+    );
     // The turn ends once the agent has its answer: every response it got is in by then.
     wait_for("the turn to end", || async {
         let (_, s) = authed(&kandev, "GET", &format!("/api/v1/sessions/{session}"), None).await;
         (s["state"] == "IDLE").then_some(())
     })
     .await;
-    assert_eq!(kandev.mock_log().elicitation_results().len(), 1, "exactly one answer reached the agent");
+    assert_eq!(
+        kandev.mock_log().elicitation_results().len(),
+        1,
+        "exactly one answer reached the agent"
+    );
     let _ = one.cancel().await;
     let _ = two.cancel().await;
 }
@@ -218,11 +279,22 @@ async fn an_mcp_call_without_a_token_is_refused_when_auth_is_on() {
     .await;
     assert_eq!(status, 401, "{body}");
     assert_eq!(body["error"]["code"], "AUTH_REQUIRED");
-    assert!(mcp_client(&kandev, None).await.is_err(), "no token, no session");
-    assert!(mcp_client(&kandev, Some("kdv_wrong")).await.is_err(), "a wrong token neither");
-    let client = mcp_client(&kandev, Some(ALICE)).await.expect("the operator's token opens it");
+    assert!(
+        mcp_client(&kandev, None).await.is_err(),
+        "no token, no session"
+    );
+    assert!(
+        mcp_client(&kandev, Some("kdv_wrong")).await.is_err(),
+        "a wrong token neither"
+    );
+    let client = mcp_client(&kandev, Some(ALICE))
+        .await
+        .expect("the operator's token opens it");
     let (error, listed) = call(&client, "list_pending_questions", json!({})).await;
-    assert!(!error && listed["pending_questions"] == json!([]), "{listed}");
+    assert!(
+        !error && listed["pending_questions"] == json!([]),
+        "{listed}"
+    );
     let _ = client.cancel().await;
 }
 
@@ -235,7 +307,9 @@ async fn with_rules(rules: &str) -> Kandev {
 async fn demo_waiting(kandev: &Kandev) -> (String, Value) {
     assert_eq!(kandev.set_flag(Some(true)).await.0, 200);
     let task = kandev.create_task("Unattended").await;
-    let session = kandev.start_session(&task, "mock", Some("Pick for me")).await;
+    let session = kandev
+        .start_session(&task, "mock", Some("Pick for me"))
+        .await;
     let id = session["id"].as_str().expect("id").to_owned();
     let pending = kandev.wait_pending(&id, 1).await.remove(0);
     (id, pending)
@@ -261,7 +335,10 @@ async fn a_rule_answers_a_matching_question_after_its_delay_and_not_before() {
     let rec = kandev.wait_status(pending_id, "answered").await;
     assert_eq!(rec["answered_by"], "rule:red", "{rec}");
     let waited = at(&rec, "settled_at") - at(&rec, "created_at");
-    assert!(waited >= chrono::Duration::seconds(2), "answered after {waited}, before `after`");
+    assert!(
+        waited >= chrono::Duration::seconds(2),
+        "answered after {waited}, before `after`"
+    );
     assert_eq!(
         kandev.mock_log().wait_elicitation_results(1).await,
         [json!({"action": "accept", "content": {"question_0": "Red"}})]
@@ -281,12 +358,17 @@ async fn an_operator_who_answers_first_wins_over_the_rule() {
     .await;
     let (_, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
-    let (status, v) = kandev.respond(pending_id, json!({"answers": colour("Blue")})).await;
+    let (status, v) = kandev
+        .respond(pending_id, json!({"answers": colour("Blue")}))
+        .await;
     assert_eq!((status, v), (200, json!({"status": "answered"})));
     kandev.wait_log("the question was settled first", 1).await;
     let rec = kandev.clarification(pending_id).await;
     assert_eq!(rec["answered_by"], "local", "{rec}");
-    assert_eq!(rec["answer"]["answers"][0]["selected_options"], json!(["Blue"]));
+    assert_eq!(
+        rec["answer"]["answers"][0]["selected_options"],
+        json!(["Blue"])
+    );
     assert_eq!(
         kandev.mock_log().elicitation_results(),
         [json!({"action": "accept", "content": {"question_0": "Blue"}})]
@@ -301,23 +383,38 @@ async fn a_rule_whose_answer_does_not_fit_never_answers_and_leaves_the_question_
     .await;
     let (_, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
-    kandev.wait_log("auto-answer rule cannot answer this question", 1).await;
+    kandev
+        .wait_log("auto-answer rule cannot answer this question", 1)
+        .await;
     assert!(kandev.stderr().contains("Purple"), "the reason is logged");
     assert_eq!(kandev.clarification(pending_id).await["status"], "pending");
     assert!(kandev.mock_log().elicitation_results().is_empty());
-    let (status, _) = kandev.respond(pending_id, json!({"answers": colour("Red")})).await;
+    let (status, _) = kandev
+        .respond(pending_id, json!({"answers": colour("Red")}))
+        .await;
     assert_eq!(status, 200, "the operator still can");
 }
 
 #[tokio::test]
 async fn a_rule_that_cannot_answer_is_a_one_line_configuration_error_at_start() {
     for (rule, key) in [
-        ("name = \"r\"\nanswer = \"sometimes\"", "agents.mock.auto_answers[0].answer"),
-        ("name = \"r\"\nanswer = \"skip\"\nafter = \"2h\"", "agents.mock.auto_answers[0].after"),
-        ("name = \"r\"\nanswer = \"skip\"\nmessage = \"(\"", "agents.mock.auto_answers[0].message"),
+        (
+            "name = \"r\"\nanswer = \"sometimes\"",
+            "agents.mock.auto_answers[0].answer",
+        ),
+        (
+            "name = \"r\"\nanswer = \"skip\"\nafter = \"2h\"",
+            "agents.mock.auto_answers[0].after",
+        ),
+        (
+            "name = \"r\"\nanswer = \"skip\"\nmessage = \"(\"",
+            "agents.mock.auto_answers[0].message",
+        ),
         ("name = \"r\"\nanswer = \"skip\"\nwhen = \"now\"", "when"),
     ] {
-        let toml = format!("[agents.mock]\ncommand = [\"mock-agent\"]\n[[agents.mock.auto_answers]]\n{rule}\n");
+        let toml = format!(
+            "[agents.mock]\ncommand = [\"mock-agent\"]\n[[agents.mock.auto_answers]]\n{rule}\n"
+        );
         let (code, stderr) = refused_start(&toml, &[]).await;
         assert_eq!(code, Some(2), "{stderr}");
         let line = stderr.trim();
@@ -336,7 +433,10 @@ async fn with_deadline(on_deadline: &str) -> Kandev {
         Options::default()
             .env("KANDEV_ELICITATION_ANSWER_TIMEOUT", "1s")
             .env("KANDEV_ACP_IDLE_TIMEOUT", "1h")
-            .env("MOCK_AGENT_SCENARIO_DIR", &scenarios().display().to_string())
+            .env(
+                "MOCK_AGENT_SCENARIO_DIR",
+                &scenarios().display().to_string(),
+            )
             .toml(&format!(
                 "on_deadline = \"{on_deadline}\"\ninherit_env = [\"MOCK_AGENT_SCENARIO_DIR\"]"
             )),
@@ -360,7 +460,10 @@ async fn on_deadline_defaults_sends_the_schema_defaults() {
     let kandev = with_deadline("defaults").await;
     let rec = expire(&kandev, "/e2e:defaults-form").await;
     assert_eq!(rec["outcome"], "timed_out");
-    assert_eq!(rec["answered_by"], "deadline:defaults", "the history says which applied");
+    assert_eq!(
+        rec["answered_by"], "deadline:defaults",
+        "the history says which applied"
+    );
     assert_eq!(
         kandev.mock_log().wait_elicitation_results(1).await,
         [json!({"action": "accept", "content": {"colour": "blue", "replicas": 2}})]

@@ -3,10 +3,10 @@
 //! exactly once.
 
 use kandev_agent_stream::request::ElicitationsRespond;
+use kandev_agent_stream::request::OnDeadline;
 use kandev_agent_stream::{
     AgentEvent, DoorDecline, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, timing,
 };
-use kandev_agent_stream::request::OnDeadline;
 use kandev_elicitation::{ElicitationResponse, build_response, defaults_answer, map_request};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -119,7 +119,10 @@ impl Session {
         };
         let (outcome, response) = match self.on_deadline {
             OnDeadline::Decline => (SettleOutcome::TimedOut, ElicitationResponse::Decline),
-            OnDeadline::Cancel => (SettleOutcome::TimedOutCancelled, ElicitationResponse::Cancel),
+            OnDeadline::Cancel => (
+                SettleOutcome::TimedOutCancelled,
+                ElicitationResponse::Cancel,
+            ),
             OnDeadline::Defaults => {
                 let built = defaults_answer(&entry.mapped.questions)
                     .ok_or_else(|| "a required field has no default".to_owned())

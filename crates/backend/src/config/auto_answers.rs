@@ -162,7 +162,9 @@ impl AutoAnswerConfig {
             (Some(other), false) => {
                 return Err(ConfigError::new(
                     format!("{at}.answer"),
-                    format!("`{other}` is no answer; use defaults or skip, or give options or text"),
+                    format!(
+                        "`{other}` is no answer; use defaults or skip, or give options or text"
+                    ),
                 ));
             }
             (Some(_), true) => {
@@ -254,11 +256,15 @@ mod tests {
         );
         assert_eq!(given.after, Duration::from_secs(5));
         assert_eq!(
-            compile("name = \"r\"\nanswer = \"defaults\"").expect("valid").answer,
+            compile("name = \"r\"\nanswer = \"defaults\"")
+                .expect("valid")
+                .answer,
             RuleAnswer::Defaults
         );
-        let skip = compile("name = \"r\"\nanswer = \"skip\"\nmessage = \"(?i)deploy\"\ntool = \"elicitation\"")
-            .expect("valid");
+        let skip = compile(
+            "name = \"r\"\nanswer = \"skip\"\nmessage = \"(?i)deploy\"\ntool = \"elicitation\"",
+        )
+        .expect("valid");
         assert_eq!(skip.answer, RuleAnswer::Skip);
         assert!(skip.message.expect("pattern").is_match("Deploy now?"));
         assert_eq!(skip.tool, Some(RuleTool::Elicitation));
@@ -268,13 +274,31 @@ mod tests {
     fn mistakes_are_one_line_errors_naming_the_key() {
         for (toml, key) in [
             ("name = \"r\"", "`agents.a.auto_answers[0]`:"),
-            ("name = \"r\"\nanswer = \"sometimes\"", "auto_answers[0].answer"),
-            ("name = \"r\"\nanswer = \"skip\"\noptions = [\"A\"]", "auto_answers[0].answer"),
-            ("name = \"r\"\nanswer = \"skip\"\nmessage = \"(\"", "auto_answers[0].message"),
-            ("name = \"r\"\nanswer = \"skip\"\nprompt = \"[z-a]\"", "auto_answers[0].prompt"),
-            ("name = \"r\"\nanswer = \"skip\"\ntool = \"bash\"", "auto_answers[0].tool"),
+            (
+                "name = \"r\"\nanswer = \"sometimes\"",
+                "auto_answers[0].answer",
+            ),
+            (
+                "name = \"r\"\nanswer = \"skip\"\noptions = [\"A\"]",
+                "auto_answers[0].answer",
+            ),
+            (
+                "name = \"r\"\nanswer = \"skip\"\nmessage = \"(\"",
+                "auto_answers[0].message",
+            ),
+            (
+                "name = \"r\"\nanswer = \"skip\"\nprompt = \"[z-a]\"",
+                "auto_answers[0].prompt",
+            ),
+            (
+                "name = \"r\"\nanswer = \"skip\"\ntool = \"bash\"",
+                "auto_answers[0].tool",
+            ),
             ("name = \"r x\"\nanswer = \"skip\"", "auto_answers[0].name"),
-            ("name = \"r\"\nanswer = \"skip\"\nafter = \"1m\"", "auto_answers[0].after"),
+            (
+                "name = \"r\"\nanswer = \"skip\"\nafter = \"1m\"",
+                "auto_answers[0].after",
+            ),
             ("name = \"r\"\noptions = [\"\"]", "auto_answers[0].options"),
         ] {
             let err = compile(toml).expect_err(toml);

@@ -46,7 +46,9 @@ pub const CANCEL_TOOL: &str = "cancel_question";
 
 /// The MCP service, mounted at `/api/v1/mcp`. Stateless (every POST stands alone) and
 /// answering in plain JSON, so any replica serves any call.
-pub(super) fn service(state: AppState) -> StreamableHttpService<Orchestrators, LocalSessionManager> {
+pub(super) fn service(
+    state: AppState,
+) -> StreamableHttpService<Orchestrators, LocalSessionManager> {
     let config = StreamableHttpServerConfig::default()
         // The guard in front checks Host and Origin with kandev's own settings.
         .disable_allowed_hosts()
@@ -54,7 +56,11 @@ pub(super) fn service(state: AppState) -> StreamableHttpService<Orchestrators, L
         .with_json_response(true)
         .with_sse_keep_alive(None);
     StreamableHttpService::new(
-        move || Ok(Orchestrators { state: state.clone() }),
+        move || {
+            Ok(Orchestrators {
+                state: state.clone(),
+            })
+        },
         Arc::new(LocalSessionManager::default()),
         config,
     )
@@ -233,7 +239,12 @@ impl Orchestrators {
 
     /// `POST /api/v1/clarifications/{pending_id}/respond` with `answer`, by `operator`:
     /// here when the session is live here, else at its owner.
-    async fn respond(&self, operator: &Operator, pending_id: &str, answer: OperatorAnswer) -> Response {
+    async fn respond(
+        &self,
+        operator: &Operator,
+        pending_id: &str,
+        answer: OperatorAnswer,
+    ) -> Response {
         let state = &self.state;
         match super::forward::clarification_owner(state, pending_id).await {
             Err(err) => return err.into_response(),
@@ -287,10 +298,11 @@ impl Orchestrators {
                     Err(refused) => return refused,
                 };
                 let answers = args.get("answers").cloned().unwrap_or(json!([]));
-                let answer: OperatorAnswer = match serde_json::from_value(json!({"answers": answers})) {
-                    Ok(answer) => answer,
-                    Err(err) => return bad_request(format!("`answers`: {err}")),
-                };
+                let answer: OperatorAnswer =
+                    match serde_json::from_value(json!({"answers": answers})) {
+                        Ok(answer) => answer,
+                        Err(err) => return bad_request(format!("`answers`: {err}")),
+                    };
                 self.respond(operator, &pending_id, answer).await
             }
             SKIP_TOOL => {
@@ -298,7 +310,10 @@ impl Orchestrators {
                     Ok(id) => id,
                     Err(refused) => return refused,
                 };
-                let reason = args.get("reason").and_then(Value::as_str).unwrap_or_default();
+                let reason = args
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 let answer = OperatorAnswer {
                     answers: Vec::new(),
                     rejected: true,
@@ -348,7 +363,10 @@ impl ServerHandler for Orchestrators {
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(operator) = operator_of(&context) else {
             // The gate puts one on every request it lets through; without it, refuse.
-            return Err(ErrorData::internal_error("no operator on this request", None));
+            return Err(ErrorData::internal_error(
+                "no operator on this request",
+                None,
+            ));
         };
         let span = tracing::info_span!("mcp_tool", tool = %request.name, operator = %operator.name);
         let args = arguments(&request);

@@ -461,11 +461,15 @@ mod tests {
         ];
         assert_eq!(Settlement::from_agentctl(E::TimedOut).answered_by, None);
         assert_eq!(
-            Settlement::from_agentctl(E::TimedOutDefaults).answered_by.as_deref(),
+            Settlement::from_agentctl(E::TimedOutDefaults)
+                .answered_by
+                .as_deref(),
             Some("deadline:defaults")
         );
         assert_eq!(
-            Settlement::from_agentctl(E::TimedOutCancelled).answered_by.as_deref(),
+            Settlement::from_agentctl(E::TimedOutCancelled)
+                .answered_by
+                .as_deref(),
             Some("deadline:cancel")
         );
         for (event, status, outcome) in cases {

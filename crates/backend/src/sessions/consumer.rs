@@ -170,7 +170,9 @@ impl Consumer {
                 Ok(())
             }
             LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(request)) => {
-                if let Some(record) = ask_user_question::requested(rooms, &session, &request).await? {
+                if let Some(record) =
+                    ask_user_question::requested(rooms, &session, &request).await?
+                {
                     self.transcript.close();
                     self.auto_answer(&record);
                 }
