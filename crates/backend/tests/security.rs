@@ -6,7 +6,6 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use kandev_backend::auth::token_sha256;
 use reqwest::StatusCode;
