@@ -27,8 +27,12 @@ fn default_answer(question: &Question) -> Option<Answer> {
         (QuestionKind::Number | QuestionKind::Integer, Value::Number(n)) => {
             answer.custom_text = n.to_string();
         }
-        // Text, and a select whose options came back empty (answered by text).
-        (_, Value::String(text)) if question.text_goes_to_own_key() => {
+        // Text, and a select whose options came back empty (answered by text); never a
+        // string default on a boolean or number question.
+        (
+            QuestionKind::Text | QuestionKind::SingleSelect | QuestionKind::MultiSelect,
+            Value::String(text),
+        ) if question.text_goes_to_own_key() => {
             answer.custom_text = text.clone();
         }
         _ => return None,
