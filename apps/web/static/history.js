@@ -9,11 +9,27 @@ import { t } from "./i18n.js";
 import { KeyedList } from "./live.js";
 import { rich } from "./text.js";
 
-/** Who settled a record, in words; null when no operator did. */
+/** What answered a record: "rule" (`rule:<name>`), "deadline" (`deadline:<choice>`) or "operator". */
+export function answererKind(who) {
+  if (typeof who === "string" && who.startsWith("rule:")) return "rule";
+  if (typeof who === "string" && who.startsWith("deadline:")) return "deadline";
+  return "operator";
+}
+
+/** Who settled a record, in words; null when no operator, rule or deadline choice did. */
 export function settledBy(record) {
   const who = record?.answered_by;
   if (!who) return null;
+  const kind = answererKind(who);
+  if (kind === "rule") return who.slice("rule:".length);
+  if (kind === "deadline") return t(`history.deadline.${who.slice("deadline:".length)}`);
   return who === "local" ? t("history.byLocal") : who;
+}
+
+function answererBadge(record) {
+  const kind = answererKind(record.answered_by);
+  if (kind === "operator") return null;
+  return h("span", { class: `pill pill-by-${kind}`, "data-testid": "history-by-badge", "data-kind": kind }, t(`history.badge.${kind}`));
 }
 
 function questionText(record) {
@@ -36,7 +52,7 @@ function historyItem(record) {
     answered
       ? h("div", { class: "history-answer", "data-testid": "history-answer" }, h("p", { class: "history-answer-head" }, t("history.delivered")), deliveredList(record.answer, record.questions ?? []))
       : h("p", { class: "history-answer", "data-testid": "history-answer" }, t("history.noAnswer")),
-    who ? h("p", { class: "history-by", "data-testid": "history-by" }, t("history.by", { who })) : null);
+    who ? h("p", { class: "history-by", "data-testid": "history-by" }, answererBadge(record), " ", t("history.by", { who })) : null);
 }
 
 function bySettled(a, b) {

@@ -86,6 +86,7 @@ mod tests {
             permission_policy: PermissionPolicy::default(),
             inherit_env: inherit.iter().map(|s| (*s).to_owned()).collect(),
             mcp_servers: Default::default(),
+            on_deadline: Default::default(),
         }
     }
 

@@ -54,6 +54,11 @@ pub enum SettleOutcome {
     OperatorCancelled,
     /// The answer deadline passed (`decline`).
     TimedOut,
+    /// The answer deadline passed and `on_deadline = "defaults"` sent the schema's
+    /// defaults (`accept`).
+    TimedOutDefaults,
+    /// The answer deadline passed and `on_deadline = "cancel"` sent `cancel`.
+    TimedOutCancelled,
     /// The agent withdrew the request with `$/cancel_request`.
     AgentCancelled,
     /// The turn was cancelled (`cancel`).

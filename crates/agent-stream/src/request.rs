@@ -22,6 +22,28 @@ pub enum PermissionPolicy {
     Cancel,
 }
 
+/// What agentctl answers when a pending elicitation's deadline passes
+/// (`agents.<id>.on_deadline`; the deadline itself is agentctl's, F13a).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDeadline {
+    /// `decline` (AC-64).
+    #[default]
+    Decline,
+    /// `accept` with the schema's defaults when every required field has one, else
+    /// `decline`.
+    Defaults,
+    /// `cancel`.
+    Cancel,
+}
+
+impl OnDeadline {
+    /// Whether this is the default, [`OnDeadline::Decline`].
+    pub fn is_decline(&self) -> bool {
+        *self == Self::Decline
+    }
+}
+
 /// The agent to run for a session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentSpec {
@@ -48,6 +70,10 @@ pub struct AgentSpec {
     /// Absent on the wire when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inherit_env: Vec<String>,
+    /// What the answer deadline of a pending elicitation does. Absent on the wire when
+    /// it is the default (`decline`).
+    #[serde(default, skip_serializing_if = "OnDeadline::is_decline")]
+    pub on_deadline: OnDeadline,
 }
 
 /// `agent.session.start`.
@@ -216,6 +242,28 @@ mod tests {
         assert!(spec.mcp_servers.is_empty());
         let wire = serde_json::to_value(&spec).expect("encode");
         assert!(wire.get("mcp_servers").is_none(), "{wire}");
+    }
+
+    #[test]
+    fn on_deadline_is_on_the_wire_only_when_not_decline() {
+        let spec: AgentSpec =
+            serde_json::from_value(json!({"id": "a", "command": ["x"]})).expect("decode");
+        assert_eq!(spec.on_deadline, OnDeadline::Decline);
+        let wire = serde_json::to_value(&spec).expect("encode");
+        assert!(wire.get("on_deadline").is_none(), "{wire}");
+        for (value, expected) in [
+            ("defaults", OnDeadline::Defaults),
+            ("cancel", OnDeadline::Cancel),
+        ] {
+            let spec: AgentSpec =
+                serde_json::from_value(json!({"id": "a", "command": ["x"], "on_deadline": value}))
+                    .expect("decode");
+            assert_eq!(spec.on_deadline, expected);
+            assert_eq!(
+                serde_json::to_value(&spec).expect("encode")["on_deadline"],
+                value
+            );
+        }
     }
 
     #[test]

@@ -247,7 +247,9 @@ pub fn tool_result(questions: &[Question], verdict: &QuestionVerdict) -> (Value,
                 SettleOutcome::TurnCancelled => {
                     "the turn was cancelled before the operator answered"
                 }
-                SettleOutcome::TimedOut => {
+                SettleOutcome::TimedOut
+                | SettleOutcome::TimedOutDefaults
+                | SettleOutcome::TimedOutCancelled => {
                     "the operator did not answer before the deadline (KANDEV_ASK_USER_QUESTION_TIMEOUT)"
                 }
                 SettleOutcome::Shutdown => "agentctl is shutting down",

@@ -6,10 +6,12 @@
 //! nearest valid one (a mistyped `[auth]` must never silently mean "no auth").
 //! `[server]` and `[auth]` live in [`security`].
 
+mod auto_answers;
 mod cluster;
 mod security;
 mod strict;
 
+pub use auto_answers::{AutoAnswerConfig, AutoAnswerRule, RuleAnswer, RuleTool, answer_deadline};
 pub use cluster::{ClusterConfig, DEFAULT_LEASE};
 pub use security::{
     AuthConfig, OperatorConfig, ServerConfig, TlsConfig, is_valid_operator_name, normalize_origin,
@@ -23,7 +25,7 @@ use figment::providers::{Format, Serialized, Toml};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile as FigmentProfile, Provider};
 use kandev_agent_stream::mcp::McpServers;
-use kandev_agent_stream::request::{AgentSpec, PermissionPolicy};
+use kandev_agent_stream::request::{AgentSpec, OnDeadline, PermissionPolicy};
 use kandev_flags::{Profile, Profiles};
 use serde::{Deserialize, Serialize};
 
@@ -79,6 +81,15 @@ pub struct AgentConfig {
     /// `SHELL`). With the local executor they come from kandev's environment.
     #[serde(default)]
     pub inherit_env: Vec<String>,
+    /// What a pending elicitation's answer deadline sends: `decline` (the default,
+    /// AC-64), `defaults` (the schema's defaults when every required field has one, else
+    /// `decline`) or `cancel`. agentctl applies it (F13a).
+    #[serde(default, skip_serializing_if = "OnDeadline::is_decline")]
+    pub on_deadline: OnDeadline,
+    /// Rules that answer routine questions of an unattended run
+    /// (`[[agents.<id>.auto_answers]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub auto_answers: Vec<AutoAnswerConfig>,
 }
 
 impl AgentConfig {
@@ -92,6 +103,7 @@ impl AgentConfig {
             permission_policy: self.permission_policy,
             mcp_servers: self.mcp_servers.clone(),
             inherit_env: self.inherit_env.clone(),
+            on_deadline: self.on_deadline,
         }
     }
 }
@@ -248,6 +260,8 @@ impl Default for Config {
             permission_policy: PermissionPolicy::default(),
             mcp_servers: McpServers::default(),
             inherit_env: Vec::new(),
+            on_deadline: OnDeadline::default(),
+            auto_answers: Vec::new(),
         };
         Self {
             profile: Profile::Dev,
@@ -425,6 +439,7 @@ impl Config {
             ));
         }
         cluster::validate(self)?;
+        auto_answers::validate(self)?;
         security::validate(self)
     }
 

@@ -10,6 +10,8 @@
 //!   restart reconciliation.
 //! - [`clarifications`] — questions from `elicitation/create` and `ask_user_question_kandev`,
 //!   settled exactly once; they reach agents through a narrow trait the sessions implement.
+//! - [`auto_answers`] — the agents' auto-answer rules for unattended runs, answering through
+//!   the clarifications' own answer path as `rule:<name>`.
 //! - [`agent_link`] — the agent stream to agentctl, and the executors that start it.
 //! - [`store`] — one trait per domain, implemented on SQLite and on PostgreSQL; every
 //!   invariant that must hold across processes is a transaction or a conditional update
@@ -25,6 +27,7 @@
 pub mod agent_link;
 pub mod app;
 pub mod auth;
+pub mod auto_answers;
 pub mod clarifications;
 pub mod config;
 pub mod drain;

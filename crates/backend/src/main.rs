@@ -49,6 +49,12 @@ CONFIGURATION (layers: built-in defaults < kandev.toml (--config / KANDEV_CONFIG
                                command = [program, args...] and env = {...}, or
                                type = \"http\" with url and headers = {...} (the agent
                                must accept HTTP MCP servers)
+  agents.<id>.on_deadline      decline (default) | defaults | cancel: what an unanswered
+                               elicitation gets when agentctl's answer deadline passes
+  [[agents.<id>.auto_answers]] name, what to match (question_id, message and prompt
+                               regexes, tool), what to answer (options and/or text, or
+                               answer = \"defaults\" | \"skip\") and after (0s up to the
+                               deadline): answers as rule:<name> unless answered first
   The default agent `mock` runs the mock-agent beside kandev with `--scenario demo`.
   A double underscore in an env var nests: KANDEV_AGENTS__MOCK__CWD=/tmp.
 

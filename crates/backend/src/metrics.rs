@@ -112,6 +112,10 @@ fn describe() {
         metrics::Unit::Seconds,
         "From an operator's respond reaching kandev to agentctl's verdict."
     );
+    describe_counter!(
+        "kandev_auto_answers_total",
+        "Auto-answer rules that fired, by result: answered, preempted (settled first), invalid (the answer does not fit the question), refused (by agentctl or the backend)."
+    );
     describe_gauge!("kandev_sessions_live", "Live sessions by state.");
     describe_gauge!(
         "kandev_sessions_attached",
@@ -150,6 +154,12 @@ fn describe() {
         "1 when the database answered the last scrape's queries."
     );
     describe_gauge!("kandev_draining", "1 once shutting down.");
+}
+
+/// An auto-answer rule fired with `result` (`answered`, `preempted`, `invalid`, `refused`).
+pub fn auto_answer(result: &'static str) {
+    installed();
+    metrics::counter!("kandev_auto_answers_total", "result" => result).increment(1);
 }
 
 /// A clarification reached the operator.

@@ -68,6 +68,7 @@ fn session_start(session_id: &str, args: &[&str], elicitation: bool) -> SessionS
             permission_policy: Default::default(),
             mcp_servers: Default::default(),
             inherit_env: Vec::new(),
+            on_deadline: Default::default(),
         },
         flags: BTreeMap::from([(FLAG.to_owned(), elicitation)]),
     }

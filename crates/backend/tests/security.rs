@@ -6,12 +6,11 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use kandev_backend::auth::token_sha256;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::{DEADLINE, Kandev, Options, wait_for};
+use support::{DEADLINE, Kandev, Options, refused_start, wait_for};
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -701,38 +700,6 @@ async fn tokens_never_appear_in_the_logs() {
     for secret in [ALICE, BOB, wrong, cookie_value, &token_sha256(ALICE)] {
         assert!(!log.contains(secret), "a secret reached the log:\n{log}");
     }
-}
-
-/// Runs `kandev serve` and expects it to refuse to start; returns (exit code, stderr).
-async fn refused_start(toml: &str, env: &[(&str, &str)]) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("kandev.toml");
-    std::fs::write(&config, toml).expect("write");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_kandev"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("KANDEV_") {
-            command.env_remove(key);
-        }
-    }
-    command
-        .arg("--config")
-        .arg(&config)
-        .arg("serve")
-        .current_dir(dir.path())
-        .env(
-            "KANDEV_DATABASE_URL",
-            format!("sqlite://{}", dir.path().join("k.db").display()),
-        )
-        .envs(env.iter().copied())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(Duration::from_secs(20), command.output())
-        .await
-        .expect("kandev exits in time")
-        .expect("run kandev");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]

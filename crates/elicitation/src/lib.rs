@@ -90,6 +90,7 @@
 
 pub mod answer;
 pub mod ask_user_question;
+pub mod defaults;
 pub mod limits;
 pub mod order;
 pub mod question;
@@ -105,6 +106,7 @@ mod schema;
 mod size;
 
 pub use answer::{Answer, OperatorAnswer};
+pub use defaults::defaults_answer;
 pub use order::compare_keys;
 pub use question::{Constraints, CustomAnswer, Question, QuestionKind, QuestionOption};
 pub use request::{Decline, DeclineReason, MappedElicitation, map_request};

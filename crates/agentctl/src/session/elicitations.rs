@@ -3,10 +3,11 @@
 //! exactly once.
 
 use kandev_agent_stream::request::ElicitationsRespond;
+use kandev_agent_stream::request::OnDeadline;
 use kandev_agent_stream::{
     AgentEvent, DoorDecline, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, timing,
 };
-use kandev_elicitation::{ElicitationResponse, build_response, map_request};
+use kandev_elicitation::{ElicitationResponse, build_response, defaults_answer, map_request};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tracing::Instrument;
@@ -93,7 +94,7 @@ impl Session {
                 tokio::select! {
                     _ = tokio::time::sleep(answer_timeout) => {
                         if let Some(session) = me.upgrade() {
-                            session.settle_by_id(&pending_id, SettleOutcome::TimedOut, Some(ElicitationResponse::Decline));
+                            session.deadline_passed(&pending_id);
                         }
                     }
                     _ = cancellation.cancelled() => {
@@ -107,6 +108,37 @@ impl Session {
             }
             .instrument(span.clone()),
         );
+    }
+
+    /// The answer deadline of `pending_id` passed: answer as `on_deadline` says (F13a,
+    /// AC-64 for `decline`). `defaults` sends the schema's defaults when every required
+    /// field has one and they validate, else declines.
+    fn deadline_passed(&self, pending_id: &str) {
+        let Some(entry) = self.pending.take(pending_id) else {
+            return;
+        };
+        let (outcome, response) = match self.on_deadline {
+            OnDeadline::Decline => (SettleOutcome::TimedOut, ElicitationResponse::Decline),
+            OnDeadline::Cancel => (
+                SettleOutcome::TimedOutCancelled,
+                ElicitationResponse::Cancel,
+            ),
+            OnDeadline::Defaults => {
+                let built = defaults_answer(&entry.mapped.questions)
+                    .ok_or_else(|| "a required field has no default".to_owned())
+                    .and_then(|answer| {
+                        build_response(&entry.mapped, &answer).map_err(|err| err.to_string())
+                    });
+                match built {
+                    Ok(response) => (SettleOutcome::TimedOutDefaults, response),
+                    Err(why) => {
+                        tracing::info!(session_id = %self.id, pending_id, reason = %why, "deadline: the defaults cannot answer; declining");
+                        (SettleOutcome::TimedOut, ElicitationResponse::Decline)
+                    }
+                }
+            }
+        };
+        self.settle(entry, outcome, Some(response));
     }
 
     pub(super) fn settle_by_id(

@@ -77,6 +77,8 @@ pub struct Session {
     agent_id: String,
     elicitation_enabled: bool,
     permission_policy: PermissionPolicy,
+    /// What an elicitation's answer deadline sends (`agents.<id>.on_deadline`).
+    on_deadline: kandev_agent_stream::request::OnDeadline,
     timeouts: Timeouts,
     client_capabilities: Value,
     outbox: Outbox,
@@ -183,6 +185,7 @@ impl Session {
                 agent_id: agent.id.clone(),
                 elicitation_enabled: flags.acp_elicitation(),
                 permission_policy: agent.permission_policy,
+                on_deadline: agent.on_deadline,
                 timeouts,
                 client_capabilities,
                 outbox: Outbox::new(session_id.clone(), DEFAULT_CAPACITY),

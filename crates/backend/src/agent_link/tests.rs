@@ -218,6 +218,7 @@ async fn start_session(link: &AgentLink, conn: &mut Conn) {
             permission_policy: Default::default(),
             mcp_servers: Default::default(),
             inherit_env: Vec::new(),
+            on_deadline: Default::default(),
         },
         flags: Default::default(),
     };

@@ -55,12 +55,13 @@ pub fn normalised_key(questions: &[Question]) -> String {
     Value::Array(normal).to_string()
 }
 
-/// `ask_user_question_requested`: opens (or joins, D4) the record, in one transaction.
+/// `ask_user_question_requested`: opens (or joins, D4) the record, in one transaction;
+/// the record when it is new.
 pub async fn requested(
     rooms: &Clarifications,
     session: &SessionRef,
     request: &AskUserQuestionRequested,
-) -> Result<bool, StoreError> {
+) -> Result<Option<Clarification>, StoreError> {
     let content = request
         .context
         .as_deref()
@@ -86,18 +87,19 @@ pub async fn requested(
         .open_question(&request.request_id, &key, &record, &message)
         .await?
     {
-        QuestionOpened::Duplicate => Ok(false),
+        QuestionOpened::Duplicate => Ok(None),
         QuestionOpened::Joined { pending_id } => {
             tracing::info!(
                 request_id = %request.request_id,
                 pending_id = %pending_id,
                 "same questions already pending on this session; the call joins that record (D4)"
             );
-            Ok(false)
+            Ok(None)
         }
         QuestionOpened::Opened { record, message } => {
+            let opened = (*record).clone();
             rooms.announce_opened(session, *record, *message).await?;
-            Ok(true)
+            Ok(Some(opened))
         }
     }
 }

@@ -25,12 +25,13 @@ use crate::model::{
 use crate::store::{SettledRecord, StoreError};
 
 /// `elicitation_requested`: stores the record and its `clarification_request` message in
-/// one transaction, then announces them. Whether it was new (a replayed event is not).
+/// one transaction, then announces them. The record when it was new (a replayed event
+/// is not).
 pub async fn requested(
     rooms: &Clarifications,
     session: &SessionRef,
     request: &ElicitationRequested,
-) -> Result<bool, StoreError> {
+) -> Result<Option<Clarification>, StoreError> {
     timing::hop(timing::hop::BACKEND_APPLYING, &request.pending_id);
     let record = NewClarification {
         pending_id: request.pending_id.clone(),
@@ -48,11 +49,12 @@ pub async fn requested(
         .open_clarification(&record, &message)
         .await?
     else {
-        return Ok(false);
+        return Ok(None);
     };
     timing::hop(timing::hop::BACKEND_STORED, &record.pending_id);
+    let opened = record.clone();
     rooms.announce_opened(session, record, message).await?;
-    Ok(true)
+    Ok(Some(opened))
 }
 
 /// The agent-authored message that carries a record (AC-08).

@@ -170,16 +170,6 @@ fn client() -> &'static reqwest::Client {
 
 /// Sends `request` to the owner and returns its answer as it came.
 async fn forward(state: &AppState, owner: &SessionLease, request: Request) -> Response {
-    let Some(secret) = state.config.cluster.secret.clone() else {
-        return AppError::Unavailable {
-            code: "CLUSTER_NOT_CONFIGURED",
-            message: format!(
-                "session `{}` is owned by replica `{}`; set the same cluster.secret on every replica so requests are forwarded to it",
-                owner.session_id, owner.replica_id
-            ),
-        }
-        .into_response();
-    };
     let operator = request
         .extensions()
         .get::<Operator>()
@@ -198,6 +188,51 @@ async fn forward(state: &AppState, owner: &SessionLease, request: Request) -> Re
             }
             .into_response();
         }
+    };
+    send(state, owner, &operator, &path, content_type, body).await
+}
+
+/// The replica that owns the session of clarification `pending_id`, when that is not
+/// this one (a verb on it must then be forwarded there, as [`to_owner`] does).
+pub(crate) async fn clarification_owner(
+    state: &AppState,
+    pending_id: &str,
+) -> Result<Option<SessionLease>, AppError> {
+    owner_elsewhere(state, &Target::Clarification(pending_id.to_owned())).await
+}
+
+/// Forwards `POST path` with the JSON `body` to `owner` for `operator` (a verb that did
+/// not arrive as that HTTP request, such as an MCP tool call), as [`to_owner`] would.
+pub(crate) async fn forward_verb(
+    state: &AppState,
+    owner: &SessionLease,
+    operator: &Operator,
+    path: &str,
+    body: &serde_json::Value,
+) -> Response {
+    let body = axum::body::Bytes::from(body.to_string());
+    let json = HeaderValue::from_static("application/json");
+    send(state, owner, operator, path, Some(json), body).await
+}
+
+/// Sends one verb to the owner and returns its answer as it came.
+async fn send(
+    state: &AppState,
+    owner: &SessionLease,
+    operator: &Operator,
+    path: &str,
+    content_type: Option<HeaderValue>,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(secret) = state.config.cluster.secret.clone() else {
+        return AppError::Unavailable {
+            code: "CLUSTER_NOT_CONFIGURED",
+            message: format!(
+                "session `{}` is owned by replica `{}`; set the same cluster.secret on every replica so requests are forwarded to it",
+                owner.session_id, owner.replica_id
+            ),
+        }
+        .into_response();
     };
     let mut call = client()
         .post(format!("{}{path}", owner.advertise_url))

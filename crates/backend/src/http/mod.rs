@@ -7,6 +7,7 @@ pub mod forward;
 pub mod guard;
 mod health;
 mod login;
+mod mcp;
 pub mod metrics;
 mod notifications;
 mod runtime_flags;
@@ -66,7 +67,8 @@ pub fn router(state: AppState) -> Router {
                 .merge(sessions::routes())
                 .merge(clarifications::routes())
                 .merge(notifications::routes())
-                .merge(ws::routes()),
+                .merge(ws::routes())
+                .nest_service(mcp::MCP_PATH, mcp::service(state.clone())),
         )
         .fallback(fallback)
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })

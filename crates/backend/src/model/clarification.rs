@@ -60,7 +60,8 @@ pub enum ClarificationStatus {
     Declined,
     /// The operator, the agent or the turn withdrew it, or agentctl shut down.
     Cancelled,
-    /// The answer deadline passed (agentctl declined it).
+    /// The answer deadline passed; agentctl answered as `agents.<id>.on_deadline` says
+    /// (`decline` unless configured; `answered_by` names any other choice).
     Expired,
     /// agentctl or the agent is gone; it can no longer be answered.
     AgentDisconnected,
@@ -141,6 +142,16 @@ impl Outcome {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|o| o.as_str() == s)
     }
+}
+
+/// `answered_by` values that name no operator (operator names never contain `:`).
+pub mod answered_by {
+    /// The deadline passed and `on_deadline = "defaults"` sent the schema's defaults.
+    pub const DEADLINE_DEFAULTS: &str = "deadline:defaults";
+    /// The deadline passed and `on_deadline = "cancel"` sent `cancel`.
+    pub const DEADLINE_CANCEL: &str = "deadline:cancel";
+    /// The prefix of an auto-answer rule's name (`rule:<name>`).
+    pub const RULE_PREFIX: &str = "rule:";
 }
 
 /// Who settled a record.
@@ -309,13 +320,21 @@ impl Standing {
 impl Settlement {
     /// agentctl's settled event.
     pub fn from_agentctl(outcome: SettleOutcome) -> Self {
+        // What answered when the deadline did something else than decline.
+        let answered_by = match outcome {
+            SettleOutcome::TimedOutDefaults => Some(answered_by::DEADLINE_DEFAULTS.to_owned()),
+            SettleOutcome::TimedOutCancelled => Some(answered_by::DEADLINE_CANCEL.to_owned()),
+            _ => None,
+        };
         let (status, outcome) = match outcome {
             SettleOutcome::Answered => (ClarificationStatus::Answered, Outcome::Answered),
             SettleOutcome::Declined => (ClarificationStatus::Declined, Outcome::Skipped),
             SettleOutcome::OperatorCancelled => {
                 (ClarificationStatus::Cancelled, Outcome::Cancelled)
             }
-            SettleOutcome::TimedOut => (ClarificationStatus::Expired, Outcome::TimedOut),
+            SettleOutcome::TimedOut
+            | SettleOutcome::TimedOutDefaults
+            | SettleOutcome::TimedOutCancelled => (ClarificationStatus::Expired, Outcome::TimedOut),
             SettleOutcome::AgentCancelled | SettleOutcome::TurnCancelled => {
                 (ClarificationStatus::Cancelled, Outcome::AgentCancelled)
             }
@@ -329,7 +348,7 @@ impl Settlement {
             outcome,
             by: SettledBy::Agentctl,
             answer: None,
-            answered_by: None,
+            answered_by,
             fence: Fence::NONE,
         }
     }
@@ -433,11 +452,26 @@ mod tests {
             (E::Declined, S::Declined, O::Skipped),
             (E::OperatorCancelled, S::Cancelled, O::Cancelled),
             (E::TimedOut, S::Expired, O::TimedOut),
+            (E::TimedOutDefaults, S::Expired, O::TimedOut),
+            (E::TimedOutCancelled, S::Expired, O::TimedOut),
             (E::AgentCancelled, S::Cancelled, O::AgentCancelled),
             (E::TurnCancelled, S::Cancelled, O::AgentCancelled),
             (E::Shutdown, S::Cancelled, O::Withdrawn),
             (E::AgentExited, S::AgentDisconnected, O::Withdrawn),
         ];
+        assert_eq!(Settlement::from_agentctl(E::TimedOut).answered_by, None);
+        assert_eq!(
+            Settlement::from_agentctl(E::TimedOutDefaults)
+                .answered_by
+                .as_deref(),
+            Some("deadline:defaults")
+        );
+        assert_eq!(
+            Settlement::from_agentctl(E::TimedOutCancelled)
+                .answered_by
+                .as_deref(),
+            Some("deadline:cancel")
+        );
         for (event, status, outcome) in cases {
             let s = Settlement::from_agentctl(event);
             assert_eq!(

@@ -143,9 +143,10 @@ impl Consumer {
                 Ok(())
             }
             LinkEvent::Agent(AgentEvent::ElicitationRequested(request)) => {
-                if elicitation::requested(rooms, &session, &request).await? {
+                if let Some(record) = elicitation::requested(rooms, &session, &request).await? {
                     // Text after the question is a new message.
                     self.transcript.close();
+                    self.auto_answer(&record);
                 }
                 Ok(())
             }
@@ -169,8 +170,11 @@ impl Consumer {
                 Ok(())
             }
             LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(request)) => {
-                if ask_user_question::requested(rooms, &session, &request).await? {
+                if let Some(record) =
+                    ask_user_question::requested(rooms, &session, &request).await?
+                {
                     self.transcript.close();
+                    self.auto_answer(&record);
                 }
                 Ok(())
             }
@@ -211,6 +215,18 @@ impl Consumer {
             }
             LinkEvent::Lost { reason } => self.registry.lost(&self.live, &reason).await,
         }
+    }
+
+    /// A question just opened: the agent's first matching auto-answer rule, if any,
+    /// answers it after its `after` (on a task of its own).
+    fn auto_answer(&self, record: &crate::model::Clarification) {
+        let agents: Arc<dyn crate::clarifications::SessionAgents> = self.registry.clone();
+        self.registry.auto_answers.opened(
+            &self.registry.clarifications,
+            agents,
+            &self.live.agent,
+            record,
+        );
     }
 
     /// agentctl settled a record an operator's answer to is in flight for (it sends that

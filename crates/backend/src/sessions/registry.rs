@@ -40,6 +40,8 @@ pub struct SessionRegistry {
     pub(crate) connector: Arc<dyn AgentConnector>,
     /// This replica and the leases it holds.
     pub ownership: Ownership,
+    /// The agents' auto-answer rules.
+    pub(crate) auto_answers: crate::auto_answers::AutoAnswers,
     live: Mutex<HashMap<String, Arc<LiveSession>>>,
 }
 
@@ -71,6 +73,7 @@ impl SessionRegistry {
         // Every JSON log line names the replica it came from.
         kandev_log::set_process_field("replica_id", &ownership.replica_id);
         Self {
+            auto_answers: crate::auto_answers::AutoAnswers::from_config(&config),
             stores,
             publisher,
             notifier,

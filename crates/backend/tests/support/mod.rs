@@ -685,3 +685,35 @@ impl Proxy {
         self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+/// Runs `kandev serve` and expects it to refuse to start; returns (exit code, stderr).
+pub async fn refused_start(toml: &str, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("kandev.toml");
+    std::fs::write(&config, toml).expect("write");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_kandev"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("KANDEV_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .arg("--config")
+        .arg(&config)
+        .arg("serve")
+        .current_dir(dir.path())
+        .env(
+            "KANDEV_DATABASE_URL",
+            format!("sqlite://{}", dir.path().join("k.db").display()),
+        )
+        .envs(env.iter().copied())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(20), command.output())
+        .await
+        .expect("kandev exits in time")
+        .expect("run kandev");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

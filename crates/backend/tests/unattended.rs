@@ -1,0 +1,504 @@
+//! Answers without a human, on purpose (docs/architecture.md §4.4, §4.5): an orchestrator
+//! agent answering over MCP at `/api/v1/mcp`, auto-answer rules, and what the answer
+//! deadline does (`on_deadline`). The real `kandev`, `agentctl` and `mock-agent`.
+
+mod support;
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use kandev_backend::auth::token_sha256;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use support::{DEADLINE, Kandev, Options, refused_start, wait_for};
+
+const ALICE: &str = "kdv_alice_orchestrator_token";
+
+fn auth_toml() -> String {
+    format!(
+        "\n[auth]\nrequired = true\n\n[[auth.operators]]\nname = \"alice\"\ntoken_sha256 = \"{}\"\n",
+        token_sha256(ALICE)
+    )
+}
+
+/// One API request with alice's token.
+async fn authed(kandev: &Kandev, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let response = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(DEADLINE)
+        .build()
+        .expect("client")
+        .request(method, format!("http://{}{path}", kandev.addr))
+        .bearer_auth(ALICE)
+        .json(&body.unwrap_or(Value::Null))
+        .send()
+        .await
+        .expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// With auth on: the flag on, a task, a demo session waiting on "Pick a colour".
+async fn waiting_with_auth(kandev: &Kandev) -> (String, String, String) {
+    let (status, v) = authed(
+        kandev,
+        "PATCH",
+        "/api/v1/runtime-flags/features.acpElicitation",
+        Some(json!({"override": true})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let (status, task) = authed(
+        kandev,
+        "POST",
+        "/api/v1/tasks",
+        Some(json!({"title": "Orchestrated"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{task}");
+    let task = task["id"].as_str().expect("task").to_owned();
+    let (status, session) = authed(
+        kandev,
+        "POST",
+        &format!("/api/v1/tasks/{task}/sessions"),
+        Some(json!({"agent": "mock", "prompt": "Pick for me"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{session}");
+    let session = session["id"].as_str().expect("session").to_owned();
+    let pending_id = wait_for("a pending question", || async {
+        let (_, list) = authed(
+            kandev,
+            "GET",
+            &format!("/api/v1/clarifications?session_id={session}&status=pending"),
+            None,
+        )
+        .await;
+        list["clarifications"][0]["pending_id"]
+            .as_str()
+            .map(str::to_owned)
+    })
+    .await;
+    (task, session, pending_id)
+}
+
+async fn record(kandev: &Kandev, pending_id: &str) -> Value {
+    let (status, v) = authed(
+        kandev,
+        "GET",
+        &format!("/api/v1/clarifications/{pending_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    v
+}
+
+async fn mcp_client(
+    kandev: &Kandev,
+    token: Option<&str>,
+) -> Result<RunningService<RoleClient, ()>, String> {
+    let mut config =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/api/v1/mcp", kandev.addr));
+    if let Some(token) = token {
+        config = config.auth_header(token.to_owned());
+    }
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .map_err(|err| err.to_string())
+}
+
+/// A tool call's first text block as JSON, and whether it is a tool error.
+async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+) -> (bool, Value) {
+    let Value::Object(args) = args else {
+        panic!("arguments are an object")
+    };
+    let result: CallToolResult = client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
+        .await
+        .expect("tools/call");
+    let text = serde_json::to_value(result.content.first())
+        .ok()
+        .and_then(|b| b.get("text").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default();
+    (
+        result.is_error == Some(true),
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn colour(option: &str) -> Value {
+    json!([{"question_id": "question_0", "selected_options": [option], "custom_text": ""}])
+}
+
+#[tokio::test]
+async fn an_orchestrator_lists_a_pending_question_over_mcp_and_answers_it_as_its_operator() {
+    let kandev = Kandev::start_with(Options::default().toml(&auth_toml())).await;
+    let (task, session, pending_id) = waiting_with_auth(&kandev).await;
+    let client = mcp_client(&kandev, Some(ALICE))
+        .await
+        .expect("connects with the token");
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
+    assert_eq!(
+        names,
+        [
+            "list_pending_questions",
+            "answer_question",
+            "skip_question",
+            "cancel_question"
+        ]
+    );
+
+    let (error, listed) = call(
+        &client,
+        "list_pending_questions",
+        json!({"session_id": session}),
+    )
+    .await;
+    assert!(!error, "{listed}");
+    let pending = listed["pending_questions"].as_array().expect("a list");
+    assert_eq!(pending.len(), 1, "{listed}");
+    assert_eq!(pending[0]["pending_id"], pending_id.as_str());
+    assert_eq!(pending[0]["task_id"], task.as_str());
+    assert_eq!(pending[0]["questions"][0]["id"], "question_0");
+    assert_eq!(pending[0]["questions"][0]["options"][0]["id"], "Red");
+    assert!(pending[0]["questions"][0].get("constraints").is_some());
+    assert!(
+        pending[0].get("expires_at").is_some(),
+        "the field is there, null without a deadline"
+    );
+    let (_, other) = call(
+        &client,
+        "list_pending_questions",
+        json!({"task_id": "no-such-task"}),
+    )
+    .await;
+    assert_eq!(other["pending_questions"], json!([]));
+
+    // The operator API's validation, as a tool error with the reason.
+    let (error, refused) = call(
+        &client,
+        "answer_question",
+        json!({"pending_id": pending_id, "answers": colour("Purple")}),
+    )
+    .await;
+    assert!(error, "{refused}");
+    assert_eq!(refused["http_status"], 400, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Purple")),
+        "{refused}"
+    );
+    assert_eq!(record(&kandev, &pending_id).await["status"], "pending");
+
+    let (error, answered) = call(
+        &client,
+        "answer_question",
+        json!({"pending_id": pending_id, "answers": colour("Blue")}),
+    )
+    .await;
+    assert!(!error, "{answered}");
+    assert_eq!(answered, json!({"status": "answered"}));
+    let results = kandev.mock_log().wait_elicitation_results(1).await;
+    assert_eq!(
+        results,
+        [json!({"action": "accept", "content": {"question_0": "Blue"}})],
+        "exactly that answer"
+    );
+    let rec = record(&kandev, &pending_id).await;
+    assert_eq!(rec["status"], "answered");
+    assert_eq!(rec["answered_by"], "alice", "the token's operator");
+    let _ = client.cancel().await;
+}
+
+#[tokio::test]
+async fn two_mcp_answers_race_and_exactly_one_reaches_the_agent() {
+    let kandev = Kandev::start_with(Options::default().toml(&auth_toml())).await;
+    let (_, session, pending_id) = waiting_with_auth(&kandev).await;
+    let one = mcp_client(&kandev, Some(ALICE)).await.expect("connects");
+    let two = mcp_client(&kandev, Some(ALICE)).await.expect("connects");
+    let (a, b) = tokio::join!(
+        call(
+            &one,
+            "answer_question",
+            json!({"pending_id": pending_id, "answers": colour("Red")})
+        ),
+        call(
+            &two,
+            "answer_question",
+            json!({"pending_id": pending_id, "answers": colour("Blue")})
+        ),
+    );
+    let (winner, loser) = match (a.0, b.0) {
+        (false, true) => (a.1, b.1),
+        (true, false) => (b.1, a.1),
+        _ => panic!("exactly one answer wins: {a:?} {b:?}"),
+    };
+    assert_eq!(winner, json!({"status": "answered"}));
+    assert_eq!(loser["http_status"], 404, "{loser}");
+    assert_eq!(
+        loser["error"]["origin"], "agentctl",
+        "agentctl's verdict: {loser}"
+    );
+    // The turn ends once the agent has its answer: every response it got is in by then.
+    wait_for("the turn to end", || async {
+        let (_, s) = authed(&kandev, "GET", &format!("/api/v1/sessions/{session}"), None).await;
+        (s["state"] == "IDLE").then_some(())
+    })
+    .await;
+    assert_eq!(
+        kandev.mock_log().elicitation_results().len(),
+        1,
+        "exactly one answer reached the agent"
+    );
+    let _ = one.cancel().await;
+    let _ = two.cancel().await;
+}
+
+#[tokio::test]
+async fn an_mcp_call_without_a_token_is_refused_when_auth_is_on() {
+    let kandev = Kandev::start_with(Options::default().toml(&auth_toml())).await;
+    let (status, body) = support::http(
+        kandev.addr,
+        "POST",
+        "/api/v1/mcp",
+        Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})),
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"]["code"], "AUTH_REQUIRED");
+    assert!(
+        mcp_client(&kandev, None).await.is_err(),
+        "no token, no session"
+    );
+    assert!(
+        mcp_client(&kandev, Some("kdv_wrong")).await.is_err(),
+        "a wrong token neither"
+    );
+    let client = mcp_client(&kandev, Some(ALICE))
+        .await
+        .expect("the operator's token opens it");
+    let (error, listed) = call(&client, "list_pending_questions", json!({})).await;
+    assert!(
+        !error && listed["pending_questions"] == json!([]),
+        "{listed}"
+    );
+    let _ = client.cancel().await;
+}
+
+/// A kandev without auth whose mock agent has `rules` (TOML under `[agents.mock]`).
+async fn with_rules(rules: &str) -> Kandev {
+    Kandev::start_with(Options::default().toml(rules)).await
+}
+
+/// The flag on, a task, a demo session waiting on "Pick a colour" (no auth).
+async fn demo_waiting(kandev: &Kandev) -> (String, Value) {
+    assert_eq!(kandev.set_flag(Some(true)).await.0, 200);
+    let task = kandev.create_task("Unattended").await;
+    let session = kandev
+        .start_session(&task, "mock", Some("Pick for me"))
+        .await;
+    let id = session["id"].as_str().expect("id").to_owned();
+    let pending = kandev.wait_pending(&id, 1).await.remove(0);
+    (id, pending)
+}
+
+fn at(record: &Value, field: &str) -> DateTime<Utc> {
+    record[field]
+        .as_str()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .unwrap_or_else(|| panic!("{field} is a timestamp: {record}"))
+        .with_timezone(&Utc)
+}
+
+#[tokio::test]
+async fn a_rule_answers_a_matching_question_after_its_delay_and_not_before() {
+    let kandev = with_rules(
+        "[[agents.mock.auto_answers]]\nname = \"never\"\nmessage = \"no such question\"\nanswer = \"skip\"\n\
+         [[agents.mock.auto_answers]]\nname = \"red\"\nquestion_id = \"question_0\"\nprompt = \"(?i)colour\"\noptions = [\"Red\"]\nafter = \"2s\"\n",
+    )
+    .await;
+    let (_, pending) = demo_waiting(&kandev).await;
+    let pending_id = pending["pending_id"].as_str().expect("id");
+    let rec = kandev.wait_status(pending_id, "answered").await;
+    assert_eq!(rec["answered_by"], "rule:red", "{rec}");
+    let waited = at(&rec, "settled_at") - at(&rec, "created_at");
+    assert!(
+        waited >= chrono::Duration::seconds(2),
+        "answered after {waited}, before `after`"
+    );
+    assert_eq!(
+        kandev.mock_log().wait_elicitation_results(1).await,
+        [json!({"action": "accept", "content": {"question_0": "Red"}})]
+    );
+    let (_, metrics) = support::http::get_text(kandev.addr, "/metrics").await;
+    assert!(
+        metrics.contains("kandev_auto_answers_total{result=\"answered\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn an_operator_who_answers_first_wins_over_the_rule() {
+    let kandev = with_rules(
+        "[[agents.mock.auto_answers]]\nname = \"red\"\nquestion_id = \"question_0\"\noptions = [\"Red\"]\nafter = \"3s\"\n",
+    )
+    .await;
+    let (_, pending) = demo_waiting(&kandev).await;
+    let pending_id = pending["pending_id"].as_str().expect("id");
+    let (status, v) = kandev
+        .respond(pending_id, json!({"answers": colour("Blue")}))
+        .await;
+    assert_eq!((status, v), (200, json!({"status": "answered"})));
+    kandev.wait_log("the question was settled first", 1).await;
+    let rec = kandev.clarification(pending_id).await;
+    assert_eq!(rec["answered_by"], "local", "{rec}");
+    assert_eq!(
+        rec["answer"]["answers"][0]["selected_options"],
+        json!(["Blue"])
+    );
+    assert_eq!(
+        kandev.mock_log().elicitation_results(),
+        [json!({"action": "accept", "content": {"question_0": "Blue"}})]
+    );
+}
+
+#[tokio::test]
+async fn a_rule_whose_answer_does_not_fit_never_answers_and_leaves_the_question_to_the_operator() {
+    let kandev = with_rules(
+        "[[agents.mock.auto_answers]]\nname = \"purple\"\nquestion_id = \"question_0\"\noptions = [\"Purple\"]\n",
+    )
+    .await;
+    let (_, pending) = demo_waiting(&kandev).await;
+    let pending_id = pending["pending_id"].as_str().expect("id");
+    kandev
+        .wait_log("auto-answer rule cannot answer this question", 1)
+        .await;
+    assert!(kandev.stderr().contains("Purple"), "the reason is logged");
+    assert_eq!(kandev.clarification(pending_id).await["status"], "pending");
+    assert!(kandev.mock_log().elicitation_results().is_empty());
+    let (status, _) = kandev
+        .respond(pending_id, json!({"answers": colour("Red")}))
+        .await;
+    assert_eq!(status, 200, "the operator still can");
+}
+
+#[tokio::test]
+async fn a_rule_that_cannot_answer_is_a_one_line_configuration_error_at_start() {
+    for (rule, key) in [
+        (
+            "name = \"r\"\nanswer = \"sometimes\"",
+            "agents.mock.auto_answers[0].answer",
+        ),
+        (
+            "name = \"r\"\nanswer = \"skip\"\nafter = \"2h\"",
+            "agents.mock.auto_answers[0].after",
+        ),
+        (
+            "name = \"r\"\nanswer = \"skip\"\nmessage = \"(\"",
+            "agents.mock.auto_answers[0].message",
+        ),
+        ("name = \"r\"\nanswer = \"skip\"\nwhen = \"now\"", "when"),
+    ] {
+        let toml = format!(
+            "[agents.mock]\ncommand = [\"mock-agent\"]\n[[agents.mock.auto_answers]]\n{rule}\n"
+        );
+        let (code, stderr) = refused_start(&toml, &[]).await;
+        assert_eq!(code, Some(2), "{stderr}");
+        let line = stderr.trim();
+        assert_eq!(line.lines().count(), 1, "one line: {stderr}");
+        assert!(line.contains(key), "{line}");
+    }
+}
+
+fn scenarios() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scenarios")
+}
+
+/// The mock agent with `on_deadline`, a 1 s answer deadline, and the fixture scenarios.
+async fn with_deadline(on_deadline: &str) -> Kandev {
+    Kandev::start_with(
+        Options::default()
+            .env("KANDEV_ELICITATION_ANSWER_TIMEOUT", "1s")
+            .env("KANDEV_ACP_IDLE_TIMEOUT", "1h")
+            .env(
+                "MOCK_AGENT_SCENARIO_DIR",
+                &scenarios().display().to_string(),
+            )
+            .toml(&format!(
+                "on_deadline = \"{on_deadline}\"\ninherit_env = [\"MOCK_AGENT_SCENARIO_DIR\"]"
+            )),
+    )
+    .await
+}
+
+async fn expire(kandev: &Kandev, prompt: &str) -> Value {
+    assert_eq!(kandev.set_flag(Some(true)).await.0, 200);
+    let task = kandev.create_task("Deadline").await;
+    let session = kandev.start_session(&task, "mock", Some(prompt)).await;
+    let id = session["id"].as_str().expect("id");
+    let pending = kandev.wait_pending(id, 1).await.remove(0);
+    kandev
+        .wait_status(pending["pending_id"].as_str().expect("id"), "expired")
+        .await
+}
+
+#[tokio::test]
+async fn on_deadline_defaults_sends_the_schema_defaults() {
+    let kandev = with_deadline("defaults").await;
+    let rec = expire(&kandev, "/e2e:defaults-form").await;
+    assert_eq!(rec["outcome"], "timed_out");
+    assert_eq!(
+        rec["answered_by"], "deadline:defaults",
+        "the history says which applied"
+    );
+    assert_eq!(
+        kandev.mock_log().wait_elicitation_results(1).await,
+        [json!({"action": "accept", "content": {"colour": "blue", "replicas": 2}})]
+    );
+}
+
+#[tokio::test]
+async fn on_deadline_defaults_declines_when_a_required_field_has_no_default() {
+    let kandev = with_deadline("defaults").await;
+    let rec = expire(&kandev, "/e2e:extended").await;
+    assert!(rec["answered_by"].is_null(), "{rec}");
+    assert_eq!(
+        kandev.mock_log().wait_elicitation_results(1).await,
+        [json!({"action": "decline"})]
+    );
+}
+
+#[tokio::test]
+async fn ac64_on_deadline_decline_still_declines() {
+    let kandev = with_deadline("decline").await;
+    let rec = expire(&kandev, "/e2e:defaults-form").await;
+    assert!(rec["answered_by"].is_null(), "{rec}");
+    assert_eq!(
+        kandev.mock_log().wait_elicitation_results(1).await,
+        [json!({"action": "decline"})]
+    );
+}
+
+#[tokio::test]
+async fn on_deadline_cancel_cancels() {
+    let kandev = with_deadline("cancel").await;
+    let rec = expire(&kandev, "/e2e:defaults-form").await;
+    assert_eq!(rec["answered_by"], "deadline:cancel");
+    assert_eq!(
+        kandev.mock_log().wait_elicitation_results(1).await,
+        [json!({"action": "cancel"})]
+    );
+}
