@@ -131,7 +131,9 @@ impl<'q> Encode<'q, Postgres> for Timestamp {
 
 impl<'r> Decode<'r, Postgres> for Timestamp {
     fn decode(value: <Postgres as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
-        Ok(Self::from(<DateTime<Utc> as Decode<'r, Postgres>>::decode(value)?))
+        Ok(Self::from(<DateTime<Utc> as Decode<'r, Postgres>>::decode(
+            value,
+        )?))
     }
 }
 

@@ -7,6 +7,8 @@
 //! version it locks, so concurrent writers from any process serialize on the row.
 
 #[path = "../sql/mod.rs"]
+// Mounted by both dialects on purpose: one text of each query, compiled per engine.
+#[allow(clippy::duplicate_mod)]
 mod sql;
 
 use sql::records;
@@ -103,13 +105,8 @@ impl PostgresDb {
         Ok(Self { pool })
     }
 
-    /// The pool, for the engine's own tests and the data copy.
+    /// The pool: where reads go (and the engine's own tests and the data copy).
     pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    /// Where reads go.
-    fn reader(&self) -> &PgPool {
         &self.pool
     }
 
@@ -125,7 +122,9 @@ impl PostgresDb {
     /// The migration versions applied. A pooled connection is checked by the pool before
     /// use, so a server that went away fails here (the caller bounds how long that may take).
     async fn applied_migrations(&self) -> Result<Vec<i64>, StoreError> {
-        Ok(sqlx::query_scalar(sql::APPLIED).fetch_all(&self.pool).await?)
+        Ok(sqlx::query_scalar(sql::APPLIED)
+            .fetch_all(&self.pool)
+            .await?)
     }
 }
 
@@ -263,7 +262,10 @@ async fn open_clarification(
         sql::MESSAGE
     );
     let binds = records::open_binds(new, message, at)?.into_arguments();
-    match sqlx::query_as_with(&sql, binds).fetch_optional(db.writer()).await {
+    match sqlx::query_as_with(&sql, binds)
+        .fetch_optional(db.writer())
+        .await
+    {
         Err(sqlx::Error::Database(err)) if err.constraint() == Some("clarifications_pkey") => {
             Ok(None)
         }

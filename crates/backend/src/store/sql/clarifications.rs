@@ -14,8 +14,7 @@ use super::records::{exists, record_answer, settle_in};
 use super::{CLARIFICATION, engine};
 use crate::model::clarification::{Effect, Standing};
 use crate::model::{
-    Clarification, Message, NewClarification, NewMessage, SettledBy,
-    Settlement, Source, Timestamp,
+    Clarification, Message, NewClarification, NewMessage, SettledBy, Settlement, Source, Timestamp,
 };
 use crate::store::{ClarificationFilter, ClarificationStore, SettledRecord, StoreError};
 
@@ -45,7 +44,7 @@ impl ClarificationStore for Db {
             return Ok(Some((record.pending_at(&stored.id, at), stored)));
         }
         // Nothing written: the pending id is taken, or there is no such session.
-        if exists(&mut *self.reader().acquire().await?, &record.pending_id).await? {
+        if exists(&mut *self.pool().acquire().await?, &record.pending_id).await? {
             return Ok(None);
         }
         Err(StoreError::Query(format!(
@@ -58,7 +57,7 @@ impl ClarificationStore for Db {
         let sql = format!("SELECT {CLARIFICATION} FROM clarifications WHERE pending_id = $1");
         let record = sqlx::query_as(&sql)
             .bind(pending_id)
-            .fetch_optional(self.reader())
+            .fetch_optional(self.pool())
             .await?;
         Ok(record)
     }
@@ -74,7 +73,7 @@ impl ClarificationStore for Db {
         ))
         .bind(&filter.session_id)
         .bind(filter.status)
-        .fetch_all(self.reader())
+        .fetch_all(self.pool())
         .await?;
         Ok(records)
     }
@@ -93,7 +92,7 @@ impl ClarificationStore for Db {
                  FROM clarifications WHERE pending_id = $1",
             )
             .bind(pending_id)
-            .fetch_optional(self.reader())
+            .fetch_optional(self.pool())
             .await?;
             if standing.is_some_and(|current| settlement.effect_on(current) == Effect::Nothing) {
                 return Ok(None);
@@ -222,7 +221,7 @@ impl ClarificationStore for Db {
              ORDER BY created_at, request_id",
         )
         .bind(session_id)
-        .fetch_all(self.reader())
+        .fetch_all(self.pool())
         .await?;
         Ok(calls)
     }

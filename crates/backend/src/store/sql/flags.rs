@@ -13,7 +13,7 @@ impl FlagOverrideStore for Db {
     async fn overrides(&self) -> Result<BTreeMap<String, bool>, StoreError> {
         let rows: Vec<(String, bool)> =
             sqlx::query_as("SELECT key, value FROM runtime_flag_overrides")
-                .fetch_all(self.reader())
+                .fetch_all(self.pool())
                 .await?;
         Ok(rows.into_iter().collect())
     }

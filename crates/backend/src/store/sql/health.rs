@@ -25,19 +25,19 @@ impl HealthStore for Db {
     }
 
     fn pool_use(&self) -> PoolUse {
-        PoolUse::of(self.reader())
+        PoolUse::of(self.pool())
     }
 
     async fn gauges(&self) -> Result<Gauges, StoreError> {
         let mut gauges = Gauges::default();
         let pending: Vec<(Source, i64)> = sqlx::query_as(PENDING_BY_SOURCE)
-            .fetch_all(self.reader())
+            .fetch_all(self.pool())
             .await?;
         for (source, n) in pending {
             gauges.pending.push((source, count(n)));
         }
         let live: Vec<(SessionState, bool, i64)> =
-            sqlx::query_as(LIVE_SESSIONS).fetch_all(self.reader()).await?;
+            sqlx::query_as(LIVE_SESSIONS).fetch_all(self.pool()).await?;
         for (state, waiting, n) in live {
             gauges.add_sessions(state, waiting, count(n));
         }

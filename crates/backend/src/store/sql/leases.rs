@@ -112,7 +112,7 @@ impl LeaseStore for Db {
         let sql = format!("SELECT {COLUMNS} FROM session_leases WHERE session_id = $1");
         let lease = sqlx::query_as(&sql)
             .bind(session_id)
-            .fetch_optional(self.reader())
+            .fetch_optional(self.pool())
             .await?;
         Ok(lease)
     }
@@ -134,7 +134,7 @@ impl LeaseStore for Db {
         ))
         .bind(-millis(unowned_after))
         .bind(replica_id)
-        .fetch_all(self.reader())
+        .fetch_all(self.pool())
         .await?;
         Ok(ids)
     }
@@ -162,7 +162,7 @@ impl LeaseStore for Db {
              WHERE l.agent_host IS NOT NULL AND s.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') \
              GROUP BY l.agent_host",
         )
-        .fetch_all(self.reader())
+        .fetch_all(self.pool())
         .await?;
         Ok(rows
             .into_iter()

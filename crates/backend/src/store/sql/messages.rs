@@ -60,7 +60,7 @@ impl MessageStore for Db {
         let sql = format!("SELECT {MESSAGE} FROM messages WHERE id = $1");
         let message = sqlx::query_as(&sql)
             .bind(id)
-            .fetch_optional(self.reader())
+            .fetch_optional(self.pool())
             .await?;
         Ok(message)
     }
@@ -69,7 +69,7 @@ impl MessageStore for Db {
         let sql = format!("SELECT {MESSAGE} FROM messages WHERE session_id = $1 ORDER BY seq");
         let messages = sqlx::query_as(&sql)
             .bind(session_id)
-            .fetch_all(self.reader())
+            .fetch_all(self.pool())
             .await?;
         Ok(messages)
     }
@@ -106,7 +106,7 @@ impl MessageStore for Db {
         ))
         .bind(session_id)
         .bind(tool_call_id)
-        .fetch_optional(self.reader())
+        .fetch_optional(self.pool())
         .await?;
         Ok(message)
     }

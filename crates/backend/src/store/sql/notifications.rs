@@ -30,13 +30,13 @@ impl NotificationStore for Db {
         let sql = format!("SELECT {COLUMNS} FROM notifications WHERE id = $1");
         let found = sqlx::query_as(&sql)
             .bind(id)
-            .fetch_optional(self.reader())
+            .fetch_optional(self.pool())
             .await?;
         Ok(found)
     }
 
     async fn notifications(&self) -> Result<Vec<Notification>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM notifications ORDER BY created_at DESC, id");
-        Ok(sqlx::query_as(&sql).fetch_all(self.reader()).await?)
+        Ok(sqlx::query_as(&sql).fetch_all(self.pool()).await?)
     }
 }

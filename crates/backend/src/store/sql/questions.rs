@@ -5,7 +5,9 @@
 
 use super::records::{exists, insert, settle_in};
 use super::{CLARIFICATION, engine, messages};
-use crate::model::{Clarification, ClarificationStatus, NewClarification, NewMessage, Settlement, Timestamp};
+use crate::model::{
+    Clarification, ClarificationStatus, NewClarification, NewMessage, Settlement, Timestamp,
+};
 use crate::store::{Claim, QuestionOpened, SettledRecord, StoreError};
 
 use engine::{Conn, Db};

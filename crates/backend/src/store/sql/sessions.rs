@@ -32,7 +32,7 @@ impl Db {
     async fn stored_state(&self, id: &str) -> Result<Option<SessionState>, StoreError> {
         let state = sqlx::query_scalar("SELECT state FROM sessions WHERE id = $1")
             .bind(id)
-            .fetch_optional(self.reader())
+            .fetch_optional(self.pool())
             .await?;
         Ok(state)
     }
@@ -64,7 +64,7 @@ impl SessionStore for Db {
         let sql = format!("{SELECT} WHERE s.id = $1");
         let record = sqlx::query_as(&sql)
             .bind(id)
-            .fetch_optional(self.reader())
+            .fetch_optional(self.pool())
             .await?;
         Ok(record)
     }
@@ -79,7 +79,7 @@ impl SessionStore for Db {
         );
         let records = sqlx::query_as(&sql)
             .bind(Json(task_ids))
-            .fetch_all(self.reader())
+            .fetch_all(self.pool())
             .await?;
         Ok(records)
     }
@@ -88,7 +88,7 @@ impl SessionStore for Db {
         let sql = format!(
             "{SELECT} WHERE s.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY s.created_at, s.id"
         );
-        Ok(sqlx::query_as(&sql).fetch_all(self.reader()).await?)
+        Ok(sqlx::query_as(&sql).fetch_all(self.pool()).await?)
     }
 
     async fn transition(

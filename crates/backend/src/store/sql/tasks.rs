@@ -28,13 +28,13 @@ impl TaskStore for Db {
         let sql = format!("SELECT {COLUMNS} FROM tasks WHERE id = $1");
         let task = sqlx::query_as(&sql)
             .bind(id)
-            .fetch_optional(self.reader())
+            .fetch_optional(self.pool())
             .await?;
         Ok(task)
     }
 
     async fn tasks(&self) -> Result<Vec<Task>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM tasks ORDER BY created_at DESC, id");
-        Ok(sqlx::query_as(&sql).fetch_all(self.reader()).await?)
+        Ok(sqlx::query_as(&sql).fetch_all(self.pool()).await?)
     }
 }

@@ -12,6 +12,8 @@ mod checkpoint;
 mod merge;
 mod settle;
 #[path = "../../sql/mod.rs"]
+// Mounted by both dialects on purpose: one text of each query, compiled per engine.
+#[allow(clippy::duplicate_mod)]
 mod sql;
 
 use std::str::FromStr;
@@ -134,13 +136,9 @@ impl SqliteDb {
         Self::open("sqlite::memory:").await
     }
 
-    /// The pool, for the engine's own tests.
+    /// The readers' pool: where reads go, WAL readers beside the writer (and the
+    /// engine's own tests).
     pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    /// Where reads go: WAL readers, beside the writer.
-    fn reader(&self) -> &SqlitePool {
         &self.pool
     }
 
@@ -159,12 +157,16 @@ impl SqliteDb {
     /// would find nothing there.
     async fn applied_migrations(&self) -> Result<Vec<i64>, StoreError> {
         let Some(options) = &self.probe else {
-            return Ok(sqlx::query_scalar(sql::APPLIED).fetch_all(&self.pool).await?);
+            return Ok(sqlx::query_scalar(sql::APPLIED)
+                .fetch_all(&self.pool)
+                .await?);
         };
         let mut conn = SqliteConnection::connect_with(options)
             .await
             .map_err(|err| StoreError::Unavailable(err.to_string()))?;
-        let applied = sqlx::query_scalar(sql::APPLIED).fetch_all(&mut conn).await?;
+        let applied = sqlx::query_scalar(sql::APPLIED)
+            .fetch_all(&mut conn)
+            .await?;
         conn.close().await?;
         Ok(applied)
     }
@@ -205,9 +207,7 @@ fn each_text(param: &str) -> String {
 
 /// The `[session_id, generation]` pairs of the JSON array bound at `param`, as a table.
 fn each_pair(param: &str) -> String {
-    format!(
-        "(SELECT value ->> 0 AS session_id, value ->> 1 AS generation FROM json_each({param}))"
-    )
+    format!("(SELECT value ->> 0 AS session_id, value ->> 1 AS generation FROM json_each({param}))")
 }
 
 /// A JSON document bound as text and kept as it came (SQLite keeps JSON as text anyway).

@@ -35,7 +35,10 @@ pub(crate) async fn open_clarification(
     let rows = db
         .in_one_hop(statements, records::open_binds(new, message, at)?)
         .await?;
-    rows.first().map(Message::from_row).transpose().map_err(Into::into)
+    rows.first()
+        .map(Message::from_row)
+        .transpose()
+        .map_err(Into::into)
 }
 
 /// The first conditional update of [`Settlement::effect_on`] and its message, in one
@@ -80,7 +83,10 @@ fn settling(pending_id: &str, s: &Settlement) -> Result<(String, Binds), StoreEr
         records::settle_update(),
         sql::MESSAGE,
     );
-    Ok((statements, records::settle_binds(pending_id, s, Timestamp::now())?))
+    Ok((
+        statements,
+        records::settle_binds(pending_id, s, Timestamp::now())?,
+    ))
 }
 
 /// What [`settling`]'s batch returned: the settled record and its message, or `None`.
