@@ -228,7 +228,7 @@ impl NewClarification {
 }
 
 /// A stored record, as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
 pub struct Clarification {
     /// agentctl's pending id, or the backend's for ask_user_question.
     pub pending_id: String,
@@ -245,12 +245,14 @@ pub struct Clarification {
     /// The request's message.
     pub message: String,
     /// The mapped questions (§4.3).
+    #[sqlx(json)]
     pub questions: Vec<Question>,
     /// The status.
     pub status: ClarificationStatus,
     /// What became of it, once settled.
     pub outcome: Option<Outcome>,
     /// The operator's answer `{answers, rejected, reject_reason}`, once given.
+    #[sqlx(json(nullable))]
     pub answer: Option<OperatorAnswer>,
     /// The operator who answered, skipped or cancelled it (`"local"` without auth).
     pub answered_by: Option<String>,
@@ -293,7 +295,7 @@ pub enum Effect {
 }
 
 /// The facts of a record that decide a settlement's [`Effect`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
 pub struct Standing {
     /// Its status.
     pub status: ClarificationStatus,

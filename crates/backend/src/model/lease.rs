@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::model::time::Timestamp;
 
 /// One session's owner, as the `session_leases` row holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SessionLease {
     /// The session.
     pub session_id: String,
@@ -17,6 +17,7 @@ pub struct SessionLease {
     /// Where other replicas reach that replica (`cluster.advertise_url`).
     pub advertise_url: String,
     /// Bumped by every claim; a write carrying an older one changes nothing.
+    #[sqlx(try_from = "i64")]
     pub generation: u64,
     /// When the lease runs out unless renewed.
     pub expires_at: Timestamp,

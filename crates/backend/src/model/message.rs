@@ -60,7 +60,7 @@ pub mod author {
 }
 
 /// A stored message, as the API returns it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
 pub struct Message {
     /// UUID.
     pub id: String,
@@ -72,6 +72,7 @@ pub struct Message {
     pub seq: i64,
     /// What it is.
     #[serde(rename = "type")]
+    #[sqlx(rename = "type")]
     pub kind: MessageKind,
     /// See [`author`].
     pub author_type: String,

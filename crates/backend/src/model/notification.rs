@@ -10,7 +10,7 @@ pub const CLARIFICATION_REQUESTED: &str = "session.clarification_requested";
 pub const TURN_FINISHED: &str = "session.turn_finished";
 
 /// A stored notification.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct Notification {
     /// UUID.
     pub id: String,

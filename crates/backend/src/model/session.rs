@@ -167,6 +167,37 @@ pub struct SessionRecord {
     pub pending: usize,
 }
 
+/// A session row with its `pending` count; the counters are `BIGINT` in the database.
+impl<'r, R: sqlx::Row> sqlx::FromRow<'r, R> for SessionRecord
+where
+    &'r str: sqlx::ColumnIndex<R>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Value: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    SessionState: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Timestamp: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        let last: Option<i64> = row.try_get("last_event_seq")?;
+        let pending: i64 = row.try_get("pending")?;
+        Ok(Self {
+            id: row.try_get("id")?,
+            task_id: row.try_get("task_id")?,
+            agent: row.try_get("agent")?,
+            state: row.try_get("state")?,
+            acp_session_id: row.try_get("acp_session_id")?,
+            client_capabilities: row.try_get("client_capabilities")?,
+            flags: row.try_get("flags")?,
+            agent_info: row.try_get("agent_info")?,
+            error: row.try_get("error")?,
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+            last_event_seq: last.and_then(|seq| u64::try_from(seq).ok()),
+            pending: usize::try_from(pending).unwrap_or(0),
+        })
+    }
+}
+
 /// A session as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Session {

@@ -7,7 +7,7 @@ use crate::model::session::{Session, SessionState};
 use crate::model::time::Timestamp;
 
 /// A stored task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct Task {
     /// UUID.
     pub id: String,

@@ -1,11 +1,16 @@
 //! [`Timestamp`]: an instant in UTC, to the microsecond, written as RFC 3339 with six
 //! fraction digits (`2026-12-01T09:30:57.123456Z`) so that text order is time order.
+//! It binds itself (docs/decisions/0007): RFC 3339 `TEXT` on SQLite, `TIMESTAMPTZ` on
+//! PostgreSQL, so no query converts one by hand.
 
 use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::{Database, Decode, Encode, Postgres, Sqlite, Type};
 
 /// An instant, microsecond precision (what both SQLite text and PostgreSQL keep).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -75,6 +80,60 @@ impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
         text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// SQLite has no time type: the fixed-width text, whose order is time order.
+impl Type<Sqlite> for Timestamp {
+    fn type_info() -> <Sqlite as Database>::TypeInfo {
+        <str as Type<Sqlite>>::type_info()
+    }
+
+    fn compatible(ty: &<Sqlite as Database>::TypeInfo) -> bool {
+        <str as Type<Sqlite>>::compatible(ty)
+    }
+}
+
+impl<'q> Encode<'q, Sqlite> for Timestamp {
+    fn encode_by_ref(
+        &self,
+        buf: &mut <Sqlite as Database>::ArgumentBuffer<'q>,
+    ) -> Result<IsNull, BoxDynError> {
+        <String as Encode<'q, Sqlite>>::encode(self.to_rfc3339(), buf)
+    }
+}
+
+impl<'r> Decode<'r, Sqlite> for Timestamp {
+    fn decode(value: <Sqlite as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(<&str as Decode<'r, Sqlite>>::decode(value)?.parse()?)
+    }
+}
+
+/// PostgreSQL keeps the instant itself (`TIMESTAMPTZ`, microseconds).
+impl Type<Postgres> for Timestamp {
+    fn type_info() -> <Postgres as Database>::TypeInfo {
+        <DateTime<Utc> as Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &<Postgres as Database>::TypeInfo) -> bool {
+        <DateTime<Utc> as Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl<'q> Encode<'q, Postgres> for Timestamp {
+    fn encode_by_ref(
+        &self,
+        buf: &mut <Postgres as Database>::ArgumentBuffer<'q>,
+    ) -> Result<IsNull, BoxDynError> {
+        <DateTime<Utc> as Encode<'q, Postgres>>::encode_by_ref(&self.0, buf)
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for Timestamp {
+    fn decode(value: <Postgres as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(Self::from(<DateTime<Utc> as Decode<'r, Postgres>>::decode(
+            value,
+        )?))
     }
 }
 

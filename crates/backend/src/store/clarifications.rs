@@ -160,29 +160,3 @@ pub trait ClarificationStore: Send + Sync {
     /// The calls of a session still waiting, oldest first.
     async fn waiting_calls_of_session(&self, session_id: &str) -> Result<Vec<String>, StoreError>;
 }
-
-/// What an operator's answer noted after agentctl's settlement writes into the record's
-/// message (both engines).
-pub(crate) fn answer_patch(record: &Clarification) -> serde_json::Map<String, serde_json::Value> {
-    let mut patch = serde_json::Map::new();
-    if let Some(answer) = &record.answer {
-        patch.insert("answer".into(), serde_json::json!(answer));
-    }
-    if let Some(who) = &record.answered_by {
-        patch.insert("answered_by".into(), serde_json::json!(who));
-    }
-    patch
-}
-
-/// The second conditional update of [`Settlement::effect_on`](crate::model::Settlement)
-/// (both engines): an operator's answer noted on a record agentctl settled first. Binds
-/// `$1` pending id, `$2` settled by, `$3` status, `$4` answer, `$5` operator; `fence` is
-/// the engine's session-fence condition on `$6`, `columns` the record's columns returned.
-pub(crate) fn record_answer_sql(fence: &str, columns: &str) -> String {
-    format!(
-        "UPDATE clarifications SET answer = COALESCE($4, answer), answered_by = $5 \
-         WHERE pending_id = $1 AND $2 = 'operator' AND settled_by = 'agentctl' \
-           AND status = $3 AND answered_by IS NULL AND {fence} \
-         RETURNING {columns}"
-    )
-}

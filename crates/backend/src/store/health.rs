@@ -93,16 +93,6 @@ impl Gauges {
     }
 }
 
-/// The SQL both engines run for [`Gauges`]: pending per source, and live sessions per
-/// stored state and whether one of their clarifications is pending.
-pub(crate) const PENDING_BY_SOURCE: &str =
-    "SELECT source, COUNT(*) AS n FROM clarifications WHERE status = 'pending' GROUP BY source";
-/// See [`PENDING_BY_SOURCE`].
-pub(crate) const LIVE_SESSIONS: &str = "SELECT s.state AS state, \
-     EXISTS (SELECT 1 FROM clarifications c WHERE c.session_id = s.id AND c.status = 'pending') AS waiting, \
-     COUNT(*) AS n FROM sessions s \
-     WHERE s.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') GROUP BY 1, 2";
-
 /// The database as a service: reachable, migrated, its pool.
 #[async_trait]
 pub trait HealthStore: Send + Sync {

@@ -1,13 +1,18 @@
-//! Persistence: one store trait per domain, each implemented per database engine.
+//! Persistence: one store trait per domain, each method written once for every engine.
 //!
 //! - [`TaskStore`], [`SessionStore`], [`MessageStore`], [`ClarificationStore`],
-//!   [`NotificationStore`], [`FlagOverrideStore`] and [`LeaseStore`] say what the rooms may ask of the
-//!   database. Every multi-row change is one method, run in one transaction; every rule
-//!   that must hold across processes (first answer wins, one turn at a time, a message
-//!   number per session, the session state machine) is a constraint or a conditional
-//!   update inside it, never a lock in memory.
-//! - [`sqlite`] implements them on SQLite (the embedded default), [`postgres`] on a
-//!   PostgreSQL server (what a team and its replicas share).
+//!   [`NotificationStore`], [`FlagOverrideStore`], [`LeaseStore`], [`ChangeBus`] and
+//!   [`HealthStore`] say what the rooms may ask of the database. Every multi-row change is
+//!   one method, run in one transaction; every rule that must hold across processes
+//!   (first answer wins, one turn at a time, a message number per session, the session
+//!   state machine) is a constraint or a conditional update inside it, never a lock in
+//!   memory.
+//! - `sql/` implements them, one file per domain, each query written once: the model
+//!   types bind and read themselves (`sqlx::Type`, `FromRow`), so one text serves SQLite
+//!   and PostgreSQL alike.
+//! - `dialect/` holds what genuinely differs, one module per engine: [`sqlite`] (the
+//!   embedded default) and [`postgres`] (what a team and its replicas share). Each opens
+//!   its pool and compiles `sql/` against itself (docs/decisions/0014).
 //! - [`Stores`] bundles one handle per domain; [`open`] picks the engine by URL.
 //!
 //! Database errors stop here: callers see [`StoreError`], never `sqlx::Error`.
@@ -15,19 +20,20 @@
 mod clarifications;
 #[cfg(test)]
 mod conformance;
+mod dialect;
 mod flags;
 mod health;
 mod leases;
 mod messages;
 mod notifications;
-pub mod postgres;
 mod sessions;
-pub mod sqlite;
 mod tasks;
 pub mod transfer;
 mod views;
 
 use std::sync::Arc;
+
+pub use dialect::{postgres, sqlite};
 
 pub use clarifications::{
     Claim, ClarificationFilter, ClarificationStore, QuestionOpened, SettledRecord,

@@ -1,5 +1,5 @@
-//! The stores on SQLite: one [`SqliteDb`] (WAL mode; a pool of readers and one writer
-//! connection) implements every store trait, one file per domain. Every write goes
+//! The SQLite dialect: one [`SqliteDb`] (WAL mode; a pool of readers and one writer
+//! connection) implements every store trait with the shared `sql/`. Every write goes
 //! through the writer; writes that must be atomic run in [`SqliteDb::begin`]'s
 //! `BEGIN IMMEDIATE` transactions: the write lock is taken at the start, so a writer of
 //! another process queues on the busy timeout instead of one failing on a stale
@@ -9,28 +9,26 @@
 
 mod batch;
 mod checkpoint;
-mod clarifications;
-mod flags;
-mod health;
-mod leases;
-mod messages;
-mod notifications;
-mod questions;
-mod sessions;
-mod tasks;
+mod merge;
+mod settle;
+#[path = "../../sql/mod.rs"]
+// Mounted by both dialects on purpose: one text of each query, compiled per engine.
+#[allow(clippy::duplicate_mod)]
+mod sql;
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
-use sqlx::{Row, Sqlite, SqlitePool, Transaction};
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection, Sqlite, SqliteConnection, SqlitePool, Transaction};
 
-use crate::model::Timestamp;
-use crate::store::{OpenError, StoreError};
+use crate::store::{ChangeBus, OpenError, StoreError};
+
+pub(crate) use merge::{merge, merge_alone};
+pub(crate) use settle::{open_clarification, settle_once, settle_row};
 
 /// The migrations for SQLite, embedded from `migrations/sqlite/`.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -52,6 +50,11 @@ pub struct SqliteDb {
     _checkpoints: Option<Arc<checkpoint::Checkpoints>>,
 }
 
+/// The engine handle `sql/` implements the stores on, and its sqlx database.
+type Db = SqliteDb;
+type Engine = Sqlite;
+/// The connection a transaction runs on.
+type Conn = SqliteConnection;
 type Tx = Transaction<'static, Sqlite>;
 
 impl SqliteDb {
@@ -133,108 +136,111 @@ impl SqliteDb {
         Self::open("sqlite::memory:").await
     }
 
-    /// The pool, for the engine's own tests.
+    /// The readers' pool: where reads go, WAL readers beside the writer (and the
+    /// engine's own tests).
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// Where single-statement writes go: SQLite has one writer at a time.
+    fn writer(&self) -> &SqlitePool {
+        &self.writer
     }
 
     /// A write transaction holding SQLite's write lock from its first statement.
     async fn begin(&self) -> Result<Tx, StoreError> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
+
+    /// The migration versions applied, read on a fresh connection: pooled ones keep a
+    /// deleted or moved file open and would report it fine, while the next connection
+    /// would find nothing there.
+    async fn applied_migrations(&self) -> Result<Vec<i64>, StoreError> {
+        let Some(options) = &self.probe else {
+            return Ok(sqlx::query_scalar(sql::APPLIED)
+                .fetch_all(&self.pool)
+                .await?);
+        };
+        let mut conn = SqliteConnection::connect_with(options)
+            .await
+            .map_err(|err| StoreError::Unavailable(err.to_string()))?;
+        let applied = sqlx::query_scalar(sql::APPLIED)
+            .fetch_all(&mut conn)
+            .await?;
+        conn.close().await?;
+        Ok(applied)
+    }
 }
 
 /// Logs what a commit survives, as the connections report it (the bench quotes this line).
 async fn log_durability(pool: &SqlitePool) {
-    let journal: Option<(String,)> = sqlx::query_as("PRAGMA journal_mode")
-        .fetch_optional(pool)
+    let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(pool)
         .await
-        .ok()
-        .flatten();
-    let synchronous: Option<(i64,)> = sqlx::query_as("PRAGMA synchronous")
-        .fetch_optional(pool)
+        .unwrap_or_default();
+    let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(pool)
         .await
+        .unwrap_or(-1);
+    let synchronous = usize::try_from(level)
         .ok()
-        .flatten();
-    let synchronous = match synchronous.map(|(level,)| level) {
-        Some(0) => "off",
-        Some(1) => "normal",
-        Some(2) => "full",
-        Some(3) => "extra",
-        _ => "unknown",
-    };
-    let journal = journal.map(|(mode,)| mode).unwrap_or_default();
-    tracing::debug!(
-        engine = "sqlite",
-        journal_mode = %journal,
-        synchronous,
-        "database opened"
-    );
+        .and_then(|level| ["off", "normal", "full", "extra"].get(level).copied())
+        .unwrap_or("unknown");
+    tracing::debug!(engine = "sqlite", journal_mode = %journal, synchronous, "database opened");
 }
 
-/// A timestamp column.
-fn time(row: &SqliteRow, column: &str) -> Result<Timestamp, StoreError> {
-    let text: String = row.try_get(column)?;
-    text.parse()
-        .map_err(|err: crate::model::time::BadTimestamp| StoreError::Corrupt(err.to_string()))
-}
-
-/// A nullable timestamp column.
-fn time_opt(row: &SqliteRow, column: &str) -> Result<Option<Timestamp>, StoreError> {
-    let text: Option<String> = row.try_get(column)?;
-    text.map(|t| {
-        t.parse()
-            .map_err(|err: crate::model::time::BadTimestamp| StoreError::Corrupt(err.to_string()))
-    })
-    .transpose()
-}
-
-/// A JSON text column.
-fn json<T: DeserializeOwned>(row: &SqliteRow, column: &str) -> Result<T, StoreError> {
-    let text: String = row.try_get(column)?;
-    serde_json::from_str(&text).map_err(|err| StoreError::Corrupt(format!("{column}: {err}")))
-}
-
-/// A nullable JSON text column.
-fn json_opt<T: DeserializeOwned>(row: &SqliteRow, column: &str) -> Result<Option<T>, StoreError> {
-    let text: Option<String> = row.try_get(column)?;
-    text.map(|t| {
-        serde_json::from_str(&t).map_err(|err| StoreError::Corrupt(format!("{column}: {err}")))
-    })
-    .transpose()
-}
-
-/// A column holding one of a closed set of names.
-fn name<T>(
-    row: &SqliteRow,
-    column: &str,
-    parse: impl Fn(&str) -> Option<T>,
-) -> Result<T, StoreError> {
-    let text: String = row.try_get(column)?;
-    parse(&text).ok_or_else(|| StoreError::Corrupt(format!("{column}: unknown value `{text}`")))
-}
-
-/// A nullable column holding one of a closed set of names.
-fn name_opt<T>(
-    row: &SqliteRow,
-    column: &str,
-    parse: impl Fn(&str) -> Option<T>,
-) -> Result<Option<T>, StoreError> {
-    let text: Option<String> = row.try_get(column)?;
-    text.map(|t| {
-        parse(&t).ok_or_else(|| StoreError::Corrupt(format!("{column}: unknown value `{t}`")))
-    })
-    .transpose()
-}
-
-/// The fence of a write acting for a session (docs/architecture.md §12), for its `WHERE`: the
-/// generation bound at `param` is `NULL` (unfenced) or still the one of the session in
-/// column `session`'s lease. One replica writes at a time on SQLite, so reading the row is enough.
+/// The fence of a write acting for a session (docs/architecture.md §12), for its
+/// `WHERE`: the generation bound at `param` is `NULL` (unfenced) or still the one of the
+/// session in column `session`'s lease. One replica writes at a time on SQLite, so
+/// reading the row is enough (SQLite has no row locks to take).
 fn fenced(session: &str, param: &str) -> String {
     format!(
         "({param} IS NULL OR EXISTS (SELECT 1 FROM session_leases fence \
          WHERE fence.session_id = {session} AND fence.generation = {param}))"
     )
+}
+
+/// The texts of the JSON array bound at `param`, as a subquery (SQLite has no arrays).
+fn each_text(param: &str) -> String {
+    format!("SELECT value FROM json_each({param})")
+}
+
+/// The `[session_id, generation]` pairs of the JSON array bound at `param`, as a table.
+fn each_pair(param: &str) -> String {
+    format!("(SELECT value ->> 0 AS session_id, value ->> 1 AS generation FROM json_each({param}))")
+}
+
+/// A JSON document bound as text and kept as it came (SQLite keeps JSON as text anyway).
+fn json_as_sent(param: &str) -> String {
+    param.to_owned()
+}
+
+/// The clock of leases, `ms` milliseconds (bound at that parameter) from now, as
+/// [`Timestamp`](crate::model::Timestamp) text: SQLite's own clock has milliseconds, the
+/// trailing zeros keep the text fixed-width. One replica, so one clock: this process's.
+fn now_plus(ms: &str) -> String {
+    format!("strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ({ms} / 1000.0) || ' seconds')")
+}
+
+/// Records how far events are applied.
+const SET_LAST_EVENT_SEQ: &str = "UPDATE sessions SET last_event_seq = $2 WHERE id = $1";
+
+/// SQLite has one replica: the bus goes nowhere.
+#[async_trait]
+impl ChangeBus for SqliteDb {
+    fn is_shared(&self) -> bool {
+        false
+    }
+
+    async fn notify(&self, _note: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn listen(
+        &self,
+    ) -> Result<Option<BoxStream<'static, Result<String, StoreError>>>, StoreError> {
+        Ok(None)
+    }
 }
 
 #[cfg(test)]

@@ -1,21 +1,23 @@
-//! The `ask_user_question_kandev` calls on SQLite (table `ask_user_question_calls`): each
-//! tool call agentctl holds is a row waiting on one record, several calls with the same
-//! normalised questions on a session share a record (D4), and a record is answered by
-//! whoever holds its claim.
+//! The `ask_user_question_kandev` calls (table `ask_user_question_calls`): each tool call
+//! agentctl holds is a row waiting on one record, several calls with the same normalised
+//! questions on a session share a record (D4), and a record is answered by whoever holds
+//! its claim.
 
-use sqlx::SqliteConnection;
-
-use super::clarifications::{clarification, exists, insert, settle_in};
-use super::{SqliteDb, messages};
-use crate::model::{NewClarification, NewMessage, Settlement, Timestamp};
+use super::records::{exists, insert, settle_in};
+use super::{CLARIFICATION, engine, messages};
+use crate::model::{
+    Clarification, ClarificationStatus, NewClarification, NewMessage, Settlement, Timestamp,
+};
 use crate::store::{Claim, QuestionOpened, SettledRecord, StoreError};
+
+use engine::{Conn, Db};
 
 /// How long a claim holds before another answer may take it over: past the longest an
 /// agentctl round trip may take, so only a claim whose holder died is ever stale.
 const CLAIM_TTL: chrono::Duration = chrono::Duration::seconds(120);
 
 async fn insert_call(
-    conn: &mut SqliteConnection,
+    conn: &mut Conn,
     request_id: &str,
     pending_id: &str,
     session_id: &str,
@@ -29,7 +31,7 @@ async fn insert_call(
     .bind(pending_id)
     .bind(session_id)
     .bind(key)
-    .bind(Timestamp::now().to_rfc3339())
+    .bind(Timestamp::now())
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -37,15 +39,15 @@ async fn insert_call(
 
 /// [`crate::store::ClarificationStore::open_question`].
 pub(super) async fn open(
-    db: &SqliteDb,
+    db: &Db,
     request_id: &str,
     key: &str,
     record: &NewClarification,
     message: &NewMessage,
 ) -> Result<QuestionOpened, StoreError> {
     let mut tx = db.begin().await?;
-    let known: Option<(String,)> =
-        sqlx::query_as("SELECT request_id FROM ask_user_question_calls WHERE request_id = $1")
+    let known: Option<String> =
+        sqlx::query_scalar("SELECT request_id FROM ask_user_question_calls WHERE request_id = $1")
             .bind(request_id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -53,7 +55,7 @@ pub(super) async fn open(
         tx.rollback().await?;
         return Ok(QuestionOpened::Duplicate);
     }
-    let joined: Option<(String,)> = sqlx::query_as(
+    let joined: Option<String> = sqlx::query_scalar(
         "SELECT c.clarification_id FROM ask_user_question_calls c \
          JOIN clarifications r ON r.pending_id = c.clarification_id \
          WHERE c.session_id = $1 AND c.dedup_key = $2 AND r.status = 'pending' AND r.source = 'ask_user_question' \
@@ -63,7 +65,7 @@ pub(super) async fn open(
     .bind(key)
     .fetch_optional(&mut *tx)
     .await?;
-    if let Some((pending_id,)) = joined {
+    if let Some(pending_id) = joined {
         insert_call(&mut tx, request_id, &pending_id, &record.session_id, key).await?;
         tx.commit().await?;
         return Ok(QuestionOpened::Joined { pending_id });
@@ -85,40 +87,32 @@ pub(super) async fn open(
     })
 }
 
-async fn waiting_calls(
-    conn: &mut SqliteConnection,
-    pending_id: &str,
-) -> Result<Vec<String>, StoreError> {
-    let rows: Vec<(String,)> = sqlx::query_as(
+async fn waiting_calls(conn: &mut Conn, pending_id: &str) -> Result<Vec<String>, StoreError> {
+    let calls = sqlx::query_scalar(
         "SELECT request_id FROM ask_user_question_calls WHERE clarification_id = $1 AND status = 'waiting' \
          ORDER BY created_at, request_id",
     )
     .bind(pending_id)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(rows.into_iter().map(|(id,)| id).collect())
+    Ok(calls)
 }
 
 /// [`crate::store::ClarificationStore::claim`].
-pub(super) async fn claim(
-    db: &SqliteDb,
-    pending_id: &str,
-    token: &str,
-) -> Result<Claim, StoreError> {
+pub(super) async fn claim(db: &Db, pending_id: &str, token: &str) -> Result<Claim, StoreError> {
     let mut tx = db.begin().await?;
     let now = Timestamp::now();
     let stale = Timestamp::from(now.instant() - CLAIM_TTL);
-    let claimed = sqlx::query(&format!(
+    let claimed: Option<String> = sqlx::query_scalar(
         "UPDATE clarifications SET claim = $2, claimed_at = $3 \
          WHERE pending_id = $1 AND source = 'ask_user_question' AND status = 'pending' \
            AND (claim IS NULL OR claimed_at < $4) \
-         RETURNING {}",
-        super::clarifications::COLUMNS
-    ))
+         RETURNING pending_id",
+    )
     .bind(pending_id)
     .bind(token)
-    .bind(now.to_rfc3339())
-    .bind(stale.to_rfc3339())
+    .bind(now)
+    .bind(stale)
     .fetch_optional(&mut *tx)
     .await?;
     let outcome = match claimed {
@@ -126,16 +120,15 @@ pub(super) async fn claim(
             calls: waiting_calls(&mut tx, pending_id).await?,
         },
         None => {
-            let row = sqlx::query(&format!(
-                "SELECT {} FROM clarifications WHERE pending_id = $1",
-                super::clarifications::COLUMNS
+            let record: Option<Clarification> = sqlx::query_as(&format!(
+                "SELECT {CLARIFICATION} FROM clarifications WHERE pending_id = $1"
             ))
             .bind(pending_id)
             .fetch_optional(&mut *tx)
             .await?;
-            match row.as_ref().map(clarification).transpose()? {
+            match record {
                 None => Claim::Missing,
-                Some(rec) if rec.status != crate::model::ClarificationStatus::Pending => {
+                Some(rec) if rec.status != ClarificationStatus::Pending => {
                     Claim::NotActive(rec.status)
                 }
                 Some(_) => Claim::Busy,
@@ -148,11 +141,11 @@ pub(super) async fn claim(
 
 /// Marks a waiting call returned; its record id when this call changed it.
 pub(super) async fn mark_returned(
-    conn: &mut SqliteConnection,
+    conn: &mut Conn,
     request_id: &str,
     outcome: &str,
 ) -> Result<Option<String>, StoreError> {
-    let row: Option<(String,)> = sqlx::query_as(
+    let record = sqlx::query_scalar(
         "UPDATE ask_user_question_calls SET status = 'returned', outcome = $2 \
          WHERE request_id = $1 AND status = 'waiting' RETURNING clarification_id",
     )
@@ -160,12 +153,12 @@ pub(super) async fn mark_returned(
     .bind(outcome)
     .fetch_optional(&mut *conn)
     .await?;
-    Ok(row.map(|(id,)| id))
+    Ok(record)
 }
 
 /// [`crate::store::ClarificationStore::call_returned`].
 pub(super) async fn call_returned(
-    db: &SqliteDb,
+    db: &Db,
     request_id: &str,
     outcome: &str,
     if_last: &Settlement,

@@ -7,34 +7,11 @@
 //! cut off) cannot leave it half sent with the transaction open on the shared writer; a
 //! failed statement is rolled back on the same connection before it returns to the pool.
 
-use sqlx::sqlite::{SqliteArguments, SqliteRow};
-use sqlx::{Arguments, Encode, Sqlite, Type};
+use sqlx::sqlite::SqliteRow;
 
 use super::SqliteDb;
+use super::sql::Binds;
 use crate::store::StoreError;
-
-/// The values bound to a batch's `$n` (shared by its statements), owned so the batch can
-/// run on its own task.
-#[derive(Debug, Default)]
-pub(super) struct Binds(SqliteArguments<'static>);
-
-impl Binds {
-    /// Binds the next `$n` to `value`.
-    pub(super) fn and<T>(mut self, value: T) -> Result<Self, StoreError>
-    where
-        T: Encode<'static, Sqlite> + Type<Sqlite> + 'static,
-    {
-        self.0
-            .add(value)
-            .map_err(|err| StoreError::Query(format!("cannot bind a value: {err}")))?;
-        Ok(self)
-    }
-
-    /// The arguments, for a query inside the caller's own transaction.
-    pub(super) fn into_arguments(self) -> SqliteArguments<'static> {
-        self.0
-    }
-}
 
 impl SqliteDb {
     /// Runs `statements` (`;`-separated) as one write transaction in one hop; the rows
@@ -48,7 +25,9 @@ impl SqliteDb {
         let batch = tokio::spawn(async move {
             let mut conn = writer.acquire().await?;
             let sql = format!("BEGIN IMMEDIATE; {statements}; COMMIT");
-            let result = sqlx::query_with(&sql, binds.0).fetch_all(&mut *conn).await;
+            let result = sqlx::query_with(&sql, binds.into_arguments())
+                .fetch_all(&mut *conn)
+                .await;
             if result.is_err() && sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err() {
                 // No transaction was open (BEGIN itself failed), or the connection is in a
                 // state not worth trusting: either way the pool opens a fresh one.

@@ -1,38 +1,19 @@
-//! [`SessionStore`] on SQLite. State changes are conditional updates on the stored
-//! state ([`SessionState::predecessors`]), so the state machine holds whoever writes.
+//! [`SessionStore`]. State changes are conditional updates on the stored state
+//! ([`SessionState::predecessors`]), so the state machine holds whoever writes.
 
 use async_trait::async_trait;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use sqlx::types::Json;
 
-use super::{SqliteDb, json_opt, name, time};
+use super::{bigint, engine};
 use crate::model::{Fence, NewMessage, SessionRecord, SessionState, Timestamp};
 use crate::store::{SessionStore, StartFacts, StoreError, TurnStart};
+
+use engine::Db;
 
 const SELECT: &str = "SELECT s.id, s.task_id, s.agent, s.state, s.acp_session_id, s.client_capabilities, \
      s.flags, s.agent_info, s.error, s.created_at, s.updated_at, s.last_event_seq, \
      (SELECT COUNT(*) FROM clarifications c WHERE c.session_id = s.id AND c.status = 'pending') AS pending \
      FROM sessions s";
-
-fn record(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
-    let last: Option<i64> = row.try_get("last_event_seq")?;
-    let pending: i64 = row.try_get("pending")?;
-    Ok(SessionRecord {
-        id: row.try_get("id")?,
-        task_id: row.try_get("task_id")?,
-        agent: row.try_get("agent")?,
-        state: name(row, "state", |s| s.parse().ok())?,
-        acp_session_id: row.try_get("acp_session_id")?,
-        client_capabilities: json_opt(row, "client_capabilities")?,
-        flags: json_opt(row, "flags")?,
-        agent_info: json_opt(row, "agent_info")?,
-        error: row.try_get("error")?,
-        created_at: time(row, "created_at")?,
-        updated_at: time(row, "updated_at")?,
-        last_event_seq: last.and_then(|seq| u64::try_from(seq).ok()),
-        pending: usize::try_from(pending).unwrap_or(0),
-    })
-}
 
 /// `state IN (…)` over the states `next` may replace (closed names, safe to inline).
 fn from_states(next: SessionState) -> String {
@@ -47,94 +28,67 @@ fn from_states(next: SessionState) -> String {
     }
 }
 
-impl SqliteDb {
+impl Db {
     async fn stored_state(&self, id: &str) -> Result<Option<SessionState>, StoreError> {
-        let row: Option<(String,)> = sqlx::query_as("SELECT state FROM sessions WHERE id = $1")
+        let state = sqlx::query_scalar("SELECT state FROM sessions WHERE id = $1")
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.pool())
             .await?;
-        row.map(|(s,)| {
-            s.parse()
-                .map_err(|err: crate::model::session::UnknownState| {
-                    StoreError::Corrupt(err.to_string())
-                })
-        })
-        .transpose()
+        Ok(state)
     }
 }
 
 #[async_trait]
-impl SessionStore for SqliteDb {
+impl SessionStore for Db {
     async fn insert_session(
         &self,
         task_id: &str,
         agent: &str,
     ) -> Result<SessionRecord, StoreError> {
-        let id = uuid::Uuid::new_v4().to_string();
-        let at = Timestamp::now();
-        sqlx::query(
-            "INSERT INTO sessions (id, task_id, agent, state, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)",
+        let record = sqlx::query_as(
+            "INSERT INTO sessions (id, task_id, agent, state, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
+             RETURNING id, task_id, agent, state, acp_session_id, client_capabilities, flags, agent_info, error, \
+               created_at, updated_at, last_event_seq, CAST(0 AS BIGINT) AS pending",
         )
-        .bind(&id)
+        .bind(uuid::Uuid::new_v4().to_string())
         .bind(task_id)
         .bind(agent)
-        .bind(SessionState::Created.as_str())
-        .bind(at.to_rfc3339())
-        .execute(&self.writer)
+        .bind(SessionState::Created)
+        .bind(Timestamp::now())
+        .fetch_one(self.writer())
         .await?;
-        Ok(SessionRecord {
-            id,
-            task_id: task_id.to_owned(),
-            agent: agent.to_owned(),
-            state: SessionState::Created,
-            acp_session_id: None,
-            client_capabilities: None,
-            flags: None,
-            agent_info: None,
-            error: None,
-            created_at: at,
-            updated_at: at,
-            last_event_seq: None,
-            pending: 0,
-        })
+        Ok(record)
     }
 
     async fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        sqlx::query(&format!("{SELECT} WHERE s.id = $1"))
+        let sql = format!("{SELECT} WHERE s.id = $1");
+        let record = sqlx::query_as(&sql)
             .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-            .as_ref()
-            .map(record)
-            .transpose()
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(record)
     }
 
     async fn sessions_of_tasks(
         &self,
         task_ids: &[String],
     ) -> Result<Vec<SessionRecord>, StoreError> {
-        let ids =
-            serde_json::to_string(task_ids).map_err(|err| StoreError::Query(err.to_string()))?;
-        sqlx::query(&format!(
-            "{SELECT} WHERE s.task_id IN (SELECT value FROM json_each($1)) ORDER BY s.created_at, s.id"
-        ))
-        .bind(ids)
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(record)
-        .collect()
+        let sql = format!(
+            "{SELECT} WHERE s.task_id IN ({}) ORDER BY s.created_at, s.id",
+            engine::each_text("$1")
+        );
+        let records = sqlx::query_as(&sql)
+            .bind(Json(task_ids))
+            .fetch_all(self.pool())
+            .await?;
+        Ok(records)
     }
 
     async fn live_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
-        sqlx::query(&format!(
+        let sql = format!(
             "{SELECT} WHERE s.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY s.created_at, s.id"
-        ))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(record)
-        .collect()
+        );
+        Ok(sqlx::query_as(&sql).fetch_all(self.pool()).await?)
     }
 
     async fn transition(
@@ -148,39 +102,43 @@ impl SessionStore for SqliteDb {
             "UPDATE sessions SET state = $2, error = COALESCE($3, error), updated_at = $4 \
              WHERE id = $1 AND {} AND {}",
             from_states(next),
-            super::fenced("sessions.id", "$5")
+            engine::fenced("sessions.id", "$5")
         ))
         .bind(id)
-        .bind(next.as_str())
+        .bind(next)
         .bind(error)
-        .bind(Timestamp::now().to_rfc3339())
+        .bind(Timestamp::now())
         .bind(fence.bind())
-        .execute(&self.writer)
+        .execute(self.writer())
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn record_start(&self, id: &str, facts: &StartFacts) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE sessions SET acp_session_id = $2, client_capabilities = $3, flags = $4, \
-             agent_info = $5, updated_at = $6 WHERE id = $1",
-        )
+        // The documents go as the text agentctl sent, into columns that keep it as is.
+        sqlx::query(&format!(
+            "UPDATE sessions SET acp_session_id = $2, client_capabilities = {}, flags = {}, \
+             agent_info = {}, updated_at = $6 WHERE id = $1",
+            engine::json_as_sent("$3"),
+            engine::json_as_sent("$4"),
+            engine::json_as_sent("$5"),
+        ))
         .bind(id)
         .bind(&facts.acp_session_id)
         .bind(facts.client_capabilities.to_string())
         .bind(facts.flags.to_string())
         .bind(facts.agent_info.as_ref().map(ToString::to_string))
-        .bind(Timestamp::now().to_rfc3339())
-        .execute(&self.writer)
+        .bind(Timestamp::now())
+        .execute(self.writer())
         .await?;
         Ok(())
     }
 
     async fn set_last_event_seq(&self, id: &str, seq: u64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE sessions SET last_event_seq = $2 WHERE id = $1")
+        sqlx::query(engine::SET_LAST_EVENT_SEQ)
             .bind(id)
-            .bind(i64::try_from(seq).unwrap_or(i64::MAX))
-            .execute(&self.writer)
+            .bind(bigint(seq))
+            .execute(self.writer())
             .await?;
         Ok(())
     }
@@ -194,10 +152,10 @@ impl SessionStore for SqliteDb {
         let mut tx = self.begin().await?;
         let claimed = sqlx::query(&format!(
             "UPDATE sessions SET state = 'RUNNING', updated_at = $2 WHERE id = $1 AND state = 'IDLE' AND {}",
-            super::fenced("sessions.id", "$3")
+            engine::fenced("sessions.id", "$3")
         ))
         .bind(id)
-        .bind(Timestamp::now().to_rfc3339())
+        .bind(Timestamp::now())
         .bind(fence.bind())
         .execute(&mut *tx)
         .await?;
@@ -224,7 +182,7 @@ impl SessionStore for SqliteDb {
             "UPDATE sessions SET state = 'IDLE', updated_at = $2 WHERE id = $1 AND state = 'RUNNING'",
         )
         .bind(id)
-        .bind(Timestamp::now().to_rfc3339())
+        .bind(Timestamp::now())
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -234,12 +192,12 @@ impl SessionStore for SqliteDb {
     async fn end_turn(&self, id: &str, fence: Fence) -> Result<bool, StoreError> {
         let done = sqlx::query(&format!(
             "UPDATE sessions SET state = 'IDLE', updated_at = $2 WHERE id = $1 AND state IN ('RUNNING', 'WAITING_FOR_INPUT') AND {}",
-            super::fenced("sessions.id", "$3")
+            engine::fenced("sessions.id", "$3")
         ))
         .bind(id)
-        .bind(Timestamp::now().to_rfc3339())
+        .bind(Timestamp::now())
         .bind(fence.bind())
-        .execute(&self.writer)
+        .execute(self.writer())
         .await?;
         Ok(done.rows_affected() == 1)
     }

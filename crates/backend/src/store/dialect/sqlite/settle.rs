@@ -1,0 +1,108 @@
+//! A clarification's open and settlement on SQLite, each one batch: `BEGIN IMMEDIATE`,
+//! its statements and `COMMIT` in one hop to the writer's thread (docs/decisions/0013).
+//! SQLite has no data-modifying `WITH`, so where PostgreSQL chains the statements in
+//! one, here each later statement is guarded by what the earlier ones did (`changes()`,
+//! `NOT EXISTS`), and the batch returns their rows in order.
+
+use sqlx::FromRow;
+use sqlx::sqlite::SqliteRow;
+
+use super::sql::{self, Binds, records};
+use super::{Conn, Db};
+use crate::model::clarification::Effect;
+use crate::model::{Clarification, Message, NewClarification, NewMessage, Settlement, Timestamp};
+use crate::store::{SettledRecord, StoreError};
+
+/// Stores `new` and its chat message `message` at `at`; the stored message, or `None`
+/// when nothing was written (the pending id is taken: a replayed request; or no such
+/// session). The message takes the session's next number and the record points at it.
+pub(crate) async fn open_clarification(
+    db: &Db,
+    new: &NewClarification,
+    message: &NewMessage,
+    at: Timestamp,
+) -> Result<Option<Message>, StoreError> {
+    let fresh = "NOT EXISTS (SELECT 1 FROM clarifications WHERE pending_id = $11)";
+    let statements = format!(
+        "UPDATE sessions SET message_seq = message_seq + 1 WHERE id = $2 AND {fresh}; \
+         INSERT INTO messages (id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at, tool_call_id) \
+           SELECT $1, $2, $3, message_seq, $4, $5, $6, $7, $8, $9, $9, $10 FROM sessions WHERE id = $2 AND {fresh}; \
+         INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
+           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, id FROM messages WHERE id = $1; \
+         SELECT {} FROM messages WHERE id = $1",
+        sql::MESSAGE
+    );
+    let rows = db
+        .in_one_hop(statements, records::open_binds(new, message, at)?)
+        .await?;
+    rows.first()
+        .map(Message::from_row)
+        .transpose()
+        .map_err(Into::into)
+}
+
+/// The first conditional update of [`Settlement::effect_on`] and its message, in one
+/// batch, without a transaction of the caller's.
+pub(crate) async fn settle_once(
+    db: &Db,
+    pending_id: &str,
+    s: &Settlement,
+) -> Result<Option<SettledRecord>, StoreError> {
+    let (statements, binds) = settling(pending_id, s)?;
+    settled(&db.in_one_hop(statements, binds).await?)
+}
+
+/// [`settle_once`] inside the caller's transaction.
+pub(crate) async fn settle_row(
+    conn: &mut Conn,
+    pending_id: &str,
+    s: &Settlement,
+) -> Result<Option<SettledRecord>, StoreError> {
+    let (statements, binds) = settling(pending_id, s)?;
+    let rows = sqlx::query_with(&statements, binds.into_arguments())
+        .fetch_all(&mut *conn)
+        .await?;
+    settled(&rows)
+}
+
+/// The statements: the record's update, then its message's, which follows only when the
+/// record changed (`changes()`).
+fn settling(pending_id: &str, s: &Settlement) -> Result<(String, Binds), StoreError> {
+    // The record's answer and operator are on its message already when none comes.
+    let mut patch = String::from("'$.status', $2, '$.outcome', $3, '$.settled_at', $5");
+    if s.answer.is_some() {
+        patch.push_str(", '$.answer', json($6)");
+    }
+    if s.answered_by.is_some() {
+        patch.push_str(", '$.answered_by', $7");
+    }
+    let statements = format!(
+        "{}; UPDATE messages SET metadata = json_set(metadata, {patch}), updated_at = $5 \
+         WHERE changes() = 1 AND id = (SELECT message_id FROM clarifications WHERE pending_id = $1) \
+         RETURNING {}",
+        records::settle_update(),
+        sql::MESSAGE,
+    );
+    Ok((
+        statements,
+        records::settle_binds(pending_id, s, Timestamp::now())?,
+    ))
+}
+
+/// What [`settling`]'s batch returned: the settled record and its message, or `None`.
+fn settled(rows: &[SqliteRow]) -> Result<Option<SettledRecord>, StoreError> {
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let record = Clarification::from_row(row)?;
+    let message = match (&record.message_id, rows.get(1)) {
+        (None, _) => None,
+        (Some(_), Some(row)) => Some(Message::from_row(row)?),
+        (Some(id), None) => return Err(StoreError::Query(format!("no message `{id}`"))),
+    };
+    Ok(Some(SettledRecord {
+        record,
+        message,
+        effect: Effect::Settle,
+    }))
+}
