@@ -224,9 +224,6 @@ fn crate_paths_read_plain_and_grouped_imports() {
 fn test_items_are_not_imports() {
     let text = "use crate::a::X;\n#[cfg(test)]\nmod tests {\n    use crate::b::Y;\n}\n#[cfg(test)]\nmod conformance;\n#[cfg(test)]\nuse crate::c::Z;\n";
     let (code, test_modules) = without_tests(text);
-    assert_eq!(
-        crate_paths(&code).into_iter().collect::<Vec<_>>(),
-        ["a"]
-    );
+    assert_eq!(crate_paths(&code).into_iter().collect::<Vec<_>>(), ["a"]);
     assert_eq!(test_modules, ["conformance"]);
 }
