@@ -4,6 +4,7 @@
 
 import { api as defaultApi } from "./api.js";
 import { buildPayload, outcomeOf, skipPayload, validate } from "./answer-rules.js";
+import { deadlineLine } from "./deadline.js";
 import { h, swap, uid } from "./dom.js";
 import { has, t } from "./i18n.js";
 import { renderQuestion } from "./question-field.js";
@@ -81,6 +82,7 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
   },
   h("h2", { id: headingId }, t("clar.heading")),
   requester,
+  deadlineLine(record),
   showMessage ? rich(record.message, { class: "clar-message" }) : null,
   moreEl,
   form);

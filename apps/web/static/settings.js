@@ -7,6 +7,7 @@ import { h, replace } from "./dom.js";
 import { t, has } from "./i18n.js";
 import { coalesce } from "./refresh.js";
 import * as ws from "./ws.js";
+import { webhooksSection } from "./webhooks.js";
 
 function sourceLabel(source) {
   const key = `settings.source.${source}`;
@@ -161,7 +162,8 @@ export function mountSettings(root) {
         h("p", { class: "note", "data-testid": "settings-applies-next" }, t("settings.appliesNext")),
         status,
         list),
-      alertsSection()));
+      alertsSection(),
+      webhooksSection()));
   const offs = [ws.onStatus((up) => up && load()), ws.on("runtime_flags.updated", load)];
   load();
   return () => offs.forEach((off) => off());

@@ -72,6 +72,7 @@ fn asked(request_id: &str) -> LinkEvent {
             acp_session_id: "acp-1".into(),
             questions: vec![question("Ship it?")],
             context: None,
+            expires_at: None,
         },
     ))
 }
@@ -83,6 +84,7 @@ fn elicited(pending_id: &str) -> LinkEvent {
         tool_call_id: Some("tool-1".into()),
         message: "Ship it?".into(),
         questions: vec![question("Ship it?")],
+        expires_at: Some("2030-01-01T00:00:00Z".into()),
     }))
 }
 

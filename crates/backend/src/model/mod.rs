@@ -4,6 +4,7 @@
 //! them. Nothing here depends on another module of the crate.
 
 pub mod clarification;
+pub mod delivery;
 pub mod lease;
 pub mod message;
 pub mod notification;
@@ -14,6 +15,7 @@ pub mod time;
 pub use clarification::{
     Clarification, ClarificationStatus, NewClarification, Outcome, SettledBy, Settlement, Source,
 };
+pub use delivery::{Attempt, Delivery, DeliveryStatus, LastDelivery, NewDelivery};
 pub use lease::{Fence, SessionLease, TakeOver};
 pub use message::{Message, MessageKind, NewMessage, author};
 pub use notification::Notification;

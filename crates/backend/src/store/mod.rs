@@ -20,6 +20,7 @@ mod health;
 mod leases;
 mod messages;
 mod notifications;
+pub mod outbox;
 pub mod postgres;
 mod sessions;
 pub mod sqlite;
@@ -37,6 +38,7 @@ pub use health::{Gauges, HealthStore, MigrationState, PoolUse};
 pub use leases::{ChangeBus, Claimant, LeaseStore};
 pub use messages::MessageStore;
 pub use notifications::NotificationStore;
+pub use outbox::OutboxStore;
 pub use sessions::{SessionStore, StartFacts, TurnStart};
 pub use tasks::TaskStore;
 
@@ -114,6 +116,8 @@ pub struct Stores {
     pub clarifications: Arc<dyn ClarificationStore>,
     /// Notifications.
     pub notifications: Arc<dyn NotificationStore>,
+    /// The webhook outbox and the used answer links.
+    pub outbox: Arc<dyn OutboxStore>,
     /// Runtime-flag overrides (the Settings page).
     pub flag_overrides: Arc<dyn FlagOverrideStore>,
     /// Session leases: which replica owns which live session.
@@ -139,6 +143,7 @@ impl Stores {
             + MessageStore
             + ClarificationStore
             + NotificationStore
+            + OutboxStore
             + FlagOverrideStore
             + LeaseStore
             + ChangeBus
@@ -151,6 +156,7 @@ impl Stores {
             messages: engine.clone(),
             clarifications: engine.clone(),
             notifications: engine.clone(),
+            outbox: engine.clone(),
             flag_overrides: engine.clone(),
             leases: engine.clone(),
             bus: engine.clone(),

@@ -19,7 +19,7 @@ use crate::model::{
 use crate::store::clarifications::{answer_patch, record_answer_sql};
 use crate::store::{ClarificationFilter, ClarificationStore, SettledRecord, StoreError};
 
-pub(super) const COLUMNS: &str = "pending_id, source, task_id, session_id, message_id, tool_call_id, message, questions, status, outcome, settled_by, answer, answered_by, created_at, settled_at";
+pub(super) const COLUMNS: &str = "pending_id, source, task_id, session_id, message_id, tool_call_id, message, questions, status, outcome, settled_by, answer, answered_by, created_at, settled_at, expires_at";
 
 pub(super) fn clarification(row: &PgRow) -> Result<Clarification, StoreError> {
     Ok(Clarification {
@@ -38,6 +38,7 @@ pub(super) fn clarification(row: &PgRow) -> Result<Clarification, StoreError> {
         answered_by: row.try_get("answered_by")?,
         created_at: time(row, "created_at")?,
         settled_at: time_opt(row, "settled_at")?,
+        expires_at: time_opt(row, "expires_at")?,
     })
 }
 
@@ -62,8 +63,8 @@ async fn insert_if_new(
     let questions =
         serde_json::to_value(&new.questions).map_err(|err| StoreError::Query(err.to_string()))?;
     let row = sqlx::query(&format!(
-        "INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) \
+        "INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10) \
          ON CONFLICT (pending_id) DO NOTHING RETURNING {COLUMNS}"
     ))
     .bind(&new.pending_id)
@@ -75,6 +76,7 @@ async fn insert_if_new(
     .bind(questions)
     .bind(Timestamp::now().instant())
     .bind(message_id)
+    .bind(new.expires_at.map(Timestamp::instant))
     .fetch_optional(&mut *conn)
     .await?;
     row.as_ref().map(clarification).transpose()
@@ -103,8 +105,8 @@ async fn open(
            SELECT $1, $2, $3, seq.message_seq, $4, $5, $6, $7, $8, $9, $9, $10 FROM seq \
            RETURNING {messages} \
          ), record AS ( \
-           INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
-           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, msg.id FROM msg \
+           INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at) \
+           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, msg.id, $18 FROM msg \
          ) \
          SELECT * FROM msg",
         messages = super::messages::COLUMNS
@@ -126,6 +128,7 @@ async fn open(
     .bind(&new.tool_call_id)
     .bind(&new.message)
     .bind(questions)
+    .bind(new.expires_at.map(Timestamp::instant))
     .fetch_optional(pool)
     .await;
     let row = match opened {

@@ -19,7 +19,7 @@ use crate::model::{
 use crate::store::clarifications::{answer_patch, record_answer_sql};
 use crate::store::{ClarificationFilter, ClarificationStore, SettledRecord, StoreError};
 
-pub(super) const COLUMNS: &str = "pending_id, source, task_id, session_id, message_id, tool_call_id, message, questions, status, outcome, settled_by, answer, answered_by, created_at, settled_at";
+pub(super) const COLUMNS: &str = "pending_id, source, task_id, session_id, message_id, tool_call_id, message, questions, status, outcome, settled_by, answer, answered_by, created_at, settled_at, expires_at";
 
 pub(super) fn clarification(row: &SqliteRow) -> Result<Clarification, StoreError> {
     Ok(Clarification {
@@ -38,6 +38,7 @@ pub(super) fn clarification(row: &SqliteRow) -> Result<Clarification, StoreError
         answered_by: row.try_get("answered_by")?,
         created_at: time(row, "created_at")?,
         settled_at: time_opt(row, "settled_at")?,
+        expires_at: time_opt(row, "expires_at")?,
     })
 }
 
@@ -62,8 +63,8 @@ async fn insert_if_new(
     let questions =
         serde_json::to_string(&new.questions).map_err(|err| StoreError::Query(err.to_string()))?;
     let row = sqlx::query(&format!(
-        "INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) \
+        "INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10) \
          ON CONFLICT (pending_id) DO NOTHING RETURNING {COLUMNS}"
     ))
     .bind(&new.pending_id)
@@ -75,6 +76,7 @@ async fn insert_if_new(
     .bind(questions)
     .bind(Timestamp::now().to_rfc3339())
     .bind(message_id)
+    .bind(new.expires_at.map(Timestamp::to_rfc3339))
     .fetch_optional(&mut *conn)
     .await?;
     row.as_ref().map(clarification).transpose()
@@ -109,8 +111,8 @@ async fn open(
         "UPDATE sessions SET message_seq = message_seq + 1 WHERE id = $2 AND {fresh}; \
          INSERT INTO messages (id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at, tool_call_id) \
            SELECT $1, $2, $3, message_seq, $4, $5, $6, $7, $8, $9, $9, $10 FROM sessions WHERE id = $2 AND {fresh}; \
-         INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
-           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, id FROM messages WHERE id = $1; \
+         INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at) \
+           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, id, $18 FROM messages WHERE id = $1; \
          SELECT seq FROM messages WHERE id = $1"
     );
     let binds = Binds::default()
@@ -130,7 +132,8 @@ async fn open(
         .and(new.session_id.clone())?
         .and(new.tool_call_id.clone())?
         .and(new.message.clone())?
-        .and(questions)?;
+        .and(questions)?
+        .and(new.expires_at.map(Timestamp::to_rfc3339))?;
     let rows = db.in_one_hop(statements, binds).await?;
     let Some(row) = rows.first() else {
         // Nothing written: the pending id is taken, or there is no such session.

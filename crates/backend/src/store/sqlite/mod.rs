@@ -15,6 +15,7 @@ mod health;
 mod leases;
 mod messages;
 mod notifications;
+mod outbox;
 mod questions;
 mod sessions;
 mod tasks;
