@@ -303,7 +303,7 @@ mod tests {
         let err = load(&HOOK.replace("\"s3cret\"", "\"\""), &[]).expect_err("no secret");
         assert_eq!(err.key, "notifications.webhooks[0].secret");
         let err = load(&HOOK.replace("secret = \"s3cret\"", ""), &[]).expect_err("missing");
-        assert!(err.key.contains("secret"), "{err}");
+        assert!(err.to_string().contains("missing field `secret`"), "{err}");
         let err = load(&HOOK.replace("name = \"team\"", "name = \"team\"\nformat = \"xml\""), &[])
             .expect_err("format");
         assert!(err.key.contains("format"), "{err}");

@@ -96,6 +96,7 @@ fn update_message(config: &SlackConfig, click: &Click, text: String) {
     else {
         return;
     };
+    kandev_tls::install_process_provider();
     tokio::spawn(async move {
         let body = json!({"replace_original": true, "text": text});
         let sent = reqwest::Client::new()

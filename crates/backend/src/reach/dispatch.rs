@@ -47,6 +47,8 @@ impl std::fmt::Debug for Dispatcher {
 impl Dispatcher {
     /// A sender for the hooks of `config`, claiming rows as `claimant` (the replica id).
     pub fn new(stores: Stores, config: Arc<NotificationsConfig>, claimant: &str) -> Self {
+        // reqwest is built without a rustls provider of its own; ring is the process's.
+        kandev_tls::install_process_provider();
         let client = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
