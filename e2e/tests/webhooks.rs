@@ -206,7 +206,10 @@ async fn two_replicas_deliver_each_question_once() {
     ids.sort_unstable();
     let mut expected: Vec<&str> = asked.iter().map(String::as_str).collect();
     expected.sort_unstable();
-    assert_eq!(ids, expected, "each question delivered once across both replicas");
+    assert_eq!(
+        ids, expected,
+        "each question delivered once across both replicas"
+    );
 }
 
 const SLACK_SECRET: &str = "e2e-slack-signing-secret";
@@ -288,7 +291,9 @@ async fn a_slack_click_reaches_the_agent_as_accept_and_a_forged_or_stale_click_i
             .body(body.clone())
             .send()
     };
-    let forged = post(now, slack_signature("not-the-secret", now, &body)).await.expect("sent");
+    let forged = post(now, slack_signature("not-the-secret", now, &body))
+        .await
+        .expect("sent");
     assert_eq!(forged.status(), 401);
     let stale = post(now - 400, slack_signature(SLACK_SECRET, now - 400, &body))
         .await
@@ -300,9 +305,14 @@ async fn a_slack_click_reaches_the_agent_as_accept_and_a_forged_or_stale_click_i
         "refused clicks change nothing"
     );
 
-    let clicked = post(now, slack_signature(SLACK_SECRET, now, &body)).await.expect("sent");
+    let clicked = post(now, slack_signature(SLACK_SECRET, now, &body))
+        .await
+        .expect("sent");
     assert_eq!(clicked.status(), 200);
-    let response = kandev.frames().wait_for_elicitation_response(1, TURN_DEADLINE).await;
+    let response = kandev
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await;
     assert_eq!(response["action"], "accept", "{response}");
     assert_eq!(response["content"]["question_0"], "Postgres", "{response}");
     let record = kandev
@@ -317,5 +327,9 @@ async fn a_slack_click_reaches_the_agent_as_accept_and_a_forged_or_stale_click_i
         update,
         json!({"replace_original": true, "text": "Answered “Postgres” by @alice."})
     );
-    assert_eq!(kandev.frames().elicitation_responses().len(), 1, "one answer");
+    assert_eq!(
+        kandev.frames().elicitation_responses().len(),
+        1,
+        "one answer"
+    );
 }

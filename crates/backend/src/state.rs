@@ -50,8 +50,12 @@ impl AppState {
         let flags = Arc::new(flags);
         let hub = EventHub::new();
         let (publisher, changes) = Publisher::new();
-        let notifier = Notifier::new(stores.clone(), publisher.clone(), config.notifications.clone())
-            .with_webhooks(crate::reach::Webhooks::from_config(stores.clone(), &config));
+        let notifier = Notifier::new(
+            stores.clone(),
+            publisher.clone(),
+            config.notifications.clone(),
+        )
+        .with_webhooks(crate::reach::Webhooks::from_config(stores.clone(), &config));
         let clarifications = Clarifications::new(stores.clone(), publisher.clone(), notifier);
         let sessions = Arc::new(SessionRegistry::new(
             stores.clone(),

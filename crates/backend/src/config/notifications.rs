@@ -27,11 +27,19 @@ pub struct NotificationsConfig {
     pub public_url: Option<String>,
     /// Sends `reminder` this long after a question was asked, while it still waits
     /// (off by default; shorter than the answer deadline).
-    #[serde(default, with = "humantime_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "humantime_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub remind_after: Option<Duration>,
     /// Sends `escalation` this long after a question was asked, while it still waits
     /// (off by default; shorter than the answer deadline).
-    #[serde(default, with = "humantime_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "humantime_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub escalate_after: Option<Duration>,
     /// The first retry's delay after a failed delivery; each next one doubles, with jitter.
     #[serde(default = "default_retry_delay", with = "super::humantime_text")]
@@ -234,9 +242,11 @@ impl NotificationsConfig {
 
 fn is_http(url: &str) -> bool {
     let lower = url.to_ascii_lowercase();
-    ["http://", "https://"]
-        .iter()
-        .any(|scheme| lower.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
+    ["http://", "https://"].iter().any(|scheme| {
+        lower
+            .strip_prefix(scheme)
+            .is_some_and(|rest| !rest.is_empty())
+    })
 }
 
 /// An optional humantime duration (`10m`).
@@ -304,8 +314,11 @@ mod tests {
         assert_eq!(err.key, "notifications.webhooks[0].secret");
         let err = load(&HOOK.replace("secret = \"s3cret\"", ""), &[]).expect_err("missing");
         assert!(err.to_string().contains("missing field `secret`"), "{err}");
-        let err = load(&HOOK.replace("name = \"team\"", "name = \"team\"\nformat = \"xml\""), &[])
-            .expect_err("format");
+        let err = load(
+            &HOOK.replace("name = \"team\"", "name = \"team\"\nformat = \"xml\""),
+            &[],
+        )
+        .expect_err("format");
         assert!(err.key.contains("format"), "{err}");
         let err = load(&format!("{HOOK}\nsecrte = \"x\""), &[]).expect_err("unknown key");
         assert!(err.to_string().contains("secret"), "{err}");

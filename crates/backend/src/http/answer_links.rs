@@ -70,7 +70,10 @@ fn grant(state: &AppState, token: &str) -> Result<AnswerGrant, LinkRefused> {
 }
 
 /// The question the link answers, to show its card.
-async fn open(State(state): State<AppState>, ApiJson(body): ApiJson<Open>) -> Result<Json<Value>, AppError> {
+async fn open(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<Open>,
+) -> Result<Json<Value>, AppError> {
     let grant = grant(&state, &body.token)?;
     let record = state
         .clarifications
@@ -80,7 +83,9 @@ async fn open(State(state): State<AppState>, ApiJson(body): ApiJson<Open>) -> Re
             message: "the question is gone".into(),
             origin: Some(Origin::Backend),
         })?;
-    Ok(Json(json!({ "clarification": record, "answered_by": grant.answered_by })))
+    Ok(Json(
+        json!({ "clarification": record, "answered_by": grant.answered_by }),
+    ))
 }
 
 /// Answers the link's question, once, as the hook's recipient, through the operator's own
@@ -90,7 +95,8 @@ async fn respond(
     ApiJson(body): ApiJson<Respond>,
 ) -> Result<Json<Value>, AppError> {
     let grant = grant(&state, &body.token)?;
-    let span = tracing::info_span!("answer_link", pending_id = %grant.pending_id, hook = %grant.hook);
+    let span =
+        tracing::info_span!("answer_link", pending_id = %grant.pending_id, hook = %grant.hook);
     use_once(&state, grant, body.answer).instrument(span).await
 }
 
@@ -111,7 +117,12 @@ async fn use_once(
     }
     let status = state
         .clarifications
-        .respond(&*state.sessions, &grant.pending_id, answer, &grant.answered_by)
+        .respond(
+            &*state.sessions,
+            &grant.pending_id,
+            answer,
+            &grant.answered_by,
+        )
         .await?;
     Ok(Json(json!({ "status": status })))
 }

@@ -4,11 +4,11 @@
 //! through the same forward-first path as `POST /api/v1/clarifications/{id}/respond`, and
 //! the message is then replaced with who answered.
 
+use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use axum::Router;
 use serde_json::json;
 use tracing::Instrument;
 
@@ -57,7 +57,11 @@ async fn actions(
     let _entered = span.enter();
     tracing::info!(outcome = %outcome, "slack click applied");
     if let Some(record) = record {
-        update_message(&config, &click, slack::settled_text(&click, &record, &outcome));
+        update_message(
+            &config,
+            &click,
+            slack::settled_text(&click, &record, &outcome),
+        );
     }
     // Slack wants its answer within three seconds; the message update follows on its own.
     Ok(StatusCode::OK)
@@ -75,11 +79,19 @@ async fn apply(state: &AppState, click: &Click) -> (String, Option<crate::model:
         Err(err) => return (AppError::from(err).to_string(), None),
     };
     let Some(answer) = slack::answer(click, &record) else {
-        return ("that is not one of the question's options".into(), Some(record));
+        return (
+            "that is not one of the question's options".into(),
+            Some(record),
+        );
     };
     match state
         .clarifications
-        .respond(&*state.sessions, &click.pending_id, answer, &click.answered_by)
+        .respond(
+            &*state.sessions,
+            &click.pending_id,
+            answer,
+            &click.answered_by,
+        )
         .await
     {
         Ok(_) => ("ok".into(), Some(record)),

@@ -84,11 +84,22 @@ pub fn recipient(hook: &WebhookConfig) -> String {
 }
 
 /// A fresh token for `pending_id` through `hook`, valid until `expiry` (unix seconds).
-pub fn issue(hook: &WebhookConfig, session_secret: Option<&str>, pending_id: &str, expiry: i64) -> String {
+pub fn issue(
+    hook: &WebhookConfig,
+    session_secret: Option<&str>,
+    pending_id: &str,
+    expiry: i64,
+) -> String {
     let nonce = hex(&rand::random::<[u8; 16]>());
-    let tag = tag(&key(hook, session_secret), pending_id, expiry, &hook.name, &nonce)
-        .finalize()
-        .into_bytes();
+    let tag = tag(
+        &key(hook, session_secret),
+        pending_id,
+        expiry,
+        &hook.name,
+        &nonce,
+    )
+    .finalize()
+    .into_bytes();
     format!(
         "{pending_id}.{expiry}.{}.{nonce}.{}",
         hex(hook.name.as_bytes()),
@@ -163,11 +174,27 @@ mod tests {
         let grant = verify(&token, Some("p1"), 999, &hooks, None).expect("valid");
         assert_eq!(grant.pending_id, "p1");
         assert_eq!(grant.answered_by, "alice");
-        assert_eq!(verify(&token, None, 999, &hooks, None).map(|g| g.hook), Ok("team".into()));
-        assert_eq!(verify(&token, Some("p1"), 1000, &hooks, None), Err(LinkRefused::Expired));
-        assert_eq!(verify(&token, Some("p2"), 999, &hooks, None), Err(LinkRefused::OtherRecord));
-        assert_eq!(verify(&token, Some("p1"), 999, &hooks, Some("x")), Err(LinkRefused::Tampered));
-        assert_ne!(issue(&hooks[0], None, "p1", 1000), token, "each link its own nonce");
+        assert_eq!(
+            verify(&token, None, 999, &hooks, None).map(|g| g.hook),
+            Ok("team".into())
+        );
+        assert_eq!(
+            verify(&token, Some("p1"), 1000, &hooks, None),
+            Err(LinkRefused::Expired)
+        );
+        assert_eq!(
+            verify(&token, Some("p2"), 999, &hooks, None),
+            Err(LinkRefused::OtherRecord)
+        );
+        assert_eq!(
+            verify(&token, Some("p1"), 999, &hooks, Some("x")),
+            Err(LinkRefused::Tampered)
+        );
+        assert_ne!(
+            issue(&hooks[0], None, "p1", 1000),
+            token,
+            "each link its own nonce"
+        );
     }
 
     #[test]
@@ -180,18 +207,48 @@ mod tests {
             p[i] = v;
             p.join(".")
         };
-        assert_eq!(verify(&with(0, "p2"), None, 0, &hooks, None), Err(LinkRefused::Tampered));
-        assert_eq!(verify(&with(1, "99999"), None, 0, &hooks, None), Err(LinkRefused::Tampered));
-        assert_eq!(verify(&with(2, &hex(b"other")), None, 0, &hooks, None), Err(LinkRefused::Tampered));
-        assert_eq!(verify(&with(2, &hex(b"nope")), None, 0, &hooks, None), Err(LinkRefused::UnknownHook));
-        assert_eq!(verify(&with(3, &"0".repeat(32)), None, 0, &hooks, None), Err(LinkRefused::Tampered));
-        assert_eq!(verify(&with(4, &"0".repeat(64)), None, 0, &hooks, None), Err(LinkRefused::Tampered));
-        assert_eq!(verify("p1.1000", None, 0, &hooks, None), Err(LinkRefused::Malformed));
-        assert_eq!(verify(&with(1, "soon"), None, 0, &hooks, None), Err(LinkRefused::Malformed));
+        assert_eq!(
+            verify(&with(0, "p2"), None, 0, &hooks, None),
+            Err(LinkRefused::Tampered)
+        );
+        assert_eq!(
+            verify(&with(1, "99999"), None, 0, &hooks, None),
+            Err(LinkRefused::Tampered)
+        );
+        assert_eq!(
+            verify(&with(2, &hex(b"other")), None, 0, &hooks, None),
+            Err(LinkRefused::Tampered)
+        );
+        assert_eq!(
+            verify(&with(2, &hex(b"nope")), None, 0, &hooks, None),
+            Err(LinkRefused::UnknownHook)
+        );
+        assert_eq!(
+            verify(&with(3, &"0".repeat(32)), None, 0, &hooks, None),
+            Err(LinkRefused::Tampered)
+        );
+        assert_eq!(
+            verify(&with(4, &"0".repeat(64)), None, 0, &hooks, None),
+            Err(LinkRefused::Tampered)
+        );
+        assert_eq!(
+            verify("p1.1000", None, 0, &hooks, None),
+            Err(LinkRefused::Malformed)
+        );
+        assert_eq!(
+            verify(&with(1, "soon"), None, 0, &hooks, None),
+            Err(LinkRefused::Malformed)
+        );
         let mut off = hooks[0].clone();
         off.answer_links = false;
-        assert_eq!(verify(&token, None, 0, [&off], None), Err(LinkRefused::UnknownHook));
+        assert_eq!(
+            verify(&token, None, 0, [&off], None),
+            Err(LinkRefused::UnknownHook)
+        );
         let rotated = hook("team", "s1-rotated");
-        assert_eq!(verify(&token, None, 0, [&rotated], None), Err(LinkRefused::Tampered));
+        assert_eq!(
+            verify(&token, None, 0, [&rotated], None),
+            Err(LinkRefused::Tampered)
+        );
     }
 }

@@ -124,8 +124,12 @@ impl Dispatcher {
         crate::metrics::webhook_delivery(&delivery.hook, attempt.outcome());
         match &attempt {
             Attempt::Delivered { status } => tracing::info!(status, "webhook delivered"),
-            Attempt::Retry { error, .. } => tracing::info!(%error, attempts = delivery.attempts + 1, "webhook failed; retrying"),
-            Attempt::Failed { error, .. } => tracing::warn!(%error, attempts = delivery.attempts + 1, "webhook given up"),
+            Attempt::Retry { error, .. } => {
+                tracing::info!(%error, attempts = delivery.attempts + 1, "webhook failed; retrying")
+            }
+            Attempt::Failed { error, .. } => {
+                tracing::warn!(%error, attempts = delivery.attempts + 1, "webhook given up")
+            }
             Attempt::Dropped { reason } => tracing::info!(%reason, "webhook dropped"),
         }
         match self
@@ -136,7 +140,9 @@ impl Dispatcher {
         {
             Ok(true) => {}
             Ok(false) => tracing::warn!("webhook claim lost before its attempt was recorded"),
-            Err(err) => tracing::warn!(error = %err, "webhook attempt not recorded; its claim runs out and it is sent again"),
+            Err(err) => {
+                tracing::warn!(error = %err, "webhook attempt not recorded; its claim runs out and it is sent again")
+            }
         }
     }
 
@@ -147,7 +153,10 @@ impl Dispatcher {
         if event != HookEvent::Reminder.as_str() && event != HookEvent::Escalation.as_str() {
             return None;
         }
-        if delivery.not_after.is_some_and(|deadline| Timestamp::now() >= deadline) {
+        if delivery
+            .not_after
+            .is_some_and(|deadline| Timestamp::now() >= deadline)
+        {
             return Some("the question's deadline has passed".into());
         }
         let pending_id = delivery.pending_id.as_deref()?;
@@ -239,7 +248,11 @@ mod tests {
             // backon's jitter adds up to one more base delay.
             assert!(delay >= base && delay <= base * 2, "{attempt}: {delay:?}");
         }
-        assert_eq!(retry_delay(&config, 3), None, "the fourth attempt was the last");
+        assert_eq!(
+            retry_delay(&config, 3),
+            None,
+            "the fourth attempt was the last"
+        );
         let once = NotificationsConfig {
             max_attempts: 1,
             ..config

@@ -40,12 +40,18 @@ pub fn start(stores: Stores, config: &Config, replica_id: &str) {
         return;
     }
     let webhooks = Webhooks::from_config(stores.clone(), config);
-    let dispatcher =
-        dispatch::Dispatcher::new(stores, std::sync::Arc::new(config.notifications.clone()), replica_id);
+    let dispatcher = dispatch::Dispatcher::new(
+        stores,
+        std::sync::Arc::new(config.notifications.clone()),
+        replica_id,
+    );
     tokio::spawn(async move {
         match webhooks.catch_up().await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(deliveries = n, "webhook deliveries written for questions still waiting"),
+            Ok(n) => tracing::info!(
+                deliveries = n,
+                "webhook deliveries written for questions still waiting"
+            ),
             Err(err) => tracing::warn!(error = %err, "webhook catch-up failed"),
         }
         dispatcher.run().await;

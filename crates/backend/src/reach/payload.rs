@@ -105,7 +105,9 @@ fn summary(facts: &Facts<'_>) -> String {
         HookEvent::ClarificationRequested => {
             format!("An agent working on *{title}* is waiting for your answer{deadline}.")
         }
-        HookEvent::Reminder => format!("Reminder: *{title}* is still waiting for an answer{deadline}."),
+        HookEvent::Reminder => {
+            format!("Reminder: *{title}* is still waiting for an answer{deadline}.")
+        }
         HookEvent::Escalation => {
             format!("Escalation: *{title}* has waited long for an answer{deadline}.")
         }
@@ -212,7 +214,7 @@ mod tests {
             format,
             include_question,
             answer_links: false,
-        recipient: None,
+            recipient: None,
         }
     }
 
@@ -224,7 +226,14 @@ mod tests {
             "required": true
         }))
         .expect("question");
-        assert_eq!(question.options[0], QuestionOption { id: "pg".into(), label: "Postgres".into(), description: None });
+        assert_eq!(
+            question.options[0],
+            QuestionOption {
+                id: "pg".into(),
+                label: "Postgres".into(),
+                description: None
+            }
+        );
         NewClarification {
             pending_id: "p1".into(),
             source: Source::Elicitation,
@@ -251,7 +260,13 @@ mod tests {
     #[test]
     fn a_json_body_names_the_task_and_the_deadline_never_the_question() {
         let record = record();
-        let body = body(&hook(HookFormat::Json, false), Some("https://k.example/"), &facts(&record), None, false);
+        let body = body(
+            &hook(HookFormat::Json, false),
+            Some("https://k.example/"),
+            &facts(&record),
+            None,
+            false,
+        );
         assert!(!body.contains("secret plans"), "{body}");
         assert!(!body.contains("Postgres"), "{body}");
         let v: Value = serde_json::from_str(&body).expect("json");
@@ -261,26 +276,71 @@ mod tests {
         assert_eq!(v["expires_at"], "2030-01-01T10:30:00.000000Z");
         assert_eq!(v["on_deadline"], "decline");
         assert_eq!(v["url"], "https://k.example/#/sessions/s1");
-        let with = super::body(&hook(HookFormat::Json, true), None, &facts(&record), None, false);
+        let with = super::body(
+            &hook(HookFormat::Json, true),
+            None,
+            &facts(&record),
+            None,
+            false,
+        );
         assert!(with.contains("secret plans"), "{with}");
     }
 
     #[test]
     fn a_slack_body_has_buttons_for_one_single_select_question_only() {
         let record = record();
-        let plain = body(&hook(HookFormat::Slack, false), Some("https://k"), &facts(&record), None, true);
-        assert!(!plain.contains("secret plans") && !plain.contains("Postgres"), "{plain}");
+        let plain = body(
+            &hook(HookFormat::Slack, false),
+            Some("https://k"),
+            &facts(&record),
+            None,
+            true,
+        );
+        assert!(
+            !plain.contains("secret plans") && !plain.contains("Postgres"),
+            "{plain}"
+        );
         let v: Value = serde_json::from_str(&plain).expect("json");
-        assert!(v["text"].as_str().expect("text").contains("declines at 10:30 UTC"));
-        let asked = body(&hook(HookFormat::Slack, true), Some("https://k"), &facts(&record), None, true);
+        assert!(
+            v["text"]
+                .as_str()
+                .expect("text")
+                .contains("declines at 10:30 UTC")
+        );
+        let asked = body(
+            &hook(HookFormat::Slack, true),
+            Some("https://k"),
+            &facts(&record),
+            None,
+            true,
+        );
         let v: Value = serde_json::from_str(&asked).expect("json");
-        let actions = v["blocks"].as_array().expect("blocks").last().expect("actions").clone();
+        let actions = v["blocks"]
+            .as_array()
+            .expect("blocks")
+            .last()
+            .expect("actions")
+            .clone();
         assert_eq!(actions["block_id"], "p1");
-        let labels: Vec<&str> = actions["elements"].as_array().expect("buttons").iter().map(|b| b["text"]["text"].as_str().unwrap_or("")).collect();
+        let labels: Vec<&str> = actions["elements"]
+            .as_array()
+            .expect("buttons")
+            .iter()
+            .map(|b| b["text"]["text"].as_str().unwrap_or(""))
+            .collect();
         assert_eq!(labels, ["Postgres", "SQLite", "Skip"]);
         let mut two = record.clone();
         two.questions.push(two.questions[0].clone());
-        let linked = body(&hook(HookFormat::Slack, true), Some("https://k"), &facts(&two), Some("https://k/a#x"), true);
-        assert!(linked.contains("https://k/a#x") && !linked.contains(SLACK_SKIP_ACTION), "{linked}");
+        let linked = body(
+            &hook(HookFormat::Slack, true),
+            Some("https://k"),
+            &facts(&two),
+            Some("https://k/a#x"),
+            true,
+        );
+        assert!(
+            linked.contains("https://k/a#x") && !linked.contains(SLACK_SKIP_ACTION),
+            "{linked}"
+        );
     }
 }

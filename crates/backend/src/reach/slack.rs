@@ -45,7 +45,10 @@ pub fn verify(
     now: i64,
 ) -> Result<(), SlackRefused> {
     let timestamp = timestamp.ok_or(SlackRefused::Unsigned)?;
-    let at: i64 = timestamp.trim().parse().map_err(|_| SlackRefused::Unsigned)?;
+    let at: i64 = timestamp
+        .trim()
+        .parse()
+        .map_err(|_| SlackRefused::Unsigned)?;
     let tag = signature
         .and_then(|s| s.trim().strip_prefix("v0="))
         .and_then(unhex)
@@ -121,8 +124,7 @@ pub fn click(body: &[u8]) -> Result<Click, SlackRefused> {
         .find_map(|pair| pair.strip_prefix("payload="))
         .map(form_decode)
         .ok_or(SlackRefused::NotAClick)?;
-    let payload: Payload =
-        serde_json::from_str(&payload).map_err(|_| SlackRefused::NotAClick)?;
+    let payload: Payload = serde_json::from_str(&payload).map_err(|_| SlackRefused::NotAClick)?;
     let action = payload.actions.first().ok_or(SlackRefused::NotAClick)?;
     let choice = if action.action_id == SLACK_SKIP_ACTION {
         Choice::Skip
@@ -160,14 +162,18 @@ pub fn answer(click: &Click, record: &Clarification) -> Option<OperatorAnswer> {
             let [question] = record.questions.as_slice() else {
                 return None;
             };
-            question.options.iter().any(|o| &o.id == id).then(|| OperatorAnswer {
-                answers: vec![Answer {
-                    question_id: question.id.clone(),
-                    selected_options: vec![id.clone()],
-                    custom_text: String::new(),
-                }],
-                ..OperatorAnswer::default()
-            })
+            question
+                .options
+                .iter()
+                .any(|o| &o.id == id)
+                .then(|| OperatorAnswer {
+                    answers: vec![Answer {
+                        question_id: question.id.clone(),
+                        selected_options: vec![id.clone()],
+                        custom_text: String::new(),
+                    }],
+                    ..OperatorAnswer::default()
+                })
         }
     }
 }
@@ -232,13 +238,52 @@ mod tests {
     fn a_request_signed_by_slack_verifies_within_five_minutes_only() {
         // Computed independently (Python's hmac module) over "v0:1531420618:" + BODY.
         let sig = "v0=a58976da92745a1c1264a79ae0380ea0dc8d86190cf93493217545a411a3ef6f";
-        assert_eq!(verify(SECRET, Some("1531420618"), Some(sig), BODY, 1531420618 + 299), Ok(()));
-        assert_eq!(verify(SECRET, Some("1531420618"), Some(sig), BODY, 1531420618 + 301), Err(SlackRefused::Stale));
-        assert_eq!(verify(SECRET, Some("1531420618"), Some(sig), BODY, 1531420618 - 301), Err(SlackRefused::Stale));
-        assert_eq!(verify("other", Some("1531420618"), Some(sig), BODY, 1531420618), Err(SlackRefused::Forged));
-        assert_eq!(verify(SECRET, Some("1531420619"), Some(sig), BODY, 1531420618), Err(SlackRefused::Forged));
-        assert_eq!(verify(SECRET, None, Some(sig), BODY, 0), Err(SlackRefused::Unsigned));
-        assert_eq!(verify(SECRET, Some("1531420618"), Some("v1=00"), BODY, 1531420618), Err(SlackRefused::Unsigned));
+        assert_eq!(
+            verify(
+                SECRET,
+                Some("1531420618"),
+                Some(sig),
+                BODY,
+                1531420618 + 299
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            verify(
+                SECRET,
+                Some("1531420618"),
+                Some(sig),
+                BODY,
+                1531420618 + 301
+            ),
+            Err(SlackRefused::Stale)
+        );
+        assert_eq!(
+            verify(
+                SECRET,
+                Some("1531420618"),
+                Some(sig),
+                BODY,
+                1531420618 - 301
+            ),
+            Err(SlackRefused::Stale)
+        );
+        assert_eq!(
+            verify("other", Some("1531420618"), Some(sig), BODY, 1531420618),
+            Err(SlackRefused::Forged)
+        );
+        assert_eq!(
+            verify(SECRET, Some("1531420619"), Some(sig), BODY, 1531420618),
+            Err(SlackRefused::Forged)
+        );
+        assert_eq!(
+            verify(SECRET, None, Some(sig), BODY, 0),
+            Err(SlackRefused::Unsigned)
+        );
+        assert_eq!(
+            verify(SECRET, Some("1531420618"), Some("v1=00"), BODY, 1531420618),
+            Err(SlackRefused::Unsigned)
+        );
     }
 
     #[test]
@@ -248,7 +293,10 @@ mod tests {
         assert_eq!(click.choice, Choice::Option("Postgres".into()));
         assert_eq!(click.answered_by, "slack:alice");
         assert_eq!(click.response_url.as_deref(), Some("http://127.0.0.1:9/r"));
-        assert_eq!(super::click(b"payload=%7B%7D"), Err(SlackRefused::NotAClick));
+        assert_eq!(
+            super::click(b"payload=%7B%7D"),
+            Err(SlackRefused::NotAClick)
+        );
         assert_eq!(form_decode("a+b%20c%2"), "a b c%2");
     }
 }

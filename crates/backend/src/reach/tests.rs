@@ -90,7 +90,13 @@ pub(crate) fn verify(received: &Received) {
         .expect("a Kandev-Signature header");
     let now = chrono::Utc::now().timestamp();
     assert_eq!(
-        signature::verify(SECRET.as_bytes(), header, received.body.as_bytes(), now, 300),
+        signature::verify(
+            SECRET.as_bytes(),
+            header,
+            received.body.as_bytes(),
+            now,
+            300
+        ),
         Ok(()),
         "{header}"
     );
@@ -166,7 +172,10 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -244,13 +253,20 @@ async fn a_receiver_that_fails_twice_gets_it_on_the_third_try() {
     config.notifications.max_attempts = 5;
     config.notifications.webhooks = vec![hook(&url, &[HookEvent::ClarificationRequested])];
     let (state, _session, link) = live(config).await;
-    link.push(elicited("p-2", Timestamp::now().plus(Duration::from_secs(3300))));
+    link.push(elicited(
+        "p-2",
+        Timestamp::now().plus(Duration::from_secs(3300)),
+    ));
 
-    let delivered = within("the third attempt delivered", Duration::from_secs(10), || async {
-        status_of(&state, "team")
-            .await
-            .filter(|d| d.status == DeliveryStatus::Delivered)
-    })
+    let delivered = within(
+        "the third attempt delivered",
+        Duration::from_secs(10),
+        || async {
+            status_of(&state, "team")
+                .await
+                .filter(|d| d.status == DeliveryStatus::Delivered)
+        },
+    )
     .await;
     assert_eq!(delivered.attempts, 3);
     let got = receiver.all();
@@ -258,8 +274,14 @@ async fn a_receiver_that_fails_twice_gets_it_on_the_third_try() {
     for attempt in &got {
         verify(attempt);
     }
-    let ids: Vec<_> = got.iter().map(|r| r.headers["kandev-delivery"].clone()).collect();
-    assert!(ids.windows(2).all(|w| w[0] == w[1]), "one delivery id across retries");
+    let ids: Vec<_> = got
+        .iter()
+        .map(|r| r.headers["kandev-delivery"].clone())
+        .collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] == w[1]),
+        "one delivery id across retries"
+    );
     // Backed off: each retry waited at least the (growing) base delay.
     let gap = |i: usize| (got[i + 1].at.instant() - got[i].at.instant()).num_milliseconds();
     assert!(gap(0) >= 50 && gap(1) >= 100, "{} {}", gap(0), gap(1));
@@ -278,7 +300,10 @@ async fn a_receiver_that_never_answers_2xx_is_given_up_after_max_attempts() {
     config.notifications.max_attempts = 3;
     config.notifications.webhooks = vec![hook(&url, &[HookEvent::ClarificationRequested])];
     let (state, _session, link) = live(config).await;
-    link.push(elicited("p-3", Timestamp::now().plus(Duration::from_secs(3300))));
+    link.push(elicited(
+        "p-3",
+        Timestamp::now().plus(Duration::from_secs(3300)),
+    ));
     let failed = within("the delivery given up", Duration::from_secs(10), || async {
         status_of(&state, "team")
             .await
@@ -304,8 +329,18 @@ async fn a_reminder_fires_after_remind_after_and_none_after_the_answer() {
     link.push(elicited("waits", deadline));
     link.push(elicited("answered", deadline));
     within("both records", Duration::from_secs(5), || async {
-        let a = state.stores.clarifications.clarification("answered").await.ok()??;
-        state.stores.clarifications.clarification("waits").await.ok()??;
+        let a = state
+            .stores
+            .clarifications
+            .clarification("answered")
+            .await
+            .ok()??;
+        state
+            .stores
+            .clarifications
+            .clarification("waits")
+            .await
+            .ok()??;
         Some(a)
     })
     .await;
@@ -335,14 +370,22 @@ async fn a_reminder_fires_after_remind_after_and_none_after_the_answer() {
         "not before remind_after"
     );
     // The answered record's reminder was due at the same time: dropped, never sent.
-    within("the answered record's reminder dropped", Duration::from_secs(10), || async {
-        let rows = state.stores.outbox.deliveries_for("answered").await.ok()?;
-        rows.iter()
-            .any(|d| d.event == "reminder" && d.status == DeliveryStatus::Dropped)
-            .then_some(())
-    })
+    within(
+        "the answered record's reminder dropped",
+        Duration::from_secs(10),
+        || async {
+            let rows = state.stores.outbox.deliveries_for("answered").await.ok()?;
+            rows.iter()
+                .any(|d| d.event == "reminder" && d.status == DeliveryStatus::Dropped)
+                .then_some(())
+        },
+    )
     .await;
-    assert_eq!(receiver.of("reminder").len(), 1, "no reminder for the answered question");
+    assert_eq!(
+        receiver.of("reminder").len(),
+        1,
+        "no reminder for the answered question"
+    );
     let settled = receiver.of("clarification_settled");
     assert_eq!(settled.len(), 1);
     let body: Value = serde_json::from_str(&settled[0].body).expect("json");

@@ -56,7 +56,11 @@ impl Webhooks {
     /// A fresh answer link for `record` through `hook`, when the hook carries them: it
     /// expires with the record (an hour after it was asked when it has no deadline).
     fn answer_link(&self, hook: &WebhookConfig, record: &Clarification) -> Option<String> {
-        let base = self.config.public_url.as_deref().filter(|_| hook.answer_links)?;
+        let base = self
+            .config
+            .public_url
+            .as_deref()
+            .filter(|_| hook.answer_links)?;
         let expiry = record
             .expires_at
             .unwrap_or_else(|| record.created_at.plus(std::time::Duration::from_secs(3600)))
@@ -68,7 +72,10 @@ impl Webhooks {
             &record.pending_id,
             expiry,
         );
-        Some(format!("{}/answer.html#{token}", base.trim_end_matches('/')))
+        Some(format!(
+            "{}/answer.html#{token}",
+            base.trim_end_matches('/')
+        ))
     }
 
     fn hooks(&self, event: HookEvent) -> impl Iterator<Item = &WebhookConfig> {
@@ -105,10 +112,17 @@ impl Webhooks {
 
     /// The deliveries of a new question: `clarification_requested` now, a reminder and
     /// an escalation later when configured and due before the record's deadline.
-    pub fn requested_deliveries(&self, task_title: &str, record: &Clarification) -> Vec<NewDelivery> {
+    pub fn requested_deliveries(
+        &self,
+        task_title: &str,
+        record: &Clarification,
+    ) -> Vec<NewDelivery> {
         let mut out = Vec::new();
         let scheduled = [
-            (HookEvent::ClarificationRequested, Some(std::time::Duration::ZERO)),
+            (
+                HookEvent::ClarificationRequested,
+                Some(std::time::Duration::ZERO),
+            ),
             (HookEvent::Reminder, self.config.remind_after),
             (HookEvent::Escalation, self.config.escalate_after),
         ];
@@ -136,7 +150,11 @@ impl Webhooks {
     }
 
     /// A question was asked.
-    pub async fn requested(&self, task_title: &str, record: &Clarification) -> Result<usize, StoreError> {
+    pub async fn requested(
+        &self,
+        task_title: &str,
+        record: &Clarification,
+    ) -> Result<usize, StoreError> {
         let rows = self.requested_deliveries(task_title, record);
         if rows.is_empty() {
             return Ok(0);

@@ -107,7 +107,11 @@ impl AttemptRow {
                 code: Some(i32::from(*status)),
                 ..row
             },
-            Attempt::Retry { at: next, status, error } => Self {
+            Attempt::Retry {
+                at: next,
+                status,
+                error,
+            } => Self {
                 due_at: Some(*next),
                 code: status.map(i32::from),
                 error: Some(error.clone()),

@@ -33,9 +33,19 @@ fn later(secs: u64) -> Timestamp {
 async fn a_delivery_is_written_once_per_key(engine: &dyn Engine) {
     let s = engine.stores();
     let now = Timestamp::now();
-    assert_eq!(s.outbox.enqueue(&[row("a", now), row("b", now)]).await.expect("enqueue"), 2);
+    assert_eq!(
+        s.outbox
+            .enqueue(&[row("a", now), row("b", now)])
+            .await
+            .expect("enqueue"),
+        2
+    );
     assert_eq!(s.outbox.enqueue(&[row("a", now)]).await.expect("again"), 0);
-    let claimed = s.outbox.claim_due("me", later(1), later(60), 10).await.expect("claim");
+    let claimed = s
+        .outbox
+        .claim_due("me", later(1), later(60), 10)
+        .await
+        .expect("claim");
     let mut bodies: Vec<&str> = claimed.iter().map(|d| d.body.as_str()).collect();
     bodies.sort_unstable();
     assert_eq!(bodies, ["{\"k\":\"a\"}", "{\"k\":\"b\"}"]);
@@ -73,14 +83,44 @@ async fn a_claim_holds_until_it_runs_out_and_only_its_holder_records_an_attempt(
     let s = engine.stores();
     let now = Timestamp::now();
     s.outbox.enqueue(&[row("a", now)]).await.expect("enqueue");
-    let [held] = s.outbox.claim_due("a", later(1), later(60), 10).await.expect("claim").try_into().expect("one");
-    assert!(s.outbox.claim_due("b", later(2), later(60), 10).await.expect("claim").is_empty(), "held");
+    let [held] = s
+        .outbox
+        .claim_due("a", later(1), later(60), 10)
+        .await
+        .expect("claim")
+        .try_into()
+        .expect("one");
+    assert!(
+        s.outbox
+            .claim_due("b", later(2), later(60), 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "held"
+    );
     // Its holder died: past its claim, another takes it over.
-    let [taken] = s.outbox.claim_due("b", later(61), later(120), 10).await.expect("claim").try_into().expect("taken over");
+    let [taken] = s
+        .outbox
+        .claim_due("b", later(61), later(120), 10)
+        .await
+        .expect("claim")
+        .try_into()
+        .expect("taken over");
     assert_eq!(taken.id, held.id);
     let delivered = Attempt::Delivered { status: 200 };
-    assert!(!s.outbox.finish(&held.id, "a", &delivered, now).await.expect("finish"), "no longer a's");
-    assert!(s.outbox.finish(&held.id, "b", &delivered, now).await.expect("finish"));
+    assert!(
+        !s.outbox
+            .finish(&held.id, "a", &delivered, now)
+            .await
+            .expect("finish"),
+        "no longer a's"
+    );
+    assert!(
+        s.outbox
+            .finish(&held.id, "b", &delivered, now)
+            .await
+            .expect("finish")
+    );
     let last = s.outbox.last_deliveries().await.expect("last");
     assert_eq!(last.len(), 1);
     assert_eq!(last[0].status, DeliveryStatus::Delivered);
@@ -93,33 +133,117 @@ async fn a_retried_delivery_waits_for_its_due_time_and_a_finished_one_is_never_c
 ) {
     let s = engine.stores();
     let now = Timestamp::now();
-    s.outbox.enqueue(&[row("a", now), row("later", later(30))]).await.expect("enqueue");
-    let [d] = s.outbox.claim_due("a", later(1), later(60), 10).await.expect("claim").try_into().expect("only the due one");
-    let retry = Attempt::Retry { at: later(10), status: Some(503), error: "the receiver answered 503".into() };
-    assert!(s.outbox.finish(&d.id, "a", &retry, now).await.expect("retry"));
-    assert!(s.outbox.claim_due("a", later(5), later(60), 10).await.expect("claim").is_empty(), "not yet due");
-    let [again] = s.outbox.claim_due("a", later(11), later(60), 10).await.expect("claim").try_into().expect("due again");
+    s.outbox
+        .enqueue(&[row("a", now), row("later", later(30))])
+        .await
+        .expect("enqueue");
+    let [d] = s
+        .outbox
+        .claim_due("a", later(1), later(60), 10)
+        .await
+        .expect("claim")
+        .try_into()
+        .expect("only the due one");
+    let retry = Attempt::Retry {
+        at: later(10),
+        status: Some(503),
+        error: "the receiver answered 503".into(),
+    };
+    assert!(
+        s.outbox
+            .finish(&d.id, "a", &retry, now)
+            .await
+            .expect("retry")
+    );
+    assert!(
+        s.outbox
+            .claim_due("a", later(5), later(60), 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "not yet due"
+    );
+    let [again] = s
+        .outbox
+        .claim_due("a", later(11), later(60), 10)
+        .await
+        .expect("claim")
+        .try_into()
+        .expect("due again");
     assert_eq!(again.attempts, 1);
-    let failed = Attempt::Failed { status: None, error: "could not connect".into() };
-    assert!(s.outbox.finish(&again.id, "a", &failed, now).await.expect("fail"));
-    let rest = s.outbox.claim_due("a", later(3600), later(3700), 10).await.expect("claim");
+    let failed = Attempt::Failed {
+        status: None,
+        error: "could not connect".into(),
+    };
+    assert!(
+        s.outbox
+            .finish(&again.id, "a", &failed, now)
+            .await
+            .expect("fail")
+    );
+    let rest = s
+        .outbox
+        .claim_due("a", later(3600), later(3700), 10)
+        .await
+        .expect("claim");
     assert_eq!(rest.len(), 1, "only the later row, never the failed one");
-    let dropped = Attempt::Dropped { reason: "the question is answered".into() };
-    assert!(s.outbox.finish(&rest[0].id, "a", &dropped, now).await.expect("drop"));
-    assert!(s.outbox.claim_due("a", later(7200), later(7300), 10).await.expect("claim").is_empty());
+    let dropped = Attempt::Dropped {
+        reason: "the question is answered".into(),
+    };
+    assert!(
+        s.outbox
+            .finish(&rest[0].id, "a", &dropped, now)
+            .await
+            .expect("drop")
+    );
+    assert!(
+        s.outbox
+            .claim_due("a", later(7200), later(7300), 10)
+            .await
+            .expect("claim")
+            .is_empty()
+    );
     let rows = s.outbox.deliveries_for("p-a").await.expect("rows");
     assert_eq!(rows.len(), 1);
-    assert_eq!((rows[0].status, rows[0].attempts), (DeliveryStatus::Failed, 2));
+    assert_eq!(
+        (rows[0].status, rows[0].attempts),
+        (DeliveryStatus::Failed, 2)
+    );
     let rows = s.outbox.deliveries_for("p-later").await.expect("rows");
-    assert_eq!((rows[0].status, rows[0].attempts), (DeliveryStatus::Dropped, 0));
+    assert_eq!(
+        (rows[0].status, rows[0].attempts),
+        (DeliveryStatus::Dropped, 0)
+    );
 }
 
 async fn an_answer_link_is_used_once(engine: &dyn Engine) {
     let s = engine.stores();
     let now = Timestamp::now();
-    assert!(s.outbox.use_answer_link("n1", "p1", now).await.expect("first"));
-    assert!(!s.outbox.use_answer_link("n1", "p1", now).await.expect("replay"));
+    assert!(
+        s.outbox
+            .use_answer_link("n1", "p1", now)
+            .await
+            .expect("first")
+    );
+    assert!(
+        !s.outbox
+            .use_answer_link("n1", "p1", now)
+            .await
+            .expect("replay")
+    );
     let other = engine.second().await;
-    assert!(!other.stores().outbox.use_answer_link("n1", "p1", now).await.expect("elsewhere"));
-    assert!(s.outbox.use_answer_link("n2", "p1", now).await.expect("another link"));
+    assert!(
+        !other
+            .stores()
+            .outbox
+            .use_answer_link("n1", "p1", now)
+            .await
+            .expect("elsewhere")
+    );
+    assert!(
+        s.outbox
+            .use_answer_link("n2", "p1", now)
+            .await
+            .expect("another link")
+    );
 }

@@ -10,7 +10,7 @@ use super::{PostgresDb, time, time_opt};
 use crate::model::{Attempt, Delivery, DeliveryStatus, LastDelivery, NewDelivery, Timestamp};
 use crate::store::StoreError;
 use crate::store::outbox::{
-    ENQUEUE, FINISH, LATEST, OF_RECORD, AttemptRow, OutboxStore, USE_LINK, latest_per_hook,
+    AttemptRow, ENQUEUE, FINISH, LATEST, OF_RECORD, OutboxStore, USE_LINK, latest_per_hook,
 };
 
 fn delivery(row: &PgRow) -> Result<Delivery, StoreError> {

@@ -8,7 +8,7 @@ use super::{SqliteDb, time, time_opt};
 use crate::model::{Attempt, Delivery, DeliveryStatus, LastDelivery, NewDelivery, Timestamp};
 use crate::store::StoreError;
 use crate::store::outbox::{
-    ENQUEUE, FINISH, LATEST, OF_RECORD, AttemptRow, OutboxStore, USE_LINK, latest_per_hook,
+    AttemptRow, ENQUEUE, FINISH, LATEST, OF_RECORD, OutboxStore, USE_LINK, latest_per_hook,
 };
 
 fn delivery(row: &SqliteRow) -> Result<Delivery, StoreError> {
