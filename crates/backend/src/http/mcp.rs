@@ -188,10 +188,14 @@ fn arguments(request: &CallToolRequestParams) -> JsonObject {
     request.arguments.clone().unwrap_or_default()
 }
 
-fn pending_id_of(args: &JsonObject) -> Result<String, Response> {
+/// The call's `pending_id`, or why there is none (an `AppError`, small to carry; it
+/// becomes the tool error's response at the call site).
+fn pending_id_of(args: &JsonObject) -> Result<String, AppError> {
     match args.get("pending_id") {
         Some(Value::String(id)) if !id.is_empty() => Ok(id.clone()),
-        _ => Err(bad_request("`pending_id` (a string) is required")),
+        _ => Err(AppError::BadRequest(
+            "`pending_id` (a string) is required".into(),
+        )),
     }
 }
 
@@ -201,11 +205,11 @@ impl Orchestrators {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) if s.is_empty() => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(bad_request(format!("`{key}` must be a string"))),
+            Some(_) => Err(AppError::BadRequest(format!("`{key}` must be a string"))),
         };
-        let task_id = text("task_id")?;
+        let task_id = text("task_id").map_err(IntoResponse::into_response)?;
         let filter = ClarificationFilter {
-            session_id: text("session_id")?,
+            session_id: text("session_id").map_err(IntoResponse::into_response)?,
             status: Some(ClarificationStatus::Pending),
         };
         let records = self
@@ -295,7 +299,7 @@ impl Orchestrators {
             ANSWER_TOOL => {
                 let pending_id = match pending_id_of(args) {
                     Ok(id) => id,
-                    Err(refused) => return refused,
+                    Err(refused) => return refused.into_response(),
                 };
                 let answers = args.get("answers").cloned().unwrap_or(json!([]));
                 let answer: OperatorAnswer =
@@ -308,7 +312,7 @@ impl Orchestrators {
             SKIP_TOOL => {
                 let pending_id = match pending_id_of(args) {
                     Ok(id) => id,
-                    Err(refused) => return refused,
+                    Err(refused) => return refused.into_response(),
                 };
                 let reason = args
                     .get("reason")
@@ -323,7 +327,7 @@ impl Orchestrators {
             }
             CANCEL_TOOL => match pending_id_of(args) {
                 Ok(pending_id) => self.cancel(operator, &pending_id).await,
-                Err(refused) => refused,
+                Err(refused) => refused.into_response(),
             },
             other => bad_request(format!(
                 "unknown tool `{other}`; this server has {LIST_TOOL}, {ANSWER_TOOL}, {SKIP_TOOL}, {CANCEL_TOOL}"
