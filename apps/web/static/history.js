@@ -32,6 +32,13 @@ function answererBadge(record) {
   return h("span", { class: `pill pill-by-${kind}`, "data-testid": "history-by-badge", "data-kind": kind }, t(`history.badge.${kind}`));
 }
 
+// The answerer's badge (rules, deadlines) and "By …", spaced only when there is a badge.
+function byLine(record, who) {
+  const badge = answererBadge(record);
+  const by = t("history.by", { who });
+  return badge ? [badge, " ", by] : [by];
+}
+
 function questionText(record) {
   const questions = record.questions ?? [];
   if (record.message) return record.message;
@@ -52,7 +59,7 @@ function historyItem(record) {
     answered
       ? h("div", { class: "history-answer", "data-testid": "history-answer" }, h("p", { class: "history-answer-head" }, t("history.delivered")), deliveredList(record.answer, record.questions ?? []))
       : h("p", { class: "history-answer", "data-testid": "history-answer" }, t("history.noAnswer")),
-    who ? h("p", { class: "history-by", "data-testid": "history-by" }, answererBadge(record), " ", t("history.by", { who })) : null);
+    who ? h("p", { class: "history-by", "data-testid": "history-by" }, ...byLine(record, who)) : null);
 }
 
 function bySettled(a, b) {

@@ -99,7 +99,7 @@ test("AC-12i: a selection plus custom text reaches the agent as the trimmed comp
     await page.getByTestId("clarification-overlay").waitFor();
     await page.getByTestId("clarification-option-question_0-Postgres").check();
     await page.getByTestId("clarification-custom-question_0").fill("  CockroachDB ");
-    assert.equal(await page.getByTestId("clarification-option-question_0-Postgres").isChecked(), true, "selection kept beside the text");
+    assert.equal(await page.getByTestId("clarification-option-question_0-Postgres").isChecked(), false, "Other text unticks the option it overrides (issue 26)");
     await page.getByTestId("clarification-submit").click();
     const result = await waitForElicitationResult(kandev.agentLog);
     assert.deepEqual(result, { action: "accept", content: { question_0_custom: "CockroachDB" } });
