@@ -19,6 +19,7 @@
 //! - [`events`] — rooms publish committed changes; one feed turns them into operator events.
 //! - [`auth`] says who is asking (the guard in [`http`] enforces it); [`notifications`],
 //!   [`flags`], [`config`]; [`app`] wires it all and serves.
+//! - [`migrate_db`] — `kandev migrate-db`: one SQLite database copied into an empty PostgreSQL one.
 //! - [`metrics`] — what the event points record, one call each, for `GET /metrics`;
 //!   [`drain`] — whether the process is on its way out, and [`shutdown`] the way out.
 //!
@@ -36,6 +37,7 @@ pub mod events;
 pub mod flags;
 pub mod http;
 pub mod metrics;
+pub mod migrate_db;
 pub mod model;
 pub mod notifications;
 pub mod sessions;

@@ -143,7 +143,8 @@ fn main() {
 }
 
 fn migrate_db(config_file: Option<PathBuf>, from: &str, to: &str) {
-    use kandev_backend::store::{redact_url, transfer};
+    use kandev_backend::migrate_db;
+    use kandev_backend::store::redact_url;
     // The pool size and statement timeout of the target come from the configuration.
     let options = match Config::load(config_file.as_deref(), std::env::vars()) {
         Ok(config) => config.database_options(),
@@ -156,7 +157,7 @@ fn migrate_db(config_file: Option<PathBuf>, from: &str, to: &str) {
         eprintln!("kandev: cannot start tokio: {err}");
         std::process::exit(1);
     });
-    match runtime.block_on(transfer::sqlite_to_postgres(from, to, &options)) {
+    match runtime.block_on(migrate_db::sqlite_to_postgres(from, to, &options)) {
         Ok(report) => println!(
             "copied {report} from {} to {}",
             redact_url(from),

@@ -28,7 +28,6 @@ mod messages;
 mod notifications;
 mod sessions;
 mod tasks;
-pub mod transfer;
 mod views;
 
 use std::sync::Arc;

@@ -17,7 +17,7 @@ pub(super) const EVERY: Duration = Duration::from_millis(500);
 
 /// The checkpoint task of one database, stopped when the last handle to it drops.
 #[derive(Debug)]
-pub(super) struct Checkpoints(tokio::task::AbortHandle);
+pub(super) struct Checkpoints(pub(super) tokio::task::AbortHandle);
 
 impl Drop for Checkpoints {
     fn drop(&mut self) {
@@ -53,62 +53,4 @@ pub(super) fn spawn(options: SqliteConnectOptions) -> Checkpoints {
         }
     });
     Checkpoints(task.abort_handle())
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::store::sqlite::SqliteDb;
-
-    #[tokio::test]
-    async fn the_writer_leaves_checkpoints_to_the_task_which_keeps_up() {
-        let dir = tempfile::tempdir().expect("dir");
-        let file = dir.path().join("k.db");
-        let db = SqliteDb::open(&format!("sqlite://{}", file.display()))
-            .await
-            .expect("open");
-        let (autocheckpoint,): (i64,) = sqlx::query_as("PRAGMA wal_autocheckpoint")
-            .fetch_one(&db.writer)
-            .await
-            .expect("pragma");
-        assert_eq!(autocheckpoint, 0, "the writer's commits never checkpoint");
-        let size = || std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
-        let before = size();
-        sqlx::query("CREATE TABLE t (v BLOB)")
-            .execute(&db.writer)
-            .await
-            .expect("table");
-        for _ in 0..200 {
-            sqlx::query("INSERT INTO t (v) VALUES (zeroblob(1024))")
-                .execute(&db.writer)
-                .await
-                .expect("insert");
-        }
-        // Pages reach the database file only through a checkpoint, and only the task runs one.
-        crate::testing::eventually("the task copied the WAL into the file", || async {
-            (size() >= before + 200 * 1024).then_some(())
-        })
-        .await;
-    }
-
-    #[tokio::test]
-    async fn the_task_stops_with_the_last_handle_to_its_database() {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = SqliteDb::open(&format!("sqlite://{}", dir.path().join("k.db").display()))
-            .await
-            .expect("open");
-        let task = db
-            ._checkpoints
-            .as_ref()
-            .expect("a file database has one")
-            .0
-            .clone();
-        let other = db.clone();
-        drop(db);
-        assert!(!task.is_finished(), "a clone still holds the database");
-        drop(other);
-        crate::testing::eventually("the task stopped", || async {
-            task.is_finished().then_some(())
-        })
-        .await;
-    }
 }

@@ -4,11 +4,14 @@
 //! `BEGIN IMMEDIATE` transactions: the write lock is taken at the start, so a writer of
 //! another process queues on the busy timeout instead of one failing on a stale
 //! snapshot. Commits are `synchronous = NORMAL` (written to the WAL, synced at
-//! checkpoints: a kandev crash loses nothing; see docs/decisions/0003). Timestamps are
+//! checkpoints: a kandev crash loses nothing; see docs/decisions/0011). Timestamps are
 //! fixed-width RFC 3339 text and JSON is text.
 
 mod batch;
 mod checkpoint;
+#[cfg(test)]
+#[path = "../../conformance/sqlite_engine.rs"]
+mod engine_tests;
 mod merge;
 mod settle;
 #[path = "../../sql/mod.rs"]
@@ -240,52 +243,5 @@ impl ChangeBus for SqliteDb {
         &self,
     ) -> Result<Option<BoxStream<'static, Result<String, StoreError>>>, StoreError> {
         Ok(None)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn creates_the_file_and_its_directory_in_wal_mode_and_migrates_once() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("nested/data/kandev.db");
-        let url = format!("sqlite://{}", path.display());
-        let db = SqliteDb::open(&url).await.expect("opens");
-        assert!(path.is_file());
-        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
-            .fetch_one(db.pool())
-            .await
-            .expect("pragma");
-        assert_eq!(mode, "wal");
-        for pool in [db.pool(), &db.writer] {
-            let (synchronous,): (i64,) = sqlx::query_as("PRAGMA synchronous")
-                .fetch_one(pool)
-                .await
-                .expect("pragma");
-            assert_eq!(synchronous, 1, "NORMAL on every connection");
-        }
-        db.pool().close().await;
-        let db = SqliteDb::open(&url).await.expect("reopens");
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations")
-            .fetch_one(db.pool())
-            .await
-            .expect("count");
-        assert_eq!(n, MIGRATOR.iter().count() as i64);
-    }
-
-    #[tokio::test]
-    async fn a_directory_that_cannot_be_made_is_a_clear_error() {
-        let file = tempfile::NamedTempFile::new().expect("file");
-        let url = format!("sqlite://{}/data/kandev.db", file.path().display());
-        let err = SqliteDb::open(&url)
-            .await
-            .expect_err("a file is in the way");
-        assert!(matches!(err, OpenError::Dir { .. }), "{err}");
-        assert!(
-            err.to_string()
-                .contains("cannot create the database directory")
-        );
     }
 }

@@ -13,9 +13,9 @@ use std::collections::BTreeSet;
 
 use sqlx::Row;
 
-use super::postgres::PostgresDb;
-use super::sqlite::SqliteDb;
-use super::{DatabaseOptions, Engine, OpenError, redact_url};
+use crate::store::postgres::PostgresDb;
+use crate::store::sqlite::SqliteDb;
+use crate::store::{DatabaseOptions, Engine, OpenError, redact_url};
 
 /// Every table, parents before children (the order the foreign keys need).
 const TABLES: &[&str] = &[

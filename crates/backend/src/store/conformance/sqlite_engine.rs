@@ -1,0 +1,174 @@
+//! The SQLite engine's own promises, beside the contract the conformance suite checks
+//! on both engines: its file and pragmas, the one-hop write batch, the checkpoint task.
+//! Mounted as a child of `store::dialect::sqlite`, so it sees that module's private parts.
+
+use super::sql::Binds;
+use super::*;
+
+#[tokio::test]
+async fn creates_the_file_and_its_directory_in_wal_mode_and_migrates_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("nested/data/kandev.db");
+    let url = format!("sqlite://{}", path.display());
+    let db = SqliteDb::open(&url).await.expect("opens");
+    assert!(path.is_file());
+    let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+        .fetch_one(db.pool())
+        .await
+        .expect("pragma");
+    assert_eq!(mode, "wal");
+    for pool in [db.pool(), &db.writer] {
+        let (synchronous,): (i64,) = sqlx::query_as("PRAGMA synchronous")
+            .fetch_one(pool)
+            .await
+            .expect("pragma");
+        assert_eq!(synchronous, 1, "NORMAL on every connection");
+    }
+    db.pool().close().await;
+    let db = SqliteDb::open(&url).await.expect("reopens");
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations")
+        .fetch_one(db.pool())
+        .await
+        .expect("count");
+    assert_eq!(n, MIGRATOR.iter().count() as i64);
+}
+
+#[tokio::test]
+async fn a_directory_that_cannot_be_made_is_a_clear_error() {
+    let file = tempfile::NamedTempFile::new().expect("file");
+    let url = format!("sqlite://{}/data/kandev.db", file.path().display());
+    let err = SqliteDb::open(&url)
+        .await
+        .expect_err("a file is in the way");
+    assert!(matches!(err, OpenError::Dir { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("cannot create the database directory")
+    );
+}
+
+async fn db() -> (SqliteDb, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("dir");
+    let url = format!("sqlite://{}", dir.path().join("k.db").display());
+    let db = SqliteDb::open(&url).await.expect("open");
+    sqlx::query("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)")
+        .execute(&db.writer)
+        .await
+        .expect("table");
+    (db, dir)
+}
+
+async fn count(db: &SqliteDb) -> i64 {
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t")
+        .fetch_one(&db.pool)
+        .await
+        .expect("count");
+    n
+}
+
+#[tokio::test]
+async fn a_batch_commits_whole_or_not_at_all_and_the_writer_stays_usable() {
+    let (db, _dir) = db().await;
+    let binds = || {
+        Binds::default()
+            .and("a".to_owned())
+            .and_then(|b| b.and(1_i64))
+            .expect("binds")
+    };
+    let rows = db
+        .in_one_hop(
+            "INSERT INTO t (k, v) VALUES ($1, $2); SELECT v FROM t WHERE k = $1".into(),
+            binds(),
+        )
+        .await
+        .expect("batch");
+    assert_eq!(rows.len(), 1);
+    // The second statement fails on the key: the first of the batch is undone.
+    let failed = db
+        .in_one_hop(
+            "INSERT INTO t (k, v) VALUES ('b', 2); INSERT INTO t (k, v) VALUES ($1, $2)".into(),
+            binds(),
+        )
+        .await;
+    assert!(failed.is_err());
+    assert_eq!(count(&db).await, 1, "nothing of the failed batch is kept");
+    // The writer is not left inside the failed transaction.
+    let mut tx = db.begin().await.expect("begin");
+    sqlx::query("INSERT INTO t (k, v) VALUES ('c', 3)")
+        .execute(&mut *tx)
+        .await
+        .expect("insert");
+    tx.commit().await.expect("commit");
+    assert_eq!(count(&db).await, 2);
+}
+
+#[tokio::test]
+async fn a_batch_whose_caller_goes_away_still_runs_to_its_end() {
+    let (db, _dir) = db().await;
+    let binds = Binds::default()
+        .and("a".to_owned())
+        .and_then(|b| b.and(1_i64))
+        .expect("binds");
+    // Polled once (which sends it) and dropped.
+    let batch = db.in_one_hop("INSERT INTO t (k, v) VALUES ($1, $2)".into(), binds);
+    let _ = tokio::time::timeout(std::time::Duration::ZERO, batch).await;
+    crate::testing::eventually("the batch committed on its own", || async {
+        (count(&db).await == 1).then_some(())
+    })
+    .await;
+    let tx = db.begin().await.expect("the writer is free again");
+    tx.commit().await.expect("commit");
+}
+
+#[tokio::test]
+async fn the_writer_leaves_checkpoints_to_the_task_which_keeps_up() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("k.db");
+    let db = SqliteDb::open(&format!("sqlite://{}", file.display()))
+        .await
+        .expect("open");
+    let (autocheckpoint,): (i64,) = sqlx::query_as("PRAGMA wal_autocheckpoint")
+        .fetch_one(&db.writer)
+        .await
+        .expect("pragma");
+    assert_eq!(autocheckpoint, 0, "the writer's commits never checkpoint");
+    let size = || std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    let before = size();
+    sqlx::query("CREATE TABLE t (v BLOB)")
+        .execute(&db.writer)
+        .await
+        .expect("table");
+    for _ in 0..200 {
+        sqlx::query("INSERT INTO t (v) VALUES (zeroblob(1024))")
+            .execute(&db.writer)
+            .await
+            .expect("insert");
+    }
+    // Pages reach the database file only through a checkpoint, and only the task runs one.
+    crate::testing::eventually("the task copied the WAL into the file", || async {
+        (size() >= before + 200 * 1024).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_task_stops_with_the_last_handle_to_its_database() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = SqliteDb::open(&format!("sqlite://{}", dir.path().join("k.db").display()))
+        .await
+        .expect("open");
+    let task = db
+        ._checkpoints
+        .as_ref()
+        .expect("a file database has one")
+        .0
+        .clone();
+    let other = db.clone();
+    drop(db);
+    assert!(!task.is_finished(), "a clone still holds the database");
+    drop(other);
+    crate::testing::eventually("the task stopped", || async {
+        task.is_finished().then_some(())
+    })
+    .await;
+}
