@@ -93,6 +93,12 @@ probe-claude VERSION:
     cargo build --workspace --bin probe-claude
     target/debug/probe-claude {{VERSION}}
 
+# The fault suite N times in a row (not in CI): stops at the first failure, naming the run. `just stress 200` is the bar for the stream-cut test.
+stress N="200":
+    cargo build --workspace --bins
+    cargo test --workspace --test faults --no-run
+    for i in $(seq 1 {{N}}); do cargo test -q --workspace --test faults -- --test-threads 4 >target/stress.log 2>&1 || { echo "run $i of {{N}} failed; its output is in target/stress.log"; tail -40 target/stress.log; exit 1; }; echo "run $i of {{N}} passed"; done
+
 # Performance report (issue 17, docs/architecture.md §8): mapping criterion benches, round trip, per-hop breakdown, load (SQLite and PostgreSQL) and the scale curve, each beside its baseline and target, on release binaries → target/bench/report.{json,md} (+ runs/). `--quick` is CI's reduced run on dev binaries; `--only PART` runs one part.
 bench *ARGS:
     #!/usr/bin/env bash

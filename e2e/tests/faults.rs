@@ -466,7 +466,14 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
             }
             if record["status"] != "pending" {
                 // Settled without a 200 here: the answer reached agentctl but its reply
-                // was cut off, and the replayed settlement closed the record.
+                // was cut off, and the replayed settlement closed the record. Only
+                // agentctl's word may close it: a record the backend settled on its own
+                // while agentctl still held the request is the failure this test hunts.
+                assert_eq!(
+                    (&record["status"], &record["settled_by"], &record["answered_by"]),
+                    (&json!("answered"), &json!("operator"), &json!("local")),
+                    "{tag} left pending by agentctl's echo of this operator's answer: {record}"
+                );
                 late_settled
                     .borrow_mut()
                     .push(format!("{tag}: {}", record["status"]));
@@ -478,9 +485,10 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
             statuses.borrow_mut().push(r.status);
             match r.status {
                 200 => answered.borrow_mut().push(tag),
-                // The answer may have reached agentctl while the reply was cut off:
-                // the record settles from the replayed event; never answer twice.
-                404 => answered.borrow_mut().push(tag),
+                // 404: agentctl no longer holds it (an earlier answer whose reply was cut
+                // off reached it); its replayed settlement closes the record, which the
+                // next pass sees. Anything else (503 while cut): the record stays
+                // pending and is answered again. Never counted as answered on its own.
                 _ => {}
             }
         }

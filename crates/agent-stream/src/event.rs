@@ -173,6 +173,13 @@ pub enum AgentEvent {
         outcome: SettleOutcome,
         /// What the agent got.
         response: Value,
+        /// The operator's answer it was built from (`answered`, `declined`), as the
+        /// backend sent it: the record is written from this event alone.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<kandev_elicitation::OperatorAnswer>,
+        /// Who answered or cancelled, as the backend's request named them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answered_by: Option<String>,
     },
     /// An `ask_user_question_kandev` tool call awaits the operator.
     AskUserQuestionRequested(AskUserQuestionRequested),

@@ -111,13 +111,16 @@ pub struct Prompt {
 
 /// `agent.elicitations.respond`: the operator's answer to one pending elicitation, on the
 /// wire as the answer's fields beside `pending_id`:
-/// `{"pending_id", "answers", "rejected", "reject_reason"}`.
+/// `{"pending_id", "answers", "rejected", "reject_reason", "answered_by"?}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ElicitationsRespond {
     /// agentctl's pending id.
     pub pending_id: String,
     /// The answer.
     pub answer: OperatorAnswer,
+    /// Who answered (an operator, `rule:<name>`, `mcp:<client>`): agentctl echoes it in
+    /// `elicitation_settled`, so the backend records the answer from that one event.
+    pub answered_by: Option<String>,
 }
 
 impl Serialize for ElicitationsRespond {
@@ -128,6 +131,9 @@ impl Serialize for ElicitationsRespond {
             Err(err) => return Err(serde::ser::Error::custom(err)),
         };
         fields.insert("pending_id".into(), self.pending_id.clone().into());
+        if let Some(by) = &self.answered_by {
+            fields.insert("answered_by".into(), by.clone().into());
+        }
         fields.serialize(serializer)
     }
 }
@@ -141,9 +147,18 @@ impl<'de> Deserialize<'de> for ElicitationsRespond {
             Some(_) => return Err(D::Error::custom("`pending_id` must be a string")),
             None => return Err(D::Error::missing_field("pending_id")),
         };
+        let answered_by = match fields.remove("answered_by") {
+            Some(serde_json::Value::String(by)) => Some(by),
+            Some(serde_json::Value::Null) | None => None,
+            Some(_) => return Err(D::Error::custom("`answered_by` must be a string")),
+        };
         let answer = OperatorAnswer::deserialize(serde_json::Value::Object(fields))
             .map_err(D::Error::custom)?;
-        Ok(Self { pending_id, answer })
+        Ok(Self {
+            pending_id,
+            answer,
+            answered_by,
+        })
     }
 }
 
@@ -154,6 +169,9 @@ impl<'de> Deserialize<'de> for ElicitationsRespond {
 pub struct ElicitationsCancel {
     /// agentctl's pending id.
     pub pending_id: String,
+    /// Who cancelled; echoed in `elicitation_settled` as `answered_by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<String>,
 }
 
 /// `agent.questions.respond`: the backend's verdict for one `ask_user_question_kandev`

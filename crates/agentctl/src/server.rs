@@ -195,9 +195,7 @@ impl AgentCtl {
             action::ELICITATIONS_CANCEL => {
                 let cancel: ElicitationsCancel = request.decode_payload()?;
                 tracing::Span::current().record("pending_id", cancel.pending_id.as_str());
-                connection
-                    .session()?
-                    .cancel_elicitation(&cancel.pending_id)?;
+                connection.session()?.cancel_elicitation(&cancel)?;
                 payload(&Success::OK)
             }
             action::ELICITATIONS_LIST => {

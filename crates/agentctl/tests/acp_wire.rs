@@ -209,7 +209,12 @@ async fn ac10_selected_option_is_sent_under_the_schema_key() {
     let settled = h.stream.event("elicitation_settled").await;
     assert_eq!(
         settled,
-        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "answered", "response": result})
+        json!({
+            "event": "elicitation_settled", "pending_id": id, "outcome": "answered", "response": result,
+            // The answer as the backend sent it: the backend writes the record from this event.
+            "answer": {"answers": [{"question_id": "question_0", "selected_options": ["Postgres"], "custom_text": ""}],
+                       "rejected": false, "reject_reason": ""}
+        })
     );
 }
 
@@ -775,5 +780,49 @@ async fn an_operator_cancel_answers_the_agent_cancel_once() {
         listed["pending"][0]["pending_id"],
         second.as_str(),
         "the other stays open"
+    );
+}
+
+/// The backend writes a record only from `elicitation_settled`, so agentctl echoes who
+/// answered or cancelled, as the request named them.
+#[tokio::test]
+async fn the_settlement_echoes_who_answered_and_who_cancelled() {
+    let mut h = Harness::start("single", true).await;
+    let requested = h.prompt_until_elicitation("go").await;
+    let id = pending_id(&requested);
+    let reply = h
+        .stream
+        .request(
+            "agent.elicitations.cancel",
+            json!({"pending_id": id, "cancelled_by": "bob"}),
+        )
+        .await;
+    assert_eq!(reply["type"], "response");
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        (&settled["outcome"], &settled["answered_by"], settled.get("answer")),
+        (&json!("operator_cancelled"), &json!("bob"), None)
+    );
+
+    let mut h = Harness::start("single", true).await;
+    let requested = h.prompt_until_elicitation("go").await;
+    let id = pending_id(&requested);
+    let reply = h
+        .stream
+        .request(
+            "agent.elicitations.respond",
+            json!({"pending_id": id, "answers": [{"question_id": "question_0", "selected_options": ["Postgres"]}],
+                   "rejected": false, "reject_reason": "", "answered_by": "alice"}),
+        )
+        .await;
+    assert_eq!(reply["type"], "response");
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(
+        (&settled["outcome"], &settled["answered_by"]),
+        (&json!("answered"), &json!("alice"))
+    );
+    assert_eq!(
+        settled["answer"]["answers"][0]["selected_options"],
+        json!(["Postgres"])
     );
 }

@@ -32,9 +32,6 @@ pub struct FakeLink {
     pub shut: AtomicBool,
     /// What `delivered_seq` reports.
     pub delivered: Mutex<Option<u64>>,
-    /// When set, a successful `agent.elicitations.respond` first emits the matching
-    /// `elicitation_settled`, as agentctl does, racing the response.
-    pub settle_on_respond: AtomicBool,
 }
 
 impl FakeLink {
@@ -67,6 +64,50 @@ impl FakeLink {
     }
 }
 
+impl FakeLink {
+    /// What agentctl does after accepting an operator's verb on an elicitation: it emits
+    /// `elicitation_settled`, echoing the answer and who gave it.
+    fn settle_as_agentctl(&self, action: &str, payload: &Value) {
+        use kandev_agent_stream::request::{ElicitationsCancel, ElicitationsRespond};
+        use kandev_agent_stream::{AgentEvent, SettleOutcome, action as name};
+        let event = match action {
+            name::ELICITATIONS_RESPOND => {
+                let Ok(respond) = serde_json::from_value::<ElicitationsRespond>(payload.clone())
+                else {
+                    return;
+                };
+                let outcome = if respond.answer.rejected {
+                    SettleOutcome::Declined
+                } else {
+                    SettleOutcome::Answered
+                };
+                AgentEvent::ElicitationSettled {
+                    pending_id: respond.pending_id,
+                    outcome,
+                    response: Value::Null,
+                    answer: Some(respond.answer),
+                    answered_by: respond.answered_by,
+                }
+            }
+            name::ELICITATIONS_CANCEL => {
+                let Ok(cancel) = serde_json::from_value::<ElicitationsCancel>(payload.clone())
+                else {
+                    return;
+                };
+                AgentEvent::ElicitationSettled {
+                    pending_id: cancel.pending_id,
+                    outcome: SettleOutcome::OperatorCancelled,
+                    response: json!({"action": "cancel"}),
+                    answer: None,
+                    answered_by: cancel.cancelled_by,
+                }
+            }
+            _ => return,
+        };
+        self.push(LinkEvent::Agent(event));
+    }
+}
+
 impl SessionLink for FakeLink {
     fn request_value<'a>(
         &'a self,
@@ -81,15 +122,19 @@ impl SessionLink for FakeLink {
                 .lock()
                 .expect("lock")
                 .push((action.to_owned(), payload.clone()));
-            if let Some(reply) = self
+            let scripted = self
                 .replies
                 .lock()
                 .expect("lock")
                 .get_mut(action)
-                .and_then(VecDeque::pop_front)
-            {
+                .and_then(VecDeque::pop_front);
+            if let Some(reply) = scripted {
+                if reply.is_ok() {
+                    self.settle_as_agentctl(action, &payload);
+                }
                 return reply;
             }
+            self.settle_as_agentctl(action, &payload);
             Ok(match action {
                 "agent.session.start" => {
                     let on = payload["flags"]["features.acpElicitation"] == json!(true);

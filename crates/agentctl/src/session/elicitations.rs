@@ -2,7 +2,7 @@
 //! entry and an event; the operator's answer, a cancel or the end of the session settles it
 //! exactly once.
 
-use kandev_agent_stream::request::ElicitationsRespond;
+use kandev_agent_stream::request::{ElicitationsCancel, ElicitationsRespond};
 use kandev_agent_stream::request::OnDeadline;
 use kandev_agent_stream::{
     AgentEvent, DoorDecline, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, timing,
@@ -160,7 +160,7 @@ impl Session {
         outcome: SettleOutcome,
         response: Option<ElicitationResponse>,
     ) -> bool {
-        self.settle_then(entry, outcome, response, || {})
+        self.settle_then(entry, outcome, response, Settler::default(), || {})
     }
 
     /// [`Self::settle`], running `delivered` between answering the agent and emitting
@@ -173,6 +173,7 @@ impl Session {
         entry: PendingElicitation<AcpResponder>,
         outcome: SettleOutcome,
         response: Option<ElicitationResponse>,
+        by: Settler,
         delivered: impl FnOnce(),
     ) -> bool {
         let PendingElicitation {
@@ -214,6 +215,8 @@ impl Session {
                 pending_id: requested.pending_id,
                 outcome,
                 response: sent,
+                answer: by.answer,
+                answered_by: by.who,
             })
         });
         // The content is the operator's answer and may hold a secret (an MCP server asking
@@ -257,7 +260,11 @@ impl Session {
             ElicitationResponse::Decline => SettleOutcome::Declined,
             _ => SettleOutcome::Answered,
         };
-        if self.settle_then(entry, outcome, Some(response), accepted) {
+        let by = Settler {
+            answer: Some(respond.answer.clone()),
+            who: respond.answered_by.clone(),
+        };
+        if self.settle_then(entry, outcome, Some(response), by, accepted) {
             Ok(())
         } else {
             Err(ErrorPayload::new(
@@ -269,17 +276,24 @@ impl Session {
 
     /// `agent.elicitations.cancel`: the operator aborts the request; the agent gets
     /// `{"action": "cancel"}`, exactly once.
-    pub fn cancel_elicitation(&self, pending_id: &str) -> Result<(), ErrorPayload> {
+    pub fn cancel_elicitation(&self, cancel: &ElicitationsCancel) -> Result<(), ErrorPayload> {
+        let pending_id = cancel.pending_id.as_str();
         let Some(entry) = self.pending.take(pending_id) else {
             return Err(ErrorPayload::new(
                 ErrorCode::NotFound,
                 format!("no pending elicitation `{pending_id}` (unknown or already settled)"),
             ));
         };
-        if self.settle(
+        let by = Settler {
+            answer: None,
+            who: cancel.cancelled_by.clone(),
+        };
+        if self.settle_then(
             entry,
             SettleOutcome::OperatorCancelled,
             Some(ElicitationResponse::Cancel),
+            by,
+            || {},
         ) {
             Ok(())
         } else {
@@ -295,6 +309,15 @@ impl Session {
             self.settle(entry, outcome, response.clone());
         }
     }
+}
+
+/// Who settled an elicitation through the backend, echoed in `elicitation_settled` so the
+/// backend writes the record from that event alone (nothing for agentctl's own
+/// settlements: deadline, turn cancel, shutdown).
+#[derive(Debug, Default)]
+pub(super) struct Settler {
+    answer: Option<kandev_elicitation::OperatorAnswer>,
+    who: Option<String>,
 }
 
 /// The `action` of an ACP elicitation response (`"none"` when nothing was sent).

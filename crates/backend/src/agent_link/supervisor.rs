@@ -403,7 +403,7 @@ impl Supervisor {
             after_seq: self.shared.after_seq(),
         };
         let attach = serde_json::to_value(attach).unwrap_or_default();
-        let attached = match self
+        let _attached = match self
             .exchange(ws, action::SESSION_ATTACH, attach, deadline, &mut flushed)
             .await?
         {
@@ -420,6 +420,10 @@ impl Supervisor {
             }
         };
         let list = serde_json::Value::Object(Default::default());
+        // The attach's own list is older than the flushed events: a record they opened is
+        // missing from it though agentctl holds it. Reconciling against it would settle
+        // such a record while its request still waits, so without a usable list this
+        // attempt fails and the link attaches again.
         let pending = match self
             .exchange(ws, action::ELICITATIONS_LIST, list, deadline, &mut flushed)
             .await?
@@ -427,13 +431,16 @@ impl Supervisor {
             Ok(payload) => match serde_json::from_value::<PendingList>(payload) {
                 Ok(list) => list.pending,
                 Err(err) => {
-                    tracing::warn!(category = ?err.classify(), "pending list undecodable; using the attach's");
-                    attached.pending
+                    tracing::warn!(category = ?err.classify(), "pending list undecodable; attaching again");
+                    return Err(AttemptError::Retry("the pending list does not decode".into()));
                 }
             },
             Err(error) => {
-                tracing::warn!(code = ?error.code, "pending list refused; using the attach's");
-                attached.pending
+                tracing::warn!(code = ?error.code, "pending list refused; attaching again");
+                return Err(AttemptError::Retry(format!(
+                    "agentctl refused the pending list: {:?}",
+                    error.code
+                )));
             }
         };
         let snapshot_at = flushed.len();

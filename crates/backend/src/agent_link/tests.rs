@@ -714,8 +714,12 @@ fn the_remote_token_never_shows_in_debug_output() {
     assert!(!shown.contains("s3cr3t"), "{shown}");
 }
 
+/// The attach's own pending list is older than the events agentctl flushes after it, so a
+/// record one of them opened is missing from it: reconciling against it would settle a
+/// record whose request agentctl still holds. Without a usable `agent.elicitations.list`
+/// the link attaches again instead; a refused question list is only "unknown".
 #[tokio::test]
-async fn a_refused_pending_list_falls_back_to_the_attach_answer() {
+async fn a_refused_pending_list_attaches_again_instead_of_trusting_the_older_attach_list() {
     let mut server = TestServer::start().await;
     let (link, mut events, mut conn) = linked(&mut server, quick()).await;
     start_session(&link, &mut conn).await;
@@ -724,17 +728,29 @@ async fn a_refused_pending_list_falls_back_to_the_attach_answer() {
     let mut conn = server.next_conn().await;
     let attach = conn.recv().await;
     assert_eq!(attach.action, action::SESSION_ATTACH);
-    let answer = SessionAttached {
+    let stale = SessionAttached {
         acp_session_id: "acp-1".into(),
         pending: vec![pending("p-9")],
     };
-    conn.send(&Envelope::response_to(&attach, &answer)).await;
+    conn.send(&Envelope::response_to(&attach, &stale)).await;
     let list = conn.recv().await;
     assert_eq!(list.action, action::ELICITATIONS_LIST);
     conn.send(&Envelope::error_to(
         &list,
         ErrorCode::UnknownAction,
         "unknown action",
+    ))
+    .await;
+    // A second stream, whose list is answered.
+    let mut conn = server.next_conn().await;
+    let attach = conn.recv().await;
+    assert_eq!(attach.action, action::SESSION_ATTACH);
+    conn.send(&Envelope::response_to(&attach, &stale)).await;
+    let list = conn.recv().await;
+    assert_eq!(list.action, action::ELICITATIONS_LIST);
+    conn.send(&Envelope::response_to(
+        &list,
+        &json!({"pending": [pending("p-9"), pending("p-10")]}),
     ))
     .await;
     let questions = conn.recv().await;
@@ -745,11 +761,12 @@ async fn a_refused_pending_list_falls_back_to_the_attach_answer() {
         "unknown action",
     ))
     .await;
-    // No question list is "unknown", never "none held": nothing may be withdrawn on it.
+    // Nothing was reported for the first stream: the only snapshot is the list's. No
+    // question list is "unknown", never "none held": nothing may be withdrawn on it.
     assert_eq!(
         next_event(&mut events).await,
         LinkEvent::Reattached {
-            pending: vec![pending("p-9")],
+            pending: vec![pending("p-9"), pending("p-10")],
             questions: None,
         }
     );
@@ -878,6 +895,8 @@ async fn an_event_swallowed_by_a_dying_stream_arrives_once_after_the_reattach() 
         pending_id: "p-1".into(),
         outcome: kandev_agent_stream::SettleOutcome::Answered,
         response: json!({"action": "accept"}),
+        answer: None,
+        answered_by: None,
     };
     let done = AgentEvent::TurnCompleted {
         stop_reason: "end_turn".into(),

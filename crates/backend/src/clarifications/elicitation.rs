@@ -17,9 +17,8 @@ use super::service::{
 };
 use crate::agent_link::{LinkError, call};
 use crate::error::{AppError, Origin};
-use crate::model::clarification::Effect;
 use crate::model::{
-    Clarification, ClarificationStatus, Fence, MessageKind, NewClarification, NewMessage, Outcome,
+    Clarification, ClarificationStatus, Fence, MessageKind, NewClarification, NewMessage,
     Settlement, Source, author,
 };
 use crate::store::{SettledRecord, StoreError};
@@ -28,7 +27,7 @@ use crate::store::{SettledRecord, StoreError};
 /// one transaction, then announces them. The record when it was new (a replayed event
 /// is not).
 pub async fn requested(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     session: &SessionRef,
     request: &ElicitationRequested,
 ) -> Result<Option<Clarification>, StoreError> {
@@ -43,7 +42,7 @@ pub async fn requested(
         questions: request.questions.clone(),
     };
     let message = request_message(session, &record, &request.message);
-    let Some((record, message)) = rooms
+    let Some((record, message)) = clarifications
         .stores
         .clarifications
         .open_clarification(&record, &message)
@@ -53,7 +52,7 @@ pub async fn requested(
     };
     timing::hop(timing::hop::BACKEND_STORED, &record.pending_id);
     let opened = record.clone();
-    rooms.announce_opened(session, record, message).await?;
+    clarifications.announce_opened(session, record, message).await?;
     Ok(Some(opened))
 }
 
@@ -83,44 +82,82 @@ pub(super) fn request_message(
     }
 }
 
-/// `elicitation_settled`: agentctl's word is final (it may correct a provisional status).
+/// `elicitation_settled`: agentctl's word is final, and the only word. When the
+/// settlement came from an operator's verb, the event echoes the answer and who gave it,
+/// so this is where the record is written: the session's consumer, in stream order, is
+/// the record's one writer (docs/architecture.md §3).
 pub async fn settled(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     session: &SessionRef,
-    pending_id: &str,
-    outcome: SettleOutcome,
+    event: SettledEvent,
 ) -> Result<Option<SettledRecord>, StoreError> {
-    let settlement = Settlement::from_agentctl(outcome).fenced(session.fence);
-    if let Some(standing) = rooms.open.answer_settled(pending_id).await
-        && settlement.effect_on(standing) == Effect::Nothing
-    {
-        // What does nothing to a committed record never will (`nothing_is_final`).
-        return Ok(None);
-    }
-    let settled = rooms.settle_and_announce(pending_id, &settlement).await?;
+    let SettledEvent {
+        pending_id,
+        outcome,
+        answer,
+        answered_by,
+    } = event;
+    let settlement = match (outcome, answer, answered_by) {
+        (SettleOutcome::Answered | SettleOutcome::Declined, Some(answer), Some(who)) => {
+            // The agent got the secret; the record keeps it redacted (kandev_elicitation::secret).
+            let questions = match clarifications.open.get(&pending_id) {
+                Some(record) => record.questions,
+                None => clarifications
+                    .stores
+                    .clarifications
+                    .clarification(&pending_id)
+                    .await?
+                    .map(|record| record.questions)
+                    .unwrap_or_default(),
+            };
+            Settlement::answered(kandev_elicitation::redact(&questions, &answer), &who)
+        }
+        (SettleOutcome::OperatorCancelled, _, Some(who)) => Settlement::cancelled_by(&who),
+        (outcome, _, _) => Settlement::from_agentctl(outcome),
+    };
+    let settled = clarifications
+        .settle_and_announce(&pending_id, &settlement.fenced(session.fence))
+        .await;
+    // Whatever it changed, the verb waiting for it may now answer (a failed write leaves
+    // the record pending, as the verb's caller will see).
+    clarifications.open.settlement_applied(&pending_id);
+    let settled = settled?;
     if let Some(done) = &settled {
         tracing::info!(
             pending_id,
             status = done.record.status.as_str(),
-            "clarification settled by agentctl"
+            "clarification settled"
         );
     }
     Ok(settled)
+}
+
+/// What `elicitation_settled` says, as the consumer hands it over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettledEvent {
+    /// Which record.
+    pub pending_id: String,
+    /// How it ended.
+    pub outcome: SettleOutcome,
+    /// The operator's answer, when one settled it.
+    pub answer: Option<OperatorAnswer>,
+    /// Who answered or cancelled, when someone did through the backend.
+    pub answered_by: Option<String>,
 }
 
 /// After a re-attach: `held` is agentctl's list of still-open elicitations. One the
 /// backend missed is opened; a pending record agentctl no longer holds can never be
 /// answered and becomes `agent_disconnected`.
 pub async fn reattached(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     session: &SessionRef,
     held: &[ElicitationRequested],
 ) -> Result<(), StoreError> {
     for request in held {
-        requested(rooms, session, request).await?;
+        requested(clarifications, session, request).await?;
     }
     let keep: Vec<String> = held.iter().map(|r| r.pending_id.clone()).collect();
-    let gone = rooms
+    let gone = clarifications
         .stores
         .clarifications
         .settle_pending(
@@ -131,65 +168,62 @@ pub async fn reattached(
         )
         .await?;
     for done in &gone {
-        rooms.announce(done);
+        clarifications.announce(done);
     }
     Ok(())
 }
 
-/// Forward-first respond (D5).
+/// Forward-first respond (D5). The handler never writes the record: agentctl settles
+/// the request and reports it with `elicitation_settled`, which the session's consumer
+/// applies; the handler waits (boundedly) for that before it answers.
 pub(super) async fn respond(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     agents: &dyn SessionAgents,
     record: Clarification,
     answer: OperatorAnswer,
     operator: &str,
 ) -> Result<RespondStatus, AppError> {
-    let Some((link, fence)) = deliverable(rooms, agents, &record).await? else {
-        return not_delivered(rooms, &record, &answer).await;
+    let Some((link, _fence)) = deliverable(clarifications, agents, &record).await? else {
+        return not_delivered(clarifications, &record, &answer).await;
+    };
+    let verdict = if answer.rejected {
+        RespondStatus::Declined
+    } else {
+        RespondStatus::Answered
     };
     let payload = ElicitationsRespond {
         pending_id: record.pending_id.clone(),
-        answer: answer.clone(),
+        answer,
+        answered_by: Some(operator.to_owned()),
     };
-    // agentctl's settled event follows its success at once: it waits for this.
-    let answering = rooms.open.answering(&record.pending_id);
+    let applied = clarifications.open.await_settlement(&record.pending_id);
     timing::hop(timing::hop::BACKEND_FORWARD, &record.pending_id);
     let asked = std::time::Instant::now();
-    let verdict = call::<_, Success>(&*link, action::ELICITATIONS_RESPOND, &payload).await;
-    crate::metrics::delivery(Source::Elicitation, asked, has_verdict(&verdict));
-    match verdict {
+    let sent = call::<_, Success>(&*link, action::ELICITATIONS_RESPOND, &payload).await;
+    crate::metrics::delivery(Source::Elicitation, asked, has_verdict(&sent));
+    match sent {
         Ok(_) => {
             timing::hop(timing::hop::BACKEND_FORWARDED, &record.pending_id);
-            let verdict = if answer.rejected {
-                RespondStatus::Declined
-            } else {
-                RespondStatus::Answered
-            };
-            // The agent got the secret; the record keeps it redacted (kandev_elicitation::secret).
-            let kept = kandev_elicitation::redact(&record.questions, &answer);
-            let settlement = Settlement::answered(kept, operator).fenced(fence);
-            if let Some(done) = rooms
-                .settle_and_announce(&record.pending_id, &settlement)
-                .await?
-            {
-                answering.settled(&done.record);
+            if !applied.wait().await {
+                tracing::info!("answer delivered; its settlement is not applied yet");
             }
             timing::hop(timing::hop::BACKEND_SETTLED, &record.pending_id);
             tracing::info!(status = ?verdict, "answer delivered");
             Ok(verdict)
         }
-        Err(err) => Err(refused(rooms, &record, fence, err).await?),
+        Err(err) => Err(refused(err)),
     }
 }
 
-/// Forward-first cancel (docs/architecture.md §13): the agent gets `{"action": "cancel"}`.
+/// Forward-first cancel (docs/architecture.md §13): the agent gets `{"action": "cancel"}`;
+/// the record is written from agentctl's settlement, as for an answer.
 pub(super) async fn cancel(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     agents: &dyn SessionAgents,
     record: Clarification,
     operator: &str,
 ) -> Result<CancelStatus, AppError> {
-    let Some((link, fence)) = deliverable(rooms, agents, &record).await? else {
+    let Some((link, _fence)) = deliverable(clarifications, agents, &record).await? else {
         return Err(AppError::NotFound {
             message: format!(
                 "clarification `{}` can no longer be cancelled: its agent is gone",
@@ -200,24 +234,23 @@ pub(super) async fn cancel(
     };
     let payload = ElicitationsCancel {
         pending_id: record.pending_id.clone(),
+        cancelled_by: Some(operator.to_owned()),
     };
+    let applied = clarifications.open.await_settlement(&record.pending_id);
     match call::<_, Success>(&*link, action::ELICITATIONS_CANCEL, &payload).await {
         Ok(_) => {
-            let settlement = Settlement::cancelled_by(operator).fenced(fence);
-            rooms
-                .settle_and_announce(&record.pending_id, &settlement)
-                .await?;
+            applied.wait().await;
             tracing::info!("cancel delivered");
             Ok(CancelStatus::Cancelled)
         }
-        Err(err) => Err(refused(rooms, &record, fence, err).await?),
+        Err(err) => Err(refused(err)),
     }
 }
 
 /// The link an operator's verb goes through (with its session's fence), or `None` when
 /// the agent is gone for good (a record still pending is then `agent_disconnected`).
 async fn deliverable(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     agents: &dyn SessionAgents,
     record: &Clarification,
 ) -> Result<Option<(crate::agent_link::DynLink, Fence)>, AppError> {
@@ -229,7 +262,7 @@ async fn deliverable(
     }
     if record.status == ClarificationStatus::Pending {
         // Its session has no link any more: nothing can deliver the answer.
-        rooms
+        clarifications
             .settle_and_announce(&record.pending_id, &Settlement::disconnected())
             .await?;
         return Ok(None);
@@ -244,48 +277,36 @@ async fn deliverable(
     })
 }
 
-/// agentctl refused the verb. `NOT_FOUND`: it no longer holds the pending, so the surface
-/// is withdrawn provisionally (its own settled event, if still on its way, corrects the
-/// status). Anything else leaves the record as it was.
-async fn refused(
-    rooms: &Clarifications,
-    record: &Clarification,
-    fence: Fence,
-    err: LinkError,
-) -> Result<AppError, StoreError> {
+/// agentctl refused the verb. The record is left as it is: `NOT_FOUND` means agentctl no
+/// longer holds the request, and its `elicitation_settled` (already applied, or on its
+/// way) is what settles the record; anything else changed nothing.
+fn refused(err: LinkError) -> AppError {
     if let LinkError::Remote(ErrorPayload {
         code: ErrorCode::NotFound,
         ..
     }) = &err
     {
         tracing::info!("agentctl does not hold this pending (already settled or unknown)");
-        rooms
-            .settle_and_announce(
-                &record.pending_id,
-                &Settlement::by_backend(ClarificationStatus::Cancelled, Outcome::Withdrawn)
-                    .fenced(fence),
-            )
-            .await?;
     } else {
         tracing::info!(error = %err, "not delivered; the record stays as it was");
     }
-    Ok(AppError::from(err))
+    AppError::from(err)
 }
 
 async fn not_delivered(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     record: &Clarification,
     answer: &OperatorAnswer,
 ) -> Result<RespondStatus, AppError> {
     tracing::info!("agent is gone; answer recorded, not delivered");
     let kept = kandev_elicitation::redact(&record.questions, answer);
-    if let Some(message) = rooms
+    if let Some(message) = clarifications
         .stores
         .clarifications
         .note_undelivered(&record.pending_id, &kept)
         .await?
     {
-        rooms
+        clarifications
             .publisher
             .publish(crate::events::Change::MessageUpdated(message));
     }

@@ -2,9 +2,10 @@
 //! to the moment it is settled, for both sources.
 //!
 //! - [`service`]: [`Clarifications`], the one place that settles and announces a record
-//!   ([`Clarifications::settle_and_announce`], [`Clarifications::settle_all_pending`]) and
-//!   the operator's verbs ([`Clarifications::respond`], [`Clarifications::cancel`]); the
+//!   ([`Clarifications::settle_and_announce`], [`Clarifications::settle_all_pending`]); the
 //!   narrow [`SessionAgents`] trait is all it needs of the live sessions.
+//! - `verbs`: the operator's verbs ([`Clarifications::respond`],
+//!   [`Clarifications::cancel`]), routed to the record's source.
 //! - [`elicitation`]: ACP `elicitation/create` — requested, settled, re-attached,
 //!   answered forward-first (D5: agentctl adjudicates).
 //! - [`open_records`]: [`OpenRecords`], the records opened here and not yet settled, so
@@ -16,6 +17,7 @@ pub mod ask_user_question;
 pub mod elicitation;
 pub mod open_records;
 pub mod service;
+mod verbs;
 
 pub use open_records::OpenRecords;
 pub use service::{CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef};

@@ -1,50 +1,42 @@
 //! [`OpenRecords`]: the records this process opened and has not seen settled, so an
 //! operator's verb finds the record it acts on without reading it back from the database
 //! (docs/decisions/0013). Only a hint: a record is taken from here while its session is
-//! live in this process — which then makes every settlement of it and evicts it — and the
-//! settlement's conditional update stays the arbiter of what happens to it.
+//! live in this process, whose consumer alone writes it and evicts it here.
+//!
+//! It also lets an operator's verb wait for its outcome: the verb is forwarded to
+//! agentctl, whose `elicitation_settled` the session's consumer applies; the verb's
+//! handler waits (boundedly) for that application, so its answer says what the record
+//! now holds without writing the record itself.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::oneshot;
 
-use crate::model::clarification::Standing;
 use crate::model::{Clarification, ClarificationStatus};
 
-/// How long agentctl's settlement of a record waits for an operator's answer to it that
-/// is in flight here (a bound only: the conditional updates decide either way).
-const ANSWER_WAIT: Duration = Duration::from_secs(5);
+/// How long an operator's verb waits for the consumer to apply agentctl's settlement
+/// (a bound only: the record is written either way, when the event arrives).
+const APPLY_WAIT: Duration = Duration::from_secs(5);
 
-/// Open records by pending id, and the operator answers in flight. Cheap operations
-/// under locks never held across an await.
+/// Open records by pending id, and the verbs waiting for a settlement to be applied.
+/// Cheap operations under locks never held across an await.
 #[derive(Debug, Default)]
 pub struct OpenRecords {
     records: Mutex<HashMap<String, Clarification>>,
-    /// Per pending id: closed when the answer's delivery and settlement are done, with the
-    /// standing the settlement committed, when it made one.
-    answering: Mutex<HashMap<String, watch::Receiver<Option<Standing>>>>,
+    /// Per pending id: the verbs waiting for the consumer to apply its settlement.
+    waiting: Mutex<HashMap<String, Vec<oneshot::Sender<()>>>>,
 }
 
-/// An operator's answer in flight for one record; dropping it says it is done.
+/// A verb's wait for the consumer to apply the settlement of one record.
 #[derive(Debug)]
-pub struct Answering<'a> {
-    open: &'a OpenRecords,
-    pending_id: String,
-    done: watch::Sender<Option<Standing>>,
-}
+pub struct Applied(oneshot::Receiver<()>);
 
-impl Answering<'_> {
-    /// The answer's settlement committed `record`.
-    pub fn settled(&self, record: &Clarification) {
-        self.done.send_replace(Some(Standing::of(record)));
-    }
-}
-
-impl Drop for Answering<'_> {
-    fn drop(&mut self) {
-        lock(&self.open.answering).remove(&self.pending_id);
+impl Applied {
+    /// Waits until the settlement is applied, at most [`APPLY_WAIT`]; whether it was.
+    pub async fn wait(self) -> bool {
+        matches!(tokio::time::timeout(APPLY_WAIT, self.0).await, Ok(Ok(())))
     }
 }
 
@@ -58,36 +50,24 @@ impl OpenRecords {
         lock(&self.records)
     }
 
-    /// Marks an operator's answer to `pending_id` in flight until the guard drops: from
-    /// before it is forwarded until its settlement is committed (or it failed).
-    pub fn answering(&self, pending_id: &str) -> Answering<'_> {
-        let (done, waiting) = watch::channel(None);
-        lock(&self.answering).insert(pending_id.to_owned(), waiting);
-        Answering {
-            open: self,
-            pending_id: pending_id.to_owned(),
-            done,
+    /// Registers a wait for the settlement of `pending_id`, before the verb is
+    /// forwarded (so the settlement cannot be applied before anyone waits for it).
+    pub fn await_settlement(&self, pending_id: &str) -> Applied {
+        let (applied, wait) = oneshot::channel();
+        let mut waiting = lock(&self.waiting);
+        let waiters = waiting.entry(pending_id.to_owned()).or_default();
+        // Verbs that gave up (their caller went away, or the wait ran out) leave no trace.
+        waiters.retain(|w| !w.is_closed());
+        waiters.push(applied);
+        Applied(wait)
+    }
+
+    /// The session's consumer applied agentctl's settlement of `pending_id`: every verb
+    /// waiting for it may answer.
+    pub fn settlement_applied(&self, pending_id: &str) {
+        for waiter in lock(&self.waiting).remove(pending_id).unwrap_or_default() {
+            let _ = waiter.send(());
         }
-    }
-
-    /// Whether an operator's answer to `pending_id` is in flight here.
-    pub fn is_answering(&self, pending_id: &str) -> bool {
-        lock(&self.answering).contains_key(pending_id)
-    }
-
-    /// Waits (boundedly) until no operator answer to `pending_id` is in flight here, and
-    /// returns the standing its settlement committed, if it made one: agentctl's own
-    /// settlement, which follows an accepted answer at once, is then decided against it
-    /// (most often: nothing to write) instead of queueing a no-op write behind the
-    /// answer's on the agent's path.
-    pub async fn answer_settled(&self, pending_id: &str) -> Option<Standing> {
-        let mut waiting = lock(&self.answering).get(pending_id).cloned()?;
-        // Returns once the guard (the sender) is gone.
-        let _ = tokio::time::timeout(ANSWER_WAIT, async {
-            while waiting.changed().await.is_ok() {}
-        })
-        .await;
-        *waiting.borrow()
     }
 
     /// Remembers `record`, just opened here.
@@ -175,35 +155,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn agentctls_settlement_waits_for_an_answer_in_flight_and_only_for_it() {
-        let open = std::sync::Arc::new(OpenRecords::default());
-        // Nothing in flight: no wait at all.
-        let none = tokio::time::timeout(Duration::from_secs(1), open.answer_settled("a"))
-            .await
-            .expect("no wait");
-        assert_eq!(none, None);
-        let answering = open.answering("a");
-        let waiter = tokio::spawn({
-            let open = std::sync::Arc::clone(&open);
-            async move { open.answer_settled("a").await }
-        });
-        tokio::time::timeout(Duration::from_secs(1), open.answer_settled("b"))
-            .await
-            .expect("another record does not wait");
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished(), "waits while the answer is in flight");
-        assert!(open.is_answering("a") && !open.is_answering("b"));
-        let mut settled = record("a", "s1");
-        settled.status = ClarificationStatus::Answered;
-        answering.settled(&settled);
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished(), "waits until the guard is gone");
-        drop(answering);
-        let standing = tokio::time::timeout(Duration::from_secs(5), waiter)
-            .await
-            .expect("released when the answer is done")
-            .expect("task");
-        assert_eq!(standing, Some(Standing::of(&settled)));
-        assert!(lock(&open.answering).is_empty());
+    async fn a_verb_waits_for_its_records_settlement_and_only_for_it() {
+        let open = OpenRecords::default();
+        let a = open.await_settlement("a");
+        let b = open.await_settlement("b");
+        open.settlement_applied("a");
+        assert!(a.wait().await, "released once applied");
+        // Another record's wait is still registered and not released.
+        assert_eq!(lock(&open.waiting).get("b").map(Vec::len), Some(1));
+        drop(b);
+        let again = open.await_settlement("b");
+        assert_eq!(
+            lock(&open.waiting).get("b").map(Vec::len),
+            Some(1),
+            "a wait whose verb gave up is dropped"
+        );
+        open.settlement_applied("b");
+        assert!(again.wait().await);
+        assert!(lock(&open.waiting).is_empty());
     }
 }

@@ -297,7 +297,8 @@ async fn an_elicitation_cancel_is_forwarded_first_and_a_second_is_agentctls_404(
     assert_eq!(status, crate::clarifications::CancelStatus::Cancelled);
     assert_eq!(
         link.calls_of(action::ELICITATIONS_CANCEL),
-        [json!({"pending_id": "p-1"})]
+        [json!({"pending_id": "p-1", "cancelled_by": "local"})],
+        "agentctl is told who cancelled, and echoes it in its settlement"
     );
     let rec = record_becomes(&state, "p-1", ClarificationStatus::Cancelled).await;
     assert_eq!(

@@ -5,7 +5,7 @@
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use crate::events::bus::Named;
+use crate::events::named::Named;
 use crate::events::{Change, EventHub, kind};
 use crate::store::{StoreError, Stores};
 
@@ -13,7 +13,7 @@ use crate::store::{StoreError, Stores};
 const BATCH: usize = 256;
 
 /// Runs until every publisher is gone. With `others` (replicas share the database),
-/// each change is also queued there, by its ids, for the other replicas ([`super::bus`]).
+/// each change is also queued there, by its ids, for the other replicas (the change bus).
 pub async fn run(
     stores: Stores,
     mut changes: UnboundedReceiver<Change>,

@@ -11,6 +11,7 @@ pub mod bus;
 mod change;
 pub mod feed;
 mod hub;
+pub mod named;
 mod publish;
 
 pub use change::Change;

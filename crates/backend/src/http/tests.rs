@@ -832,6 +832,8 @@ async fn settled_events_withdraw_the_surface() {
         pending_id: "p-1".into(),
         outcome: SettleOutcome::TimedOut,
         response: json!({"action": "decline"}),
+        answer: None,
+        answered_by: None,
     }));
     let s = wait_state(&router, &id, "IDLE").await;
     assert_eq!(s["pending_action"], Value::Null);
@@ -861,6 +863,8 @@ async fn settled_events_withdraw_the_surface() {
         pending_id: "p-2".into(),
         outcome: SettleOutcome::Answered,
         response: json!({"action": "accept", "content": {}}),
+        answer: None,
+        answered_by: None,
     }));
     link.push(LinkEvent::Agent(AgentEvent::TurnCompleted {
         stop_reason: "end_turn".into(),
@@ -1255,8 +1259,6 @@ async fn restart_reconciliation_fails_stale_sessions() {
 async fn a_settled_event_racing_the_respond_success_ends_in_one_consistent_state() {
     let (state, router, connector, _, id) = started().await;
     let link = connector.link(&id);
-    link.settle_on_respond
-        .store(true, std::sync::atomic::Ordering::SeqCst);
     link.push(elicitation("p-1", "q"));
     wait_state(&router, &id, "WAITING_FOR_INPUT").await;
     let mut ws = state.hub.subscribe();

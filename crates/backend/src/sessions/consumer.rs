@@ -1,19 +1,19 @@
 //! One task per live session: applies its link's events in order. A plain dispatcher —
-//! text to the [`Transcript`], questions to the clarification rooms, the turn's end to
-//! the session store — that owns the transcript, so nothing here takes a lock. One event
-//! does not wait in line: agentctl's settlement of a record whose operator answer is still
-//! being settled here is decided on a task of its own once that is done, so the agent's
-//! next question is opened meanwhile.
+//! text to the [`Transcript`], questions to the clarifications, the turn's end to the
+//! session store — that owns the transcript, so nothing here takes a lock. It is the one
+//! writer of the session's elicitation records: each is opened from agentctl's
+//! `elicitation_requested` and settled from its `elicitation_settled` (which echoes an
+//! operator's answer and name), one event after the other, so no two writes of a record
+//! can race (docs/architecture.md §3).
 
 use std::sync::Arc;
 
-use kandev_agent_stream::{AgentEvent, SettleOutcome};
+use kandev_agent_stream::AgentEvent;
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::task::JoinSet;
-use tracing::Instrument;
 
 use crate::agent_link::LinkEvent;
-use crate::clarifications::{SessionRef, ask_user_question, elicitation};
+use crate::clarifications::elicitation::SettledEvent;
+use crate::clarifications::{ask_user_question, elicitation};
 use crate::sessions::live::LiveSession;
 use crate::sessions::registry::SessionRegistry;
 use crate::sessions::transcript::{Target, Transcript};
@@ -34,24 +34,9 @@ pub async fn run(
         transcript: Transcript::default(),
         changed: false,
         unstored: false,
-        deferred: JoinSet::new(),
     };
-    loop {
-        let event = tokio::select! {
-            event = events.recv() => match event {
-                Some(event) => event,
-                None => break,
-            },
-            Some(done) = consumer.deferred.join_next(), if !consumer.deferred.is_empty() => {
-                consumer.unstored |= done.unwrap_or(true);
-                consumer.store_progress(&events, &mut stored).await;
-                continue;
-            }
-        };
+    while let Some(event) = events.recv().await {
         let last = matches!(event, LinkEvent::Lost { .. });
-        if last {
-            consumer.finish_deferred().await;
-        }
         consumer.changed = true;
         if let Err(err) = consumer.apply(event).await {
             tracing::error!(error = %err, "cannot apply an agent event");
@@ -62,7 +47,6 @@ pub async fn run(
         consumer.unstored |= consumer.changed;
         consumer.store_progress(&events, &mut stored).await;
     }
-    consumer.finish_deferred().await;
     if let Err(err) = consumer
         .registry
         .lost(&consumer.live, "the agent stream closed")
@@ -86,11 +70,6 @@ struct Consumer {
     /// for one that does (agentctl's `elicitation_settled` after an operator's answer
     /// then costs no write at all).
     unstored: bool,
-    /// agentctl settlements of records an operator's answer is in flight for, decided
-    /// once it is done (each: whether it changed anything) without holding up the
-    /// session's later events. Progress is stored only with none outstanding, so a
-    /// crash replays them.
-    deferred: JoinSet<bool>,
 }
 
 impl Consumer {
@@ -99,7 +78,7 @@ impl Consumer {
         if self.live.is_ended() {
             return Ok(());
         }
-        let rooms = &self.registry.clarifications;
+        let clarifications = &self.registry.clarifications;
         let session = self.live.session_ref();
         match event {
             LinkEvent::Agent(AgentEvent::SessionUpdate { update }) => {
@@ -143,7 +122,7 @@ impl Consumer {
                 Ok(())
             }
             LinkEvent::Agent(AgentEvent::ElicitationRequested(request)) => {
-                if let Some(record) = elicitation::requested(rooms, &session, &request).await? {
+                if let Some(record) = elicitation::requested(clarifications, &session, &request).await? {
                     // Text after the question is a new message.
                     self.transcript.close();
                     self.auto_answer(&record);
@@ -158,20 +137,23 @@ impl Consumer {
             LinkEvent::Agent(AgentEvent::ElicitationSettled {
                 pending_id,
                 outcome,
+                answer,
+                answered_by,
                 ..
             }) => {
-                if rooms.open.is_answering(&pending_id) {
-                    self.defer_settled(session, pending_id, outcome);
-                    self.changed = false;
-                    return Ok(());
-                }
-                let settled = elicitation::settled(rooms, &session, &pending_id, outcome).await?;
+                let event = SettledEvent {
+                    pending_id,
+                    outcome,
+                    answer,
+                    answered_by,
+                };
+                let settled = elicitation::settled(clarifications, &session, event).await?;
                 self.changed = settled.is_some();
                 Ok(())
             }
             LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(request)) => {
                 if let Some(record) =
-                    ask_user_question::requested(rooms, &session, &request).await?
+                    ask_user_question::requested(clarifications, &session, &request).await?
                 {
                     self.transcript.close();
                     self.auto_answer(&record);
@@ -181,7 +163,7 @@ impl Consumer {
             LinkEvent::Agent(AgentEvent::AskUserQuestionSettled {
                 request_id,
                 outcome,
-            }) => ask_user_question::returned(rooms, &session, &request_id, outcome).await,
+            }) => ask_user_question::returned(clarifications, &session, &request_id, outcome).await,
             LinkEvent::Agent(AgentEvent::PermissionResolved {
                 tool_call_id,
                 option_id,
@@ -207,9 +189,9 @@ impl Consumer {
             }
             LinkEvent::Reattached { pending, questions } => {
                 tracing::info!(pending = pending.len(), "agent stream re-attached");
-                elicitation::reattached(rooms, &session, &pending).await?;
+                elicitation::reattached(clarifications, &session, &pending).await?;
                 if let Some(held) = questions {
-                    ask_user_question::reconcile(rooms, &session, &held).await?;
+                    ask_user_question::reconcile(clarifications, &session, &held).await?;
                 }
                 Ok(())
             }
@@ -229,29 +211,6 @@ impl Consumer {
         );
     }
 
-    /// agentctl settled a record an operator's answer to is in flight for (it sends that
-    /// right after accepting the answer): decided on a task once the answer is settled,
-    /// so the session's next event (often the agent's next question) need not wait.
-    fn defer_settled(&mut self, session: SessionRef, pending_id: String, outcome: SettleOutcome) {
-        let rooms = self.registry.clarifications.clone();
-        let settle = async move {
-            match elicitation::settled(&rooms, &session, &pending_id, outcome).await {
-                Ok(settled) => settled.is_some(),
-                Err(err) => {
-                    tracing::error!(error = %err, %pending_id, "cannot apply agentctl's settlement");
-                    true
-                }
-            }
-        };
-        self.deferred
-            .spawn(settle.instrument(tracing::Span::current()));
-    }
-
-    /// Waits for every deferred settlement (before the session's link is written off).
-    async fn finish_deferred(&mut self) {
-        while self.deferred.join_next().await.is_some() {}
-    }
-
     /// Stores how far the session's events are applied, once the queue is drained: the
     /// link hands an event over together with counting it, so with the queue empty every
     /// event up to `delivered_seq` read before has been applied. (Written when idle, not
@@ -264,8 +223,7 @@ impl Consumer {
         let Some(seq) = self.live.link.delivered_seq() else {
             return;
         };
-        if *stored == Some(seq) || !events.is_empty() || !self.unstored || !self.deferred.is_empty()
-        {
+        if *stored == Some(seq) || !events.is_empty() || !self.unstored {
             return;
         }
         match self
