@@ -470,7 +470,11 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
                 // agentctl's word may close it: a record the backend settled on its own
                 // while agentctl still held the request is the failure this test hunts.
                 assert_eq!(
-                    (&record["status"], &record["settled_by"], &record["answered_by"]),
+                    (
+                        &record["status"],
+                        &record["settled_by"],
+                        &record["answered_by"]
+                    ),
                     (&json!("answered"), &json!("operator"), &json!("local")),
                     "{tag} left pending by agentctl's echo of this operator's answer: {record}"
                 );

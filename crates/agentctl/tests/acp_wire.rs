@@ -800,7 +800,11 @@ async fn the_settlement_echoes_who_answered_and_who_cancelled() {
     assert_eq!(reply["type"], "response");
     let settled = h.stream.event("elicitation_settled").await;
     assert_eq!(
-        (&settled["outcome"], &settled["answered_by"], settled.get("answer")),
+        (
+            &settled["outcome"],
+            &settled["answered_by"],
+            settled.get("answer")
+        ),
         (&json!("operator_cancelled"), &json!("bob"), None)
     );
 

@@ -64,7 +64,7 @@ impl AutoAnswers {
     /// if any, answers it after its `after`.
     pub fn opened(
         &self,
-        rooms: &Clarifications,
+        clarifications: &Clarifications,
         agents: Arc<dyn SessionAgents>,
         agent: &str,
         record: &Clarification,
@@ -84,14 +84,14 @@ impl AutoAnswers {
                 }
             }
         };
-        let rooms = rooms.clone();
+        let clarifications = clarifications.clone();
         let after = rule.after;
         let by = format!("{RULE_PREFIX}{}", rule.name);
         let pending_id = record.pending_id.clone();
         tokio::spawn(
             async move {
                 tokio::time::sleep(after).await;
-                fire(&rooms, &*agents, &pending_id, answer, &by).await;
+                fire(&clarifications, &*agents, &pending_id, answer, &by).await;
             }
             .instrument(span),
         );
@@ -100,13 +100,13 @@ impl AutoAnswers {
 
 /// Answers `pending_id` as `by`, unless it was settled meanwhile.
 async fn fire(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     agents: &dyn SessionAgents,
     pending_id: &str,
     answer: OperatorAnswer,
     by: &str,
 ) {
-    match rooms.record_of(agents, pending_id).await {
+    match clarifications.record_of(agents, pending_id).await {
         Ok(Some(record)) if record.status == ClarificationStatus::Pending => {}
         Ok(_) => {
             tracing::info!("auto-answer rule did not answer: the question was settled first");
@@ -119,7 +119,7 @@ async fn fire(
             return;
         }
     }
-    match rooms.respond(agents, pending_id, answer, by).await {
+    match clarifications.respond(agents, pending_id, answer, by).await {
         Ok(status) => {
             tracing::info!(?status, "auto-answer rule answered");
             crate::metrics::auto_answer("answered");

@@ -1,10 +1,10 @@
 //! # kandev-backend
 //!
 //! The `kandev` process: the operator HTTP/WS API over sessions, their agents and the
-//! clarifications agents raise. Its rooms, and which way data flows:
+//! clarifications agents raise. Its modules, and which way data flows:
 //!
 //! - [`http`] — routes per domain, one [`AppState`](state::AppState), one [`error`] type.
-//!   Requests go to the rooms below; reads go straight to the [`store`].
+//!   Requests go to the modules below; reads go straight to the [`store`].
 //! - [`sessions`] — the sessions live here: start/prompt/cancel/stop ([`sessions::registry`]),
 //!   one consumer per session applying agent events in order ([`sessions::consumer`]),
 //!   restart reconciliation.
@@ -16,14 +16,14 @@
 //! - [`store`] — one trait per domain, implemented on SQLite and on PostgreSQL; every
 //!   invariant that must hold across processes is a transaction or a conditional update
 //!   there. [`model`] holds the records and their rules, with no I/O.
-//! - [`events`] — rooms publish committed changes; one feed turns them into operator events.
+//! - [`events`] — modules publish committed changes; one feed turns them into operator events.
 //! - [`auth`] says who is asking (the guard in [`http`] enforces it); [`notifications`],
 //!   [`flags`], [`config`]; [`app`] wires it all and serves.
 //! - [`migrate_db`] — `kandev migrate-db`: one SQLite database copied into an empty PostgreSQL one.
 //! - [`metrics`] — what the event points record, one call each, for `GET /metrics`;
 //!   [`drain`] — whether the process is on its way out, and [`shutdown`] the way out.
 //!
-//! The rooms and their imports are drawn in docs/architecture.md §2.
+//! The modules and their imports are drawn in docs/architecture.md §2.
 
 pub mod agent_link;
 pub mod app;

@@ -28,7 +28,7 @@ pub struct AppState {
     pub hub: EventHub,
     /// The sessions live in this process.
     pub sessions: Arc<SessionRegistry>,
-    /// The clarification rooms.
+    /// The clarifications.
     pub clarifications: Clarifications,
     /// Operators and their sessions (docs/architecture.md §10).
     pub auth: Arc<Auth>,

@@ -2,8 +2,8 @@
 //! entry and an event; the operator's answer, a cancel or the end of the session settles it
 //! exactly once.
 
-use kandev_agent_stream::request::{ElicitationsCancel, ElicitationsRespond};
 use kandev_agent_stream::request::OnDeadline;
+use kandev_agent_stream::request::{ElicitationsCancel, ElicitationsRespond};
 use kandev_agent_stream::{
     AgentEvent, DoorDecline, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, timing,
 };

@@ -4,7 +4,7 @@
 //! drops, the agent keeps running, pending elicitations stay answerable and events are
 //! buffered until `agent.session.attach`.
 //!
-//! This file starts the session, runs its turns and shuts it down; its rooms:
+//! This file starts the session, runs its turns and shuts it down; its modules:
 //! `elicitations` (pending `elicitation/create` requests and their settlement),
 //! `questions` (`ask_user_question_kandev` calls) and `permission` (the
 //! permission policy).

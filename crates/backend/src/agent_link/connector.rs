@@ -1,4 +1,4 @@
-//! The seam between the rooms and the agent stream: [`SessionLink`] is what a live
+//! The seam between the sessions and the agent stream: [`SessionLink`] is what a live
 //! session needs from its link, [`AgentConnector`] opens one. The production
 //! implementations wrap [`AgentLink`]; unit tests substitute fakes.
 

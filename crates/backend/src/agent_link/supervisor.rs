@@ -432,7 +432,9 @@ impl Supervisor {
                 Ok(list) => list.pending,
                 Err(err) => {
                     tracing::warn!(category = ?err.classify(), "pending list undecodable; attaching again");
-                    return Err(AttemptError::Retry("the pending list does not decode".into()));
+                    return Err(AttemptError::Retry(
+                        "the pending list does not decode".into(),
+                    ));
                 }
             },
             Err(error) => {

@@ -58,7 +58,7 @@ pub fn normalised_key(questions: &[Question]) -> String {
 /// `ask_user_question_requested`: opens (or joins, D4) the record, in one transaction;
 /// the record when it is new.
 pub async fn requested(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     session: &SessionRef,
     request: &AskUserQuestionRequested,
 ) -> Result<Option<Clarification>, StoreError> {
@@ -81,7 +81,7 @@ pub async fn requested(
     };
     let message = super::elicitation::request_message(session, &record, &content);
     let key = normalised_key(&request.questions);
-    match rooms
+    match clarifications
         .stores
         .clarifications
         .open_question(&request.request_id, &key, &record, &message)
@@ -98,7 +98,9 @@ pub async fn requested(
         }
         QuestionOpened::Opened { record, message } => {
             let opened = (*record).clone();
-            rooms.announce_opened(session, *record, *message).await?;
+            clarifications
+                .announce_opened(session, *record, *message)
+                .await?;
             Ok(Some(opened))
         }
     }
@@ -108,7 +110,7 @@ pub async fn requested(
 /// the operator's answer and no other call waits on its record, the record is settled
 /// with that outcome — proof, too, that an answer whose reply was cut off arrived.
 pub async fn returned(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     session: &SessionRef,
     request_id: &str,
     outcome: SettleOutcome,
@@ -117,7 +119,7 @@ pub async fn returned(
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
-    let settled = rooms
+    let settled = clarifications
         .stores
         .clarifications
         .call_returned(
@@ -128,7 +130,7 @@ pub async fn returned(
         .await?;
     if let Some(done) = settled {
         tracing::info!(request_id, pending_id = %done.record.pending_id, status = done.record.status.as_str(), "clarification settled: its last tool call returned");
-        rooms.announce(&done);
+        clarifications.announce(&done);
     }
     Ok(())
 }
@@ -138,14 +140,14 @@ pub async fn returned(
 /// returned and its settlement was lost: it returns here with [`RETURNED_UNSEEN`], its
 /// record `cancelled` when it was the last (the real outcome is unknown).
 pub async fn reconcile(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     session: &SessionRef,
     held: &[AskUserQuestionRequested],
 ) -> Result<(), StoreError> {
     for request in held {
-        requested(rooms, session, request).await?;
+        requested(clarifications, session, request).await?;
     }
-    let waiting = rooms
+    let waiting = clarifications
         .stores
         .clarifications
         .waiting_calls_of_session(&session.session_id)
@@ -157,13 +159,13 @@ pub async fn reconcile(
         .filter(|id| !held.iter().any(|h| &h.request_id == *id))
     {
         tracing::info!(session_id = %session.session_id, request_id = %request_id, "tool call no longer held by agentctl; its settlement was lost");
-        if let Some(done) = rooms
+        if let Some(done) = clarifications
             .stores
             .clarifications
             .call_returned(request_id, RETURNED_UNSEEN, &unseen)
             .await?
         {
-            rooms.announce(&done);
+            clarifications.announce(&done);
         }
     }
     Ok(())
@@ -220,13 +222,13 @@ impl Verb<'_> {
 /// Claims the record, sends `verb` to every call waiting on it, settles with
 /// `settlement`: the one delivery path of an answer, a skip and a cancel.
 async fn deliver(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     agents: &dyn SessionAgents,
     record: &Clarification,
     verb: Verb<'_>,
     settlement: Settlement,
 ) -> Result<(), AppError> {
-    let store = &rooms.stores.clarifications;
+    let store = &clarifications.stores.clarifications;
     let Some((link, fence)) = agents.link_of(&record.session_id) else {
         return Err(not_active(&record.pending_id, record.status));
     };
@@ -282,7 +284,7 @@ async fn deliver(
             .settle_claimed(&record.pending_id, &token, &withdrawn)
             .await?
         {
-            rooms.announce(&done);
+            clarifications.announce(&done);
         }
         return Err(AppError::NotFound {
             message: format!(
@@ -296,7 +298,7 @@ async fn deliver(
         .settle_claimed(&record.pending_id, &token, &settlement)
         .await?
     {
-        rooms.announce(&done);
+        clarifications.announce(&done);
     }
     tracing::info!(
         status = settlement.status.as_str(),
@@ -308,7 +310,7 @@ async fn deliver(
 
 /// Answers an `ask_user_question` record: this path's rules, then the first claim wins.
 pub(super) async fn respond(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     agents: &dyn SessionAgents,
     record: Clarification,
     answer: OperatorAnswer,
@@ -322,19 +324,26 @@ pub(super) async fn respond(
         RespondStatus::Answered
     };
     let settlement = Settlement::answered(answer.clone(), operator);
-    deliver(rooms, agents, &record, Verb::Answer(&answer), settlement).await?;
+    deliver(
+        clarifications,
+        agents,
+        &record,
+        Verb::Answer(&answer),
+        settlement,
+    )
+    .await?;
     Ok(verdict)
 }
 
 /// Cancels an `ask_user_question` record: every waiting call returns as cancelled.
 pub(super) async fn cancel(
-    rooms: &Clarifications,
+    clarifications: &Clarifications,
     agents: &dyn SessionAgents,
     record: Clarification,
     operator: &str,
 ) -> Result<CancelStatus, AppError> {
     deliver(
-        rooms,
+        clarifications,
         agents,
         &record,
         Verb::Cancel,

@@ -52,7 +52,9 @@ pub async fn requested(
     };
     timing::hop(timing::hop::BACKEND_STORED, &record.pending_id);
     let opened = record.clone();
-    clarifications.announce_opened(session, record, message).await?;
+    clarifications
+        .announce_opened(session, record, message)
+        .await?;
     Ok(Some(opened))
 }
 

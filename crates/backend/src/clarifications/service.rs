@@ -8,15 +8,15 @@ use crate::model::{Clarification, Fence, Message, Settlement};
 use crate::notifications::Notifier;
 use crate::store::{SettledRecord, StoreError, Stores};
 
-/// What the clarification rooms need of the live sessions: the link of a session this
-/// process holds. Implemented by the session registry; owned here so this room never
+/// What the clarifications need of the live sessions: the link of a session this
+/// process holds. Implemented by the session registry; owned here so this module never
 /// names it.
 pub trait SessionAgents: Send + Sync {
     /// The link of session `session_id` and the fence of its lease, when it is live here.
     fn link_of(&self, session_id: &str) -> Option<(DynLink, Fence)>;
 }
 
-/// A session, as the clarification rooms name it on messages and notifications.
+/// A session, as the clarifications name it on messages and notifications.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRef {
     /// The session.
@@ -55,7 +55,7 @@ pub(super) fn has_verdict<T>(result: &Result<T, LinkError>) -> bool {
     matches!(result, Ok(_) | Err(LinkError::Remote(_)))
 }
 
-/// The clarification rooms' shared parts. Cheap to clone.
+/// The clarifications' shared parts. Cheap to clone.
 #[derive(Clone)]
 pub struct Clarifications {
     pub(crate) stores: Stores,
@@ -72,7 +72,7 @@ impl std::fmt::Debug for Clarifications {
 }
 
 impl Clarifications {
-    /// The rooms on `stores`, announcing on `publisher`, notifying through `notifier`.
+    /// Clarifications on `stores`, announcing on `publisher`, notifying through `notifier`.
     pub fn new(stores: Stores, publisher: Publisher, notifier: Notifier) -> Self {
         Self {
             stores,

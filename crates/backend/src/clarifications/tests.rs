@@ -1,4 +1,4 @@
-//! The clarification rooms on a fake agentctl link: what reaches the agent, and what the
+//! The clarifications on a fake agentctl link: what reaches the agent, and what the
 //! record becomes, for the paths the full-stack tests cannot force (a stream down at the
 //! wrong moment, a reply lost with it, a call that returned on its own).
 

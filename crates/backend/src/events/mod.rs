@@ -1,6 +1,6 @@
 //! Operator events: what changed, and how it reaches every operator's WebSocket.
 //!
-//! Rooms [`Publisher::publish`] a [`Change`] after their transaction commits. One
+//! Modules [`Publisher::publish`] a [`Change`] after their transaction commits. One
 //! [`feed`] task per process turns each change into the operator events of
 //! `GET /api/v1/ws` (`{"type", "data"}`), reading from the stores what the change does
 //! not carry, and broadcasts them on the [`EventHub`] every WebSocket subscribes to.

@@ -1,4 +1,4 @@
-//! [`Publisher`]: where rooms hand over a [`Change`] once it is committed.
+//! [`Publisher`]: where modules hand over a [`Change`] once it is committed.
 
 use tokio::sync::mpsc;
 

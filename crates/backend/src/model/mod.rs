@@ -1,7 +1,7 @@
 //! The records kandev keeps and the rules they obey, with no I/O: tasks, sessions and
 //! their state machine, chat messages, clarifications and their settlement rules,
 //! notifications. The stores persist them (each binds and reads itself: `sqlx::Type`,
-//! `FromRow`); the session and clarification rooms change
+//! `FromRow`); the session and clarifications change
 //! them. Nothing here depends on another module of the crate.
 
 pub mod clarification;

@@ -122,7 +122,9 @@ impl Consumer {
                 Ok(())
             }
             LinkEvent::Agent(AgentEvent::ElicitationRequested(request)) => {
-                if let Some(record) = elicitation::requested(clarifications, &session, &request).await? {
+                if let Some(record) =
+                    elicitation::requested(clarifications, &session, &request).await?
+                {
                     // Text after the question is a new message.
                     self.transcript.close();
                     self.auto_answer(&record);

@@ -55,7 +55,7 @@ impl LiveSession {
         }
     }
 
-    /// The session as the clarification rooms name it.
+    /// The session as the clarifications name it.
     pub fn session_ref(&self) -> SessionRef {
         SessionRef {
             session_id: self.id.clone(),

@@ -2,11 +2,11 @@
 //!
 //! - [`registry`]: [`SessionRegistry`], the sessions live in this process — start,
 //!   prompt, cancel, stop, shutdown — and the [`SessionAgents`](crate::clarifications::SessionAgents)
-//!   the clarification rooms reach agents through.
+//!   the clarifications reach agents through.
 //! - [`live`]: [`LiveSession`], one session's link and the little it keeps in memory
 //!   (whether it ended, which turn it is on) — atomics, never a lock.
 //! - [`consumer`]: one task per session applying its link's events in order, a plain
-//!   dispatcher to the transcript, the clarification rooms and the turn.
+//!   dispatcher to the transcript, the clarifications and the turn.
 //! - [`transcript`]: agent text aggregated into messages; tool calls updated in place.
 //! - [`restart`]: adopting the sessions nobody acts for — left live by a previous
 //!   process, or by a replica that stopped renewing its lease.

@@ -2,7 +2,7 @@
 //!
 //! - [`TaskStore`], [`SessionStore`], [`MessageStore`], [`ClarificationStore`],
 //!   [`NotificationStore`], [`FlagOverrideStore`], [`LeaseStore`], [`ChangeBus`] and
-//!   [`HealthStore`] say what the rooms may ask of the database. Every multi-row change is
+//!   [`HealthStore`] say what the modules may ask of the database. Every multi-row change is
 //!   one method, run in one transaction; every rule that must hold across processes
 //!   (first answer wins, one turn at a time, a message number per session, the session
 //!   state machine) is a constraint or a conditional update inside it, never a lock in
