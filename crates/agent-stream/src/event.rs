@@ -18,6 +18,10 @@ pub struct ElicitationRequested {
     pub message: String,
     /// The mapped questions, in D1 order.
     pub questions: Vec<Question>,
+    /// agentctl's answer deadline, RFC 3339 UTC: when it declines the request for want
+    /// of an answer. Absent from an older agentctl.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 /// An `ask_user_question_kandev` MCP tool call waiting for the operator
@@ -39,6 +43,10 @@ pub struct AskUserQuestionRequested {
     /// The caller's optional context text.
     #[serde(default)]
     pub context: Option<String>,
+    /// agentctl's deadline for this call, RFC 3339 UTC: when the tool returns a timeout.
+    /// Absent from an older agentctl.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 /// How a pending elicitation ended.

@@ -38,6 +38,7 @@ pub mod http;
 pub mod metrics;
 pub mod model;
 pub mod notifications;
+pub mod reach;
 pub mod sessions;
 pub mod shutdown;
 pub mod state;

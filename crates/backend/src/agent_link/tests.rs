@@ -168,6 +168,7 @@ fn pending(id: &str) -> ElicitationRequested {
         tool_call_id: None,
         message: "Pick a colour".into(),
         questions: Vec::new(),
+        expires_at: None,
     }
 }
 
@@ -966,6 +967,7 @@ fn question(request_id: &str) -> AskUserQuestionRequested {
         acp_session_id: "acp-1".into(),
         questions: Vec::new(),
         context: None,
+        expires_at: None,
     }
 }
 

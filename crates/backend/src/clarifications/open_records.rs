@@ -140,6 +140,7 @@ mod tests {
             tool_call_id: None,
             message: "Pick".into(),
             questions: vec![],
+            expires_at: None,
         }
         .pending_at("m", Timestamp::now())
     }

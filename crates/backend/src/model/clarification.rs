@@ -201,6 +201,8 @@ pub struct NewClarification {
     pub message: String,
     /// The mapped questions (§4.3).
     pub questions: Vec<Question>,
+    /// agentctl's answer deadline, when it sent one.
+    pub expires_at: Option<Timestamp>,
 }
 
 impl NewClarification {
@@ -223,6 +225,7 @@ impl NewClarification {
             answered_by: None,
             created_at: at,
             settled_at: None,
+            expires_at: self.expires_at,
         }
     }
 }
@@ -263,6 +266,9 @@ pub struct Clarification {
     pub created_at: Timestamp,
     /// When it was settled.
     pub settled_at: Option<Timestamp>,
+    /// When agentctl gives it up unanswered (its answer deadline), when known: the card
+    /// counts down to it and the board orders waiting tasks by it.
+    pub expires_at: Option<Timestamp>,
 }
 
 /// One way a record leaves `pending`.
