@@ -1,5 +1,5 @@
 //! Outbound webhooks through the real binaries (docs/architecture.md §15): a local HTTP
-//! receiver on 127.0.0.1 verifies every delivery's `Kandev-Signature` as the README says a
+//! receiver on 127.0.0.1 verifies every delivery's `Kandev-Signature` as docs/configuration.md says a
 //! receiver should. kandev killed between a question and its delivery still delivers it,
 //! once, after a restart; two replicas on one PostgreSQL deliver each question once; a
 //! click on the Slack message's button, signed as Slack signs it, reaches the agent.
@@ -76,7 +76,7 @@ async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: String) ->
     status
 }
 
-/// The README's recipe: HMAC-SHA256 over `"{t}.{body}"`, hex, compared with `v1`; `t`
+/// docs/configuration.md's recipe: HMAC-SHA256 over `"{t}.{body}"`, hex, compared with `v1`; `t`
 /// within five minutes.
 fn verify(headers: &HeaderMap, body: &str) {
     let header = headers

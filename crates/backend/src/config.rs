@@ -460,7 +460,10 @@ fn deadline_in(env: &[(String, String)]) -> Result<std::time::Duration, ConfigEr
     match env.iter().find(|(name, _)| name == ANSWER_TIMEOUT_VAR) {
         Some((_, value)) if !value.trim().is_empty() => humantime::parse_duration(value.trim())
             .map_err(|err| {
-                ConfigError::new(ANSWER_TIMEOUT_VAR, format!("`{value}` is not a duration: {err}"))
+                ConfigError::new(
+                    ANSWER_TIMEOUT_VAR,
+                    format!("`{value}` is not a duration: {err}"),
+                )
             }),
         _ => Ok(DEFAULT_ANSWER_TIMEOUT),
     }

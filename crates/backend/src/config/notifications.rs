@@ -108,7 +108,7 @@ impl HookEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HookFormat {
-    /// kandev's JSON (README, "Webhooks").
+    /// kandev's JSON (docs/configuration.md, "Reaching the operator").
     #[default]
     Json,
     /// A Slack incoming-webhook message (Block Kit).

@@ -1,4 +1,4 @@
-//! Delivery bodies (README, "Webhooks"): kandev's JSON, or a Slack message. A body names
+//! Delivery bodies (docs/configuration.md, "Reaching the operator"): kandev's JSON, or a Slack message. A body names
 //! the task, never the question, unless its hook sets `include_question` (F9).
 
 use kandev_elicitation::QuestionKind;
@@ -164,7 +164,7 @@ fn slack_body(
     json!({"text": text, "blocks": blocks})
 }
 
-/// The action id of an answer button (README, "Slack").
+/// The action id of an answer button (docs/configuration.md, "Slack").
 pub const SLACK_ANSWER_ACTION: &str = "kandev_answer";
 /// The action id of the Skip button.
 pub const SLACK_SKIP_ACTION: &str = "kandev_skip";

@@ -1,4 +1,4 @@
-//! The `Kandev-Signature` header (README, "Verifying a webhook").
+//! The `Kandev-Signature` header (docs/configuration.md, "Verifying a webhook").
 //!
 //! `Kandev-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`. The
 //! timestamp is signed with the body, so a receiver that refuses an old `t` refuses a

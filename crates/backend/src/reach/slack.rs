@@ -1,4 +1,4 @@
-//! Slack's buttons, coming back (README, "Slack"): a click on a question's Block Kit
+//! Slack's buttons, coming back (docs/configuration.md, "Slack"): a click on a question's Block Kit
 //! button is a request from Slack, signed with the app's signing secret. It is verified
 //! (`v0`, five-minute window), read as the operator's answer, and its message updated
 //! with who answered through the `response_url` Slack sent.

@@ -76,9 +76,11 @@ impl OutboxStore for Db {
         // (attempts added, next due time, HTTP status, error, finished at)
         let (added, due_at, code, error, finished_at) = match attempt {
             Attempt::Delivered { status } => (1, None, Some(*status), None, Some(at)),
-            Attempt::Retry { at: next, status, error } => {
-                (1, Some(*next), *status, Some(error), None)
-            }
+            Attempt::Retry {
+                at: next,
+                status,
+                error,
+            } => (1, Some(*next), *status, Some(error), None),
             Attempt::Failed { status, error } => (1, None, *status, Some(error), Some(at)),
             Attempt::Dropped { reason } => (0, None, None, Some(reason), Some(at)),
         };
