@@ -75,7 +75,7 @@ pub fn verify(
 
 /// Bytes of a lower-case hex string.
 pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
