@@ -393,3 +393,54 @@ async fn a_reminder_fires_after_remind_after_and_none_after_the_answer() {
     assert_eq!(body["pending_id"], "answered");
     assert_eq!(body["outcome"], "answered");
 }
+
+#[tokio::test]
+async fn a_question_stored_without_its_deliveries_gets_them_once_at_the_next_start() {
+    // The kandev that stored the question stopped before writing its rows: here, it had
+    // no hook yet, which leaves the database in the same state.
+    let (state, _session, link) = live(Config::default()).await;
+    link.push(elicited(
+        "p-1",
+        Timestamp::now().plus(Duration::from_secs(3300)),
+    ));
+    within("the record stored", Duration::from_secs(10), || async {
+        state
+            .stores
+            .clarifications
+            .clarification("p-1")
+            .await
+            .expect("read")
+    })
+    .await;
+    assert!(
+        state
+            .stores
+            .outbox
+            .deliveries_for("p-1")
+            .await
+            .expect("rows")
+            .is_empty(),
+        "no delivery written"
+    );
+    let mut config = Config::default();
+    config.notifications.webhooks = vec![hook(
+        "http://127.0.0.1:9/hook",
+        &[HookEvent::ClarificationRequested],
+    )];
+    let next_start = crate::reach::Webhooks::from_config(state.stores.clone(), &config);
+    assert_eq!(next_start.catch_up().await.expect("catch up"), 1);
+    assert_eq!(
+        next_start.catch_up().await.expect("again"),
+        0,
+        "written once"
+    );
+    let rows = state
+        .stores
+        .outbox
+        .deliveries_for("p-1")
+        .await
+        .expect("rows");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].event, "clarification_requested");
+    assert_eq!(rows[0].status, DeliveryStatus::Pending);
+}
