@@ -2,6 +2,8 @@
 -- migrations/sqlite/0006_reach.sql, which explains them.
 
 ALTER TABLE clarifications ADD COLUMN expires_at TIMESTAMPTZ;
+ALTER TABLE clarifications ADD COLUMN on_deadline TEXT
+    CHECK (on_deadline IS NULL OR on_deadline IN ('decline', 'defaults', 'cancel'));
 
 CREATE TABLE webhook_deliveries (
     id            TEXT PRIMARY KEY,

@@ -1,7 +1,8 @@
 -- Reaching the operator (issue #27, docs/architecture.md §15).
 --
 -- `clarifications.expires_at`: agentctl's answer deadline, as it sent it with the request
--- (NULL from an older agentctl).
+-- (NULL from an older agentctl); `on_deadline` what that deadline answers (the agent's
+-- `on_deadline`; NULL: decline, or an `ask_user_question_kandev` call, which times out).
 --
 -- `webhook_deliveries` is the outbox: one row per (hook, event, record) to send. A row is
 -- written when its event happens and sent by whichever kandev claims it first
@@ -15,6 +16,8 @@
 -- token verifies without the database, single use is this key.
 
 ALTER TABLE clarifications ADD COLUMN expires_at TEXT;
+ALTER TABLE clarifications ADD COLUMN on_deadline TEXT
+    CHECK (on_deadline IS NULL OR on_deadline IN ('decline', 'defaults', 'cancel'));
 
 CREATE TABLE webhook_deliveries (
     id            TEXT PRIMARY KEY,

@@ -20,10 +20,16 @@ export function formatLeft(ms) {
 export function deadlineText(record, now = Date.now()) {
   const at = Date.parse(record?.expires_at ?? "");
   if (Number.isNaN(at)) return null;
-  const decline = (record.source ?? "elicitation") === "elicitation";
+  // An elicitation's deadline answers as the agent's `on_deadline` says; the tool times out.
+  const [soon, passed] = (record.source ?? "elicitation") !== "elicitation"
+    ? ["deadline.timeout", "deadline.timedOut"]
+    : ({
+      defaults: ["deadline.defaults", "deadline.defaulted"],
+      cancel: ["deadline.cancel", "deadline.cancelled"],
+    })[record.on_deadline] ?? ["deadline.decline", "deadline.declined"];
   const left = at - now;
-  if (left <= 0) return t(decline ? "deadline.declined" : "deadline.timedOut");
-  return t(decline ? "deadline.decline" : "deadline.timeout", { left: formatLeft(left) });
+  if (left <= 0) return t(passed);
+  return t(soon, { left: formatLeft(left) });
 }
 
 /**

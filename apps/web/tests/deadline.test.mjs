@@ -32,6 +32,17 @@ test("the card counts down to agentctl's deadline and says the agent is then dec
   });
 });
 
+test("an agent whose deadline cancels has a card that says so", T, async () => {
+  await withKandev({ env: { ...ENV, KANDEV_AGENTS__MOCK__ON_DEADLINE: "cancel" } }, async ({ kandev, page }) => {
+    const { session, record } = await sessionWithPendingClarification(kandev, "/e2e:single");
+    assert.equal(record.on_deadline, "cancel", `agentctl said what its deadline answers: ${JSON.stringify(record)}`);
+    await page.goto(`${kandev.url}/#/sessions/${encodeURIComponent(session.id)}`);
+    const line = page.getByTestId("clarification-deadline");
+    await line.waitFor();
+    assert.match(await line.textContent(), /^Cancels in (49|50) min$/);
+  });
+});
+
 test("the board lists the task waiting on the soonest deadline first", T, async () => {
   await withKandev({ env: ENV }, async ({ kandev, page }) => {
     const first = await sessionWithPendingClarification(kandev, "/e2e:single");

@@ -22,6 +22,10 @@ pub struct ElicitationRequested {
     /// of an answer. Absent from an older agentctl.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+    /// What that deadline answers (`agents.<id>.on_deadline`), so the operator is told.
+    /// Absent from an older agentctl, which declines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_deadline: Option<crate::request::OnDeadline>,
 }
 
 /// An `ask_user_question_kandev` MCP tool call waiting for the operator

@@ -165,6 +165,7 @@ mod tests {
                 message: "m".to_owned(),
                 questions: Vec::new(),
                 expires_at: None,
+                on_deadline: None,
             },
             mapped: MappedElicitation {
                 session_id: "acp-1".to_owned(),

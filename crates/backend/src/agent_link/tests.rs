@@ -169,6 +169,7 @@ fn pending(id: &str) -> ElicitationRequested {
         message: "Pick a colour".into(),
         questions: Vec::new(),
         expires_at: None,
+        on_deadline: None,
     }
 }
 

@@ -42,6 +42,7 @@ pub async fn requested(
         message: request.message.clone(),
         questions: request.questions.clone(),
         expires_at: crate::reach::deadline::parse_wire(request.expires_at.as_deref()),
+        on_deadline: request.on_deadline.map(|o| o.as_str().to_owned()),
     };
     let message = request_message(session, &record, &request.message);
     let Some((record, message)) = rooms

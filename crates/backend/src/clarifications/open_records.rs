@@ -141,6 +141,7 @@ mod tests {
             message: "Pick".into(),
             questions: vec![],
             expires_at: None,
+            on_deadline: None,
         }
         .pending_at("m", Timestamp::now())
     }

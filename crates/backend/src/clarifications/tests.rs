@@ -86,6 +86,7 @@ fn elicited(pending_id: &str) -> LinkEvent {
         message: "Ship it?".into(),
         questions: vec![question("Ship it?")],
         expires_at: Some("2030-01-01T00:00:00Z".into()),
+        on_deadline: None,
     }))
 }
 
@@ -403,6 +404,7 @@ async fn a_secret_answer_reaches_the_agent_and_is_kept_redacted() {
             message: "The deploy server needs an API key.".into(),
             questions: vec![api_key],
             expires_at: None,
+            on_deadline: None,
         },
     )));
     one_pending(&state, &session).await;

@@ -203,6 +203,8 @@ pub struct NewClarification {
     pub questions: Vec<Question>,
     /// agentctl's answer deadline, when it sent one.
     pub expires_at: Option<Timestamp>,
+    /// What that deadline answers (`decline`, `defaults`, `cancel`), when agentctl said.
+    pub on_deadline: Option<String>,
 }
 
 impl NewClarification {
@@ -226,6 +228,7 @@ impl NewClarification {
             created_at: at,
             settled_at: None,
             expires_at: self.expires_at,
+            on_deadline: self.on_deadline.clone(),
         }
     }
 }
@@ -269,6 +272,9 @@ pub struct Clarification {
     /// When agentctl gives it up unanswered (its answer deadline), when known: the card
     /// counts down to it and the board orders waiting tasks by it.
     pub expires_at: Option<Timestamp>,
+    /// What an elicitation's deadline answers (`decline`, `defaults`, `cancel`; the agent's
+    /// `on_deadline`), when agentctl said: the card and the webhooks name it.
+    pub on_deadline: Option<String>,
 }
 
 /// One way a record leaves `pending`.

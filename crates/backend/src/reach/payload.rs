@@ -22,11 +22,11 @@ pub struct Facts<'a> {
     pub record: Option<&'a Clarification>,
 }
 
-/// What the deadline brings: agentctl declines an elicitation; the
-/// `ask_user_question_kandev` tool returns a timeout.
-pub fn on_deadline(source: Source) -> &'static str {
-    match source {
-        Source::Elicitation => "decline",
+/// What the deadline brings: for an elicitation, the agent's `on_deadline` as agentctl
+/// sent it (`decline` when it did not); the `ask_user_question_kandev` tool times out.
+pub fn on_deadline(record: &Clarification) -> &str {
+    match record.source {
+        Source::Elicitation => record.on_deadline.as_deref().unwrap_or("decline"),
         Source::AskUserQuestion => "time_out",
     }
 }
@@ -69,7 +69,7 @@ fn json_body(
         body["pending_id"] = json!(record.pending_id);
         body["source"] = json!(record.source);
         body["expires_at"] = json!(record.expires_at);
-        body["on_deadline"] = json!(on_deadline(record.source));
+        body["on_deadline"] = json!(on_deadline(record));
         body["created_at"] = json!(record.created_at);
         if facts.event == HookEvent::ClarificationSettled {
             body["status"] = json!(record.status);
@@ -92,10 +92,12 @@ fn summary(facts: &Facts<'_>) -> String {
     let title = facts.task_title;
     let deadline = facts
         .record
-        .and_then(|r| r.expires_at.map(|at| (r.source, at)))
-        .map(|(source, at)| {
-            let verb = match on_deadline(source) {
+        .and_then(|r| r.expires_at.map(|at| (r, at)))
+        .map(|(record, at)| {
+            let verb = match on_deadline(record) {
                 "decline" => "declines",
+                "defaults" => "sends the defaults",
+                "cancel" => "is cancelled",
                 _ => "times out",
             };
             format!(" (it {verb} at {} UTC)", at.instant().format("%H:%M"))
@@ -244,6 +246,7 @@ mod tests {
             message: "Which database holds the secret plans?".into(),
             questions: vec![question],
             expires_at: Some("2030-01-01T10:30:00Z".parse().expect("time")),
+            on_deadline: None,
         }
         .pending_at("m1", Timestamp::now())
     }
@@ -285,6 +288,20 @@ mod tests {
             false,
         );
         assert!(with.contains("secret plans"), "{with}");
+        // An agent whose deadline sends the defaults: the body says so.
+        let defaults = Clarification {
+            on_deadline: Some("defaults".into()),
+            ..record.clone()
+        };
+        let v: Value = serde_json::from_str(&super::body(
+            &hook(HookFormat::Json, false),
+            None,
+            &facts(&defaults),
+            None,
+            false,
+        ))
+        .expect("json");
+        assert_eq!(v["on_deadline"], "defaults");
     }
 
     #[test]

@@ -145,6 +145,7 @@ pub(crate) fn elicited(pending_id: &str, expires_at: Timestamp) -> LinkEvent {
         message: "Which secret database?".into(),
         questions: vec![question()],
         expires_at: Some(expires_at.to_rfc3339()),
+        on_deadline: None,
     }))
 }
 

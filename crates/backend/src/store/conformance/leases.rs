@@ -177,6 +177,7 @@ async fn open_one(s: &Stores, task: &str, id: &str, pending: &str) {
         message: "q".into(),
         questions: vec![],
         expires_at: None,
+        on_deadline: None,
     };
     let message = NewMessage::new(
         id,

@@ -259,8 +259,8 @@ async fn open_clarification(
            SELECT $1, $2, $3, seq.message_seq, $4, $5, $6, $7, $8, $9, $9, $10 FROM seq \
            RETURNING {} \
          ), record AS ( \
-           INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at) \
-           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, msg.id, $18 FROM msg \
+           INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at, on_deadline) \
+           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, msg.id, $18, $19 FROM msg \
          ) \
          SELECT * FROM msg",
         sql::MESSAGE
