@@ -8,6 +8,7 @@ import { createNeedsYou } from "./needs-you.js";
 import { latestSession, stateBadge, stateLabel, stateVariant } from "./state.js";
 import { supersedes } from "./live.js";
 import { coalesce } from "./refresh.js";
+import { orderByDeadline } from "./deadline.js";
 import * as ws from "./ws.js";
 
 const ELICITATION_FLAG = "features.acpElicitation";
@@ -194,6 +195,7 @@ export function mountBoard(root, { navigate }) {
       loaded = true;
       for (const task of tasks) applyTask(task);
       showEmpty();
+      orderByDeadline(list);
     } catch (err) {
       status.hidden = false;
       status.textContent = t("common.error", { message: err.message });
@@ -214,7 +216,10 @@ export function mountBoard(root, { navigate }) {
   const whenLoaded = (fn) => (data) => (loaded ? fn(data) : load());
   const offs = [
     ws.on("task.created", whenLoaded(applyTask)),
-    ws.on("task.updated", whenLoaded(applyTask)),
+    ws.on("task.updated", whenLoaded((task) => {
+      applyTask(task);
+      orderByDeadline(list);
+    })),
     ws.onStatus((up) => {
       if (up) {
         load();

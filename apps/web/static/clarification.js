@@ -5,6 +5,7 @@
 import { api as defaultApi } from "./api.js";
 import { answerPreview } from "./answer-preview.js";
 import { buildPayload, deliveredContent, isExclusive, outcomeOf, skipPayload, validate } from "./answer-rules.js";
+import { deadlineLine } from "./deadline.js";
 import { dropDraft, loadDraft, saveDraft } from "./drafts.js";
 import { h, swap, uid } from "./dom.js";
 import { has, t } from "./i18n.js";
@@ -49,8 +50,6 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
   };
   setRemaining(remaining);
   let requester = requesterLine(record, context);
-  // Where the deadline countdown ("closes in 51 min") goes: filled by deadline.js, if loaded.
-  const deadlineSlot = h("p", { class: "deadline-slot", "data-testid": "clarification-deadline", "data-pending-id": record.pending_id, hidden: true });
 
   const states = () => Object.fromEntries(fields.map((f) => [f.question.id, f.read()]));
   const preview = isExclusive(record) ? null : answerPreview(questions);
@@ -131,7 +130,7 @@ export function renderAnswerSurface(record, { remaining = 0, respond = defaultAp
   },
   h("h2", { id: headingId }, t("clar.heading")),
   requester,
-  deadlineSlot,
+  deadlineLine(record),
   showMessage ? rich(record.message, { class: "clar-message" }) : null,
   moreEl,
   form);

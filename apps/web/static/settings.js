@@ -7,6 +7,7 @@ import { h, replace } from "./dom.js";
 import { t, has } from "./i18n.js";
 import { coalesce } from "./refresh.js";
 import * as ws from "./ws.js";
+import { webhooksSection } from "./webhooks.js";
 
 let refocus = null; // test id of the toggle that had focus when its change was saved
 
@@ -174,7 +175,8 @@ export function mountSettings(root) {
         h("p", { class: "note", "data-testid": "settings-applies-next" }, t("settings.appliesNext")),
         status,
         list),
-      alertsSection()));
+      alertsSection(),
+      webhooksSection()));
   const offs = [ws.onStatus((up) => up && load()), ws.on("runtime_flags.updated", load)];
   load();
   return () => offs.forEach((off) => off());

@@ -325,7 +325,7 @@ describe("the message catalogue", () => {
     const pt = catalogueOf("pt");
     assert.deepEqual(Object.keys(pt).sort(), Object.keys(en).sort(), "same keys");
     const holes = (v) => [...new Set(JSON.stringify(v).match(/\{\w+\}/g) ?? [])].sort();
-    const sameAsEnglish = ["app.title", "app.titleWaiting", "answer.line", "session.pageTitle", "card.question", "clar.agentNamed", "clar.agentVersion", "clar.keys", "clar.keysMac", "clar.requiredMark", "settings.stabilityValue.experimental", "settings.stabilityValue.beta"];
+    const sameAsEnglish = ["app.title", "app.titleWaiting", "answer.line", "session.pageTitle", "card.question", "clar.agentNamed", "clar.agentVersion", "clar.keys", "clar.keysMac", "clar.requiredMark", "settings.stabilityValue.experimental", "settings.stabilityValue.beta", "webhooks.heading", "webhooks.last"];
     const categories = new Intl.PluralRules("pt").resolvedOptions().pluralCategories;
     for (const [key, value] of Object.entries(en)) {
       assert.deepEqual(holes(pt[key]), holes(value), `${key}: placeholders`);

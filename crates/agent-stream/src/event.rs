@@ -18,6 +18,14 @@ pub struct ElicitationRequested {
     pub message: String,
     /// The mapped questions, in D1 order.
     pub questions: Vec<Question>,
+    /// agentctl's answer deadline, RFC 3339 UTC: when it declines the request for want
+    /// of an answer. Absent from an older agentctl.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// What that deadline answers (`agents.<id>.on_deadline`), so the operator is told.
+    /// Absent from an older agentctl, which declines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_deadline: Option<crate::request::OnDeadline>,
 }
 
 /// An `ask_user_question_kandev` MCP tool call waiting for the operator
@@ -39,6 +47,10 @@ pub struct AskUserQuestionRequested {
     /// The caller's optional context text.
     #[serde(default)]
     pub context: Option<String>,
+    /// agentctl's deadline for this call, RFC 3339 UTC: when the tool returns a timeout.
+    /// Absent from an older agentctl.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 /// How a pending elicitation ended.

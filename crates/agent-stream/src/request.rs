@@ -42,6 +42,15 @@ impl OnDeadline {
     pub fn is_decline(&self) -> bool {
         *self == Self::Decline
     }
+
+    /// The wire and stored name (`decline`, `defaults`, `cancel`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Decline => "decline",
+            Self::Defaults => "defaults",
+            Self::Cancel => "cancel",
+        }
+    }
 }
 
 /// The agent to run for a session.

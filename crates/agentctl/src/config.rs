@@ -124,6 +124,12 @@ fn read_duration(
     Ok(parsed)
 }
 
+/// The instant `after` from now, as the RFC 3339 UTC text the agent stream carries in
+/// `expires_at` (the operator sees when a question will be given up).
+pub fn deadline_after(after: Duration) -> String {
+    humantime::format_rfc3339_micros(std::time::SystemTime::now() + after).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -164,6 +164,8 @@ mod tests {
                 tool_call_id: None,
                 message: "m".to_owned(),
                 questions: Vec::new(),
+                expires_at: None,
+                on_deadline: None,
             },
             mapped: MappedElicitation {
                 session_id: "acp-1".to_owned(),

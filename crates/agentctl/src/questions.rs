@@ -527,6 +527,7 @@ mod tests {
             acp_session_id: "acp".into(),
             questions: vec![],
             context: None,
+            expires_at: None,
         };
         let mut rx_a = set.insert(requested("a"));
         let _rx_b = set.insert(requested("b"));

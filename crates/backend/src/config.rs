@@ -8,11 +8,15 @@
 
 mod auto_answers;
 mod cluster;
+mod integrations;
+mod notifications;
 mod security;
 mod strict;
 
 pub use auto_answers::{AutoAnswerConfig, AutoAnswerRule, RuleAnswer, RuleTool, answer_deadline};
 pub use cluster::{ClusterConfig, DEFAULT_LEASE};
+pub use integrations::{IntegrationsConfig, SlackConfig};
+pub use notifications::{HookEvent, HookFormat, NotificationsConfig, WebhookConfig};
 pub use security::{
     AuthConfig, OperatorConfig, ServerConfig, TlsConfig, is_valid_operator_name, normalize_origin,
 };
@@ -108,31 +112,6 @@ impl AgentConfig {
     }
 }
 
-/// Which notifications are dispatched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NotificationsConfig {
-    /// `session.clarification_requested` (on by default).
-    #[serde(default = "yes")]
-    pub clarification_requested: bool,
-    /// `session.turn_finished` (off by default).
-    #[serde(default)]
-    pub turn_finished: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl Default for NotificationsConfig {
-    fn default() -> Self {
-        Self {
-            clarification_requested: true,
-            turn_finished: false,
-        }
-    }
-}
-
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,6 +152,9 @@ pub struct Config {
     /// `[drain]`: how a SIGTERM is wound down.
     #[serde(default)]
     pub drain: DrainConfig,
+    /// `[integrations]`: Slack's buttons.
+    #[serde(default)]
+    pub integrations: IntegrationsConfig,
 }
 
 /// `[drain]`: the timing of the shutdown on SIGTERM/SIGINT.
@@ -278,6 +260,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             metrics: MetricsConfig::default(),
             drain: DrainConfig::default(),
+            integrations: IntegrationsConfig::default(),
         }
     }
 }
@@ -328,6 +311,7 @@ impl Config {
             figment = figment.merge(Toml::file_exact(path));
         }
         let env: Vec<(String, String)> = env.into_iter().collect();
+        let deadline = deadline_in(&env)?;
         strict::check_env_names(env.iter().map(|(name, _)| name.as_str()))?;
         let env = EnvLayer::from_vars(env);
         figment = figment.merge(env.clone());
@@ -335,6 +319,7 @@ impl Config {
             .extract()
             .map_err(|err| figment_error(err, Some(&env)))?;
         config.validate()?;
+        config.notifications.validate(deadline)?;
         Ok(config.with_local_pass_env())
     }
 
@@ -438,6 +423,14 @@ impl Config {
                 format!("{} does not exist", path.display()),
             ));
         }
+        self.notifications.validate(answer_deadline())?;
+        self.integrations.validate()?;
+        if self.notifications.webhooks.iter().any(|h| h.answer_links) && !self.auth_required() {
+            return Err(ConfigError::new(
+                "notifications.webhooks",
+                "answer_links needs operator auth (auth.required = true, or a non-loopback listen with operators)",
+            ));
+        }
         cluster::validate(self)?;
         auto_answers::validate(self)?;
         security::validate(self)
@@ -457,6 +450,22 @@ impl Config {
             None => Profiles::parse(BUILTIN_PROFILES)
                 .map_err(|err| ConfigError::new("profiles_file", err.to_string())),
         }
+    }
+}
+
+/// agentctl's answer deadline as `env` sets it for the local executor (its default
+/// otherwise): reminders must come before it. A value that is no duration is an error here.
+fn deadline_in(env: &[(String, String)]) -> Result<std::time::Duration, ConfigError> {
+    use auto_answers::{ANSWER_TIMEOUT_VAR, DEFAULT_ANSWER_TIMEOUT};
+    match env.iter().find(|(name, _)| name == ANSWER_TIMEOUT_VAR) {
+        Some((_, value)) if !value.trim().is_empty() => humantime::parse_duration(value.trim())
+            .map_err(|err| {
+                ConfigError::new(
+                    ANSWER_TIMEOUT_VAR,
+                    format!("`{value}` is not a duration: {err}"),
+                )
+            }),
+        _ => Ok(DEFAULT_ANSWER_TIMEOUT),
     }
 }
 

@@ -40,6 +40,7 @@ pub mod metrics;
 pub mod migrate_db;
 pub mod model;
 pub mod notifications;
+pub mod reach;
 pub mod sessions;
 pub mod shutdown;
 pub mod state;

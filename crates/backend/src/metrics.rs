@@ -12,6 +12,7 @@
 //! | `kandev_clarifications_settled_total` | counter | `source`, `outcome` |
 //! | `kandev_answer_latency_seconds` | histogram | `source` (created → settled by the operator) |
 //! | `kandev_delivery_latency_seconds` | histogram | `source` (respond → agentctl's verdict) |
+//! | `kandev_webhook_deliveries_total` | counter | `hook` (a configured name), `outcome` (`delivered`, `retried`, `failed`, `dropped`) |
 //! | `kandev_sessions_live` | gauge (database) | `state` |
 //! | `kandev_sessions_attached` | gauge | (sessions whose agent stream this process holds) |
 //! | `kandev_agent_stream_reconnects_total`, `kandev_agent_streams_lost_total` | counter | |
@@ -101,6 +102,10 @@ fn describe() {
     describe_counter!(
         "kandev_clarifications_settled_total",
         "Clarifications settled, by outcome."
+    );
+    describe_counter!(
+        "kandev_webhook_deliveries_total",
+        "Webhook delivery attempts, by hook and outcome."
     );
     describe_histogram!(
         ANSWER_LATENCY,
@@ -206,6 +211,13 @@ pub fn delivery(source: Source, asked: Instant, verdict: bool) {
         metrics::histogram!(DELIVERY_LATENCY, "source" => source.as_str())
             .record(asked.elapsed().as_secs_f64());
     }
+}
+
+/// One webhook delivery attempt (or a reminder dropped unsent).
+pub fn webhook_delivery(hook: &str, outcome: &'static str) {
+    installed();
+    metrics::counter!("kandev_webhook_deliveries_total", "hook" => hook.to_owned(), "outcome" => outcome)
+        .increment(1);
 }
 
 /// A session claimed from another replica (its lease ran out or was handed on).

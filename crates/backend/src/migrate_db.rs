@@ -30,7 +30,9 @@ const TABLES: &[&str] = &[
 
 /// Tables left behind on purpose: a lease belongs to the process that held it; the kandev
 /// on the new database claims its sessions afresh.
-const NOT_COPIED: &[&str] = &["session_leases"];
+/// The webhook outbox and the used answer links are the old deployment's traffic, bound to
+/// its records' deadlines.
+const NOT_COPIED: &[&str] = &["session_leases", "webhook_deliveries", "answer_link_uses"];
 
 /// Why a copy did not happen. Nothing was written to the target.
 #[derive(Debug, thiserror::Error)]

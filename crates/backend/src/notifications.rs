@@ -1,10 +1,12 @@
 //! [`Notifier`]: dispatches operator notifications as configured — stored, listed by
 //! `GET /api/v1/notifications`, pushed on the operator WebSocket. Bodies name the task,
-//! never the question text (F9).
+//! never the question text (F9). Beside them, [`Webhooks`] writes the deliveries of the
+//! outbound webhooks (docs/architecture.md §15).
 
 use crate::config::NotificationsConfig;
 use crate::events::{Change, Publisher};
 use crate::model::Notification;
+use crate::reach::Webhooks;
 use crate::store::{StoreError, Stores};
 
 /// Stores and pushes notifications according to the configuration. Cheap to clone.
@@ -13,6 +15,7 @@ pub struct Notifier {
     stores: Stores,
     publisher: Publisher,
     config: NotificationsConfig,
+    webhooks: Webhooks,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -26,11 +29,23 @@ impl std::fmt::Debug for Notifier {
 impl Notifier {
     /// A notifier writing to `stores` and publishing on `publisher`.
     pub fn new(stores: Stores, publisher: Publisher, config: NotificationsConfig) -> Self {
+        let webhooks = Webhooks::new(stores.clone(), std::sync::Arc::new(config.clone()), false);
         Self {
             stores,
             publisher,
             config,
+            webhooks,
         }
+    }
+
+    /// The same, writing webhook deliveries through `webhooks`.
+    pub fn with_webhooks(self, webhooks: Webhooks) -> Self {
+        Self { webhooks, ..self }
+    }
+
+    /// The outbound webhooks.
+    pub fn webhooks(&self) -> &Webhooks {
+        &self.webhooks
     }
 
     /// A clarification awaits the operator (on by default).
@@ -57,6 +72,13 @@ impl Notifier {
         task_id: &str,
         session_id: &str,
     ) -> Result<Option<Notification>, StoreError> {
+        if let Err(err) = self
+            .webhooks
+            .turn_finished(task_title, task_id, session_id)
+            .await
+        {
+            tracing::warn!(session_id, error = %err, "turn_finished webhooks not written");
+        }
         if !self.config.turn_finished {
             return Ok(None);
         }
@@ -114,6 +136,7 @@ mod tests {
         let config = NotificationsConfig {
             clarification_requested: false,
             turn_finished: true,
+            ..NotificationsConfig::default()
         };
         let n = Notifier::new(stores.clone(), Publisher::new().0, config);
         assert!(

@@ -50,7 +50,12 @@ impl AppState {
         let flags = Arc::new(flags);
         let hub = EventHub::new();
         let (publisher, changes) = Publisher::new();
-        let notifier = Notifier::new(stores.clone(), publisher.clone(), config.notifications);
+        let notifier = Notifier::new(
+            stores.clone(),
+            publisher.clone(),
+            config.notifications.clone(),
+        )
+        .with_webhooks(crate::reach::Webhooks::from_config(stores.clone(), &config));
         let clarifications = Clarifications::new(stores.clone(), publisher.clone(), notifier);
         let sessions = Arc::new(SessionRegistry::new(
             stores.clone(),
@@ -60,6 +65,7 @@ impl AppState {
             Arc::clone(&flags),
             connector,
         ));
+        crate::reach::start(stores.clone(), &config, &sessions.ownership.replica_id);
         let others = stores.bus.is_shared().then(|| {
             let replica = sessions.ownership.replica_id.clone();
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

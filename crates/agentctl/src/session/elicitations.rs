@@ -52,6 +52,8 @@ impl Session {
             tool_call_id: mapped.tool_call_id.clone(),
             message: mapped.message.clone(),
             questions: mapped.questions.clone(),
+            expires_at: Some(crate::config::deadline_after(self.timeouts.answer)),
+            on_deadline: Some(self.on_deadline),
         };
         let cancellation = responder.cancellation();
         let (settled_tx, settled_rx) = oneshot::channel();

@@ -34,6 +34,7 @@ impl Session {
                 acp_session_id: self.acp_session_id().to_owned(),
                 questions: input.questions,
                 context: input.context,
+                expires_at: Some(crate::config::deadline_after(self.timeouts.ask)),
             };
             let event = AgentEvent::AskUserQuestionRequested(requested.clone());
             let mut verdict = None;

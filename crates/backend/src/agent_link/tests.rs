@@ -168,6 +168,8 @@ fn pending(id: &str) -> ElicitationRequested {
         tool_call_id: None,
         message: "Pick a colour".into(),
         questions: Vec::new(),
+        expires_at: None,
+        on_deadline: None,
     }
 }
 
@@ -985,6 +987,7 @@ fn question(request_id: &str) -> AskUserQuestionRequested {
         acp_session_id: "acp-1".into(),
         questions: Vec::new(),
         context: None,
+        expires_at: None,
     }
 }
 

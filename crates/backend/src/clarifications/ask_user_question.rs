@@ -78,6 +78,8 @@ pub async fn requested(
         tool_call_id: None,
         message: content.clone(),
         questions: request.questions.clone(),
+        expires_at: crate::reach::deadline::parse_wire(request.expires_at.as_deref()),
+        on_deadline: None,
     };
     let message = super::elicitation::request_message(session, &record, &content);
     let key = normalised_key(&request.questions);

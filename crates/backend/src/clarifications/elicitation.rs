@@ -40,6 +40,8 @@ pub async fn requested(
         tool_call_id: request.tool_call_id.clone(),
         message: request.message.clone(),
         questions: request.questions.clone(),
+        expires_at: crate::reach::deadline::parse_wire(request.expires_at.as_deref()),
+        on_deadline: request.on_deadline.map(|o| o.as_str().to_owned()),
     };
     let message = request_message(session, &record, &request.message);
     let Some((record, message)) = clarifications

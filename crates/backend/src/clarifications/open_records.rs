@@ -120,6 +120,8 @@ mod tests {
             tool_call_id: None,
             message: "Pick".into(),
             questions: vec![],
+            expires_at: None,
+            on_deadline: None,
         }
         .pending_at("m", Timestamp::now())
     }

@@ -133,6 +133,13 @@ impl Clarifications {
         if done.effect == crate::model::clarification::Effect::Settle {
             self.publisher
                 .session_changed(&done.record.session_id, &done.record.task_id);
+            let webhooks = self.notifier.webhooks().clone();
+            let record = done.record.clone();
+            tokio::spawn(async move {
+                if let Err(err) = webhooks.settled(&record).await {
+                    tracing::warn!(pending_id = %record.pending_id, error = %err, "clarification_settled webhooks not written");
+                }
+            });
         }
     }
 
@@ -152,6 +159,15 @@ impl Clarifications {
             "clarification requested"
         );
         crate::metrics::clarification_received(record.source);
+        if let Err(err) = self
+            .notifier
+            .webhooks()
+            .requested(&session.task_title, &record)
+            .await
+        {
+            // The record stands; the next start writes what is missing (`catch_up`).
+            tracing::warn!(pending_id = %record.pending_id, error = %err, "clarification_requested webhooks not written");
+        }
         self.open.opened(&record);
         self.publisher.publish(Change::ClarificationCreated(record));
         self.publisher.publish(Change::MessageCreated(message));

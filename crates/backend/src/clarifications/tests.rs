@@ -73,6 +73,7 @@ fn asked(request_id: &str) -> LinkEvent {
             acp_session_id: "acp-1".into(),
             questions: vec![question("Ship it?")],
             context: None,
+            expires_at: None,
         },
     ))
 }
@@ -84,6 +85,8 @@ fn elicited(pending_id: &str) -> LinkEvent {
         tool_call_id: Some("tool-1".into()),
         message: "Ship it?".into(),
         questions: vec![question("Ship it?")],
+        expires_at: Some("2030-01-01T00:00:00Z".into()),
+        on_deadline: None,
     }))
 }
 
@@ -401,6 +404,8 @@ async fn a_secret_answer_reaches_the_agent_and_is_kept_redacted() {
             tool_call_id: None,
             message: "The deploy server needs an API key.".into(),
             questions: vec![api_key],
+            expires_at: None,
+            on_deadline: None,
         },
     )));
     one_pending(&state, &session).await;

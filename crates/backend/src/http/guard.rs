@@ -29,7 +29,14 @@ use crate::error::AppError;
 use crate::state::AppState;
 
 /// Routes under `/api` that answer without credentials (they handle tokens themselves).
-pub(super) const OPEN_API_PATHS: &[&str] = &["/api/v1/auth/login", "/api/v1/auth/logout"];
+pub(super) const OPEN_API_PATHS: &[&str] = &[
+    "/api/v1/auth/login",
+    "/api/v1/auth/logout",
+    // Their own credentials: a signed answer link, Slack's request signature.
+    "/api/v1/answer-links/open",
+    "/api/v1/answer-links/respond",
+    "/api/v1/integrations/slack/actions",
+];
 
 /// The names the web UI is always served under (on the listening port).
 const LOOPBACK_NAMES: &[&str] = &["127.0.0.1", "localhost", "[::1]"];

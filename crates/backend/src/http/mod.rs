@@ -2,6 +2,7 @@
 //! the `guard` (Host/Origin checks, operator auth; docs/architecture.md §10).
 
 mod agents;
+mod answer_links;
 mod clarifications;
 pub mod forward;
 pub mod guard;
@@ -12,8 +13,10 @@ pub mod metrics;
 mod notifications;
 mod runtime_flags;
 mod sessions;
+mod slack;
 mod tasks;
 pub mod web;
+mod webhooks;
 mod ws;
 
 #[cfg(test)]
@@ -67,6 +70,9 @@ pub fn router(state: AppState) -> Router {
                 .merge(sessions::routes())
                 .merge(clarifications::routes())
                 .merge(notifications::routes())
+                .merge(webhooks::routes())
+                .merge(answer_links::routes())
+                .merge(slack::routes())
                 .merge(ws::routes())
                 .nest_service(mcp::MCP_PATH, mcp::service(state.clone())),
         )

@@ -201,6 +201,10 @@ pub struct NewClarification {
     pub message: String,
     /// The mapped questions (§4.3).
     pub questions: Vec<Question>,
+    /// agentctl's answer deadline, when it sent one.
+    pub expires_at: Option<Timestamp>,
+    /// What that deadline answers (`decline`, `defaults`, `cancel`), when agentctl said.
+    pub on_deadline: Option<String>,
 }
 
 impl NewClarification {
@@ -223,6 +227,8 @@ impl NewClarification {
             answered_by: None,
             created_at: at,
             settled_at: None,
+            expires_at: self.expires_at,
+            on_deadline: self.on_deadline.clone(),
         }
     }
 }
@@ -263,6 +269,12 @@ pub struct Clarification {
     pub created_at: Timestamp,
     /// When it was settled.
     pub settled_at: Option<Timestamp>,
+    /// When agentctl gives it up unanswered (its answer deadline), when known: the card
+    /// counts down to it and the board orders waiting tasks by it.
+    pub expires_at: Option<Timestamp>,
+    /// What an elicitation's deadline answers (`decline`, `defaults`, `cancel`; the agent's
+    /// `on_deadline`), when agentctl said: the card and the webhooks name it.
+    pub on_deadline: Option<String>,
 }
 
 /// One way a record leaves `pending`.

@@ -46,7 +46,9 @@ macro_rules! stored_as_text {
     )*};
 }
 
-use crate::model::{ClarificationStatus, MessageKind, Outcome, SessionState, SettledBy, Source};
+use crate::model::{
+    ClarificationStatus, DeliveryStatus, MessageKind, Outcome, SessionState, SettledBy, Source,
+};
 
 stored_as_text! {
     Source => Source::parse,
@@ -55,4 +57,5 @@ stored_as_text! {
     SettledBy => SettledBy::parse,
     MessageKind => MessageKind::parse,
     SessionState => |s| s.parse().ok(),
+    DeliveryStatus => DeliveryStatus::parse,
 }

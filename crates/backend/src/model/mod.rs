@@ -6,6 +6,7 @@
 
 pub mod clarification;
 mod column;
+pub mod delivery;
 pub mod lease;
 pub mod message;
 pub mod notification;
@@ -16,6 +17,7 @@ pub mod time;
 pub use clarification::{
     Clarification, ClarificationStatus, NewClarification, Outcome, SettledBy, Settlement, Source,
 };
+pub use delivery::{Attempt, Delivery, DeliveryStatus, LastDelivery, NewDelivery};
 pub use lease::{Fence, SessionLease, TakeOver};
 pub use message::{Message, MessageKind, NewMessage, author};
 pub use notification::Notification;

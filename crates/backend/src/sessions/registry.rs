@@ -68,7 +68,12 @@ impl SessionRegistry {
         flags: Arc<Flags>,
         connector: Arc<dyn AgentConnector>,
     ) -> Self {
-        let notifier = Notifier::new(stores.clone(), publisher.clone(), config.notifications);
+        let notifier = Notifier::new(
+            stores.clone(),
+            publisher.clone(),
+            config.notifications.clone(),
+        )
+        .with_webhooks(crate::reach::Webhooks::from_config(stores.clone(), &config));
         let ownership = Ownership::from_config(&config);
         // Every JSON log line names the replica it came from.
         kandev_log::set_process_field("replica_id", &ownership.replica_id);

@@ -1,7 +1,7 @@
 //! Persistence: one store trait per domain, each method written once for every engine.
 //!
 //! - [`TaskStore`], [`SessionStore`], [`MessageStore`], [`ClarificationStore`],
-//!   [`NotificationStore`], [`FlagOverrideStore`], [`LeaseStore`], [`ChangeBus`] and
+//!   [`NotificationStore`], [`OutboxStore`], [`FlagOverrideStore`], [`LeaseStore`], [`ChangeBus`] and
 //!   [`HealthStore`] say what the modules may ask of the database. Every multi-row change is
 //!   one method, run in one transaction; every rule that must hold across processes
 //!   (first answer wins, one turn at a time, a message number per session, the session
@@ -26,6 +26,7 @@ mod health;
 mod leases;
 mod messages;
 mod notifications;
+mod outbox;
 mod sessions;
 mod tasks;
 mod views;
@@ -42,6 +43,7 @@ pub use health::{Gauges, HealthStore, MigrationState, PoolUse};
 pub use leases::{ChangeBus, Claimant, LeaseStore};
 pub use messages::MessageStore;
 pub use notifications::NotificationStore;
+pub use outbox::OutboxStore;
 pub use sessions::{SessionStore, StartFacts, TurnStart};
 pub use tasks::TaskStore;
 
@@ -119,6 +121,8 @@ pub struct Stores {
     pub clarifications: Arc<dyn ClarificationStore>,
     /// Notifications.
     pub notifications: Arc<dyn NotificationStore>,
+    /// The webhook outbox and the used answer links.
+    pub outbox: Arc<dyn OutboxStore>,
     /// Runtime-flag overrides (the Settings page).
     pub flag_overrides: Arc<dyn FlagOverrideStore>,
     /// Session leases: which replica owns which live session.
@@ -144,6 +148,7 @@ impl Stores {
             + MessageStore
             + ClarificationStore
             + NotificationStore
+            + OutboxStore
             + FlagOverrideStore
             + LeaseStore
             + ChangeBus
@@ -156,6 +161,7 @@ impl Stores {
             messages: engine.clone(),
             clarifications: engine.clone(),
             notifications: engine.clone(),
+            outbox: engine.clone(),
             flag_overrides: engine.clone(),
             leases: engine.clone(),
             bus: engine.clone(),

@@ -54,6 +54,9 @@ fn new_record(id: &str, session: &str, task: &str, source: Source) -> NewClarifi
         tool_call_id: Some("tool-1".into()),
         message: "Pick a colour".into(),
         questions: vec![question("Pick a colour")],
+        // Read back as written (the card's countdown, the board's order).
+        expires_at: Some(crate::model::Timestamp::now().plus(std::time::Duration::from_secs(3600))),
+        on_deadline: Some("cancel".into()),
     }
 }
 

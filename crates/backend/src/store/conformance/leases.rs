@@ -176,6 +176,8 @@ async fn open_one(s: &Stores, task: &str, id: &str, pending: &str) {
         tool_call_id: None,
         message: "q".into(),
         questions: vec![],
+        expires_at: None,
+        on_deadline: None,
     };
     let message = NewMessage::new(
         id,

@@ -5,6 +5,7 @@
 mod clarifications;
 mod health;
 mod leases;
+mod outbox;
 mod sessions;
 mod simple;
 

@@ -195,6 +195,10 @@ fn now_plus(ms: &str) -> String {
     format!("now() + make_interval(secs => {ms}::DOUBLE PRECISION / 1000)")
 }
 
+/// What a webhook claim adds to its row pick: replicas claiming at once skip each other's
+/// rows instead of waiting on them (and then taking them twice).
+const CLAIM_LOCK: &str = "FOR UPDATE SKIP LOCKED";
+
 /// Records how far events are applied. That only spares a replay after a restart (events
 /// are idempotent, a lost update replays a few more), so this commit alone does not wait
 /// for the WAL to reach the disk: `set_config(…, true)` is local to the statement's own
@@ -255,8 +259,8 @@ async fn open_clarification(
            SELECT $1, $2, $3, seq.message_seq, $4, $5, $6, $7, $8, $9, $9, $10 FROM seq \
            RETURNING {} \
          ), record AS ( \
-           INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
-           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, msg.id FROM msg \
+           INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at, on_deadline) \
+           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, msg.id, $18, $19 FROM msg \
          ) \
          SELECT * FROM msg",
         sql::MESSAGE

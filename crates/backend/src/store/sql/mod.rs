@@ -18,6 +18,7 @@ mod health;
 mod leases;
 mod messages;
 mod notifications;
+mod outbox;
 mod questions;
 pub(super) mod records;
 mod sessions;
@@ -27,7 +28,7 @@ mod tasks;
 pub(super) const MESSAGE: &str = "id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at";
 
 /// The columns of a [`Clarification`](crate::model::Clarification).
-pub(super) const CLARIFICATION: &str = "pending_id, source, task_id, session_id, message_id, tool_call_id, message, questions, status, outcome, settled_by, answer, answered_by, created_at, settled_at";
+pub(super) const CLARIFICATION: &str = "pending_id, source, task_id, session_id, message_id, tool_call_id, message, questions, status, outcome, settled_by, answer, answered_by, created_at, settled_at, expires_at, on_deadline";
 
 /// The migrations the database records as applied.
 pub(super) const APPLIED: &str = "SELECT version FROM _sqlx_migrations WHERE success";

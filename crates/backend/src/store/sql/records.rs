@@ -19,8 +19,8 @@ pub(super) async fn insert(
     message_id: &str,
 ) -> Result<Clarification, StoreError> {
     let record = sqlx::query_as(&format!(
-        "INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) \
+        "INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at, on_deadline) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11) \
          ON CONFLICT (pending_id) DO NOTHING RETURNING {CLARIFICATION}"
     ))
     .bind(&new.pending_id)
@@ -32,6 +32,8 @@ pub(super) async fn insert(
     .bind(Json(&new.questions))
     .bind(Timestamp::now())
     .bind(message_id)
+    .bind(new.expires_at)
+    .bind(&new.on_deadline)
     .fetch_optional(&mut *conn)
     .await?;
     record.ok_or_else(|| {
@@ -116,8 +118,9 @@ pub(super) async fn settle_in(
 
 /// The values of a record's open with its message, as both dialects' one-hop open binds
 /// them: `$1` message id, `$2`…`$8` the message (session, task, type, author, content,
-/// requests input, metadata), `$9` when, `$10` its tool call, `$11`…`$17` the record
-/// (pending id, source, task, session, tool call, message, questions).
+/// requests input, metadata), `$9` when, `$10` its tool call, `$11`…`$19` the record
+/// (pending id, source, task, session, tool call, message, questions, deadline and
+/// what it answers).
 pub(crate) fn open_binds(
     new: &NewClarification,
     message: &NewMessage,
@@ -140,7 +143,9 @@ pub(crate) fn open_binds(
         .and(new.session_id.clone())?
         .and(new.tool_call_id.clone())?
         .and(new.message.clone())?
-        .and(Json(new.questions.clone()))
+        .and(Json(new.questions.clone()))?
+        .and(new.expires_at)?
+        .and(new.on_deadline.clone())
 }
 
 /// The first conditional update of [`Settlement::effect_on`]: a pending record settles,

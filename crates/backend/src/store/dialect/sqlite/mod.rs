@@ -225,6 +225,9 @@ fn now_plus(ms: &str) -> String {
     format!("strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', ({ms} / 1000.0) || ' seconds')")
 }
 
+/// What a webhook claim adds to its row pick: nothing, SQLite runs one write at a time.
+const CLAIM_LOCK: &str = "";
+
 /// Records how far events are applied.
 const SET_LAST_EVENT_SEQ: &str = "UPDATE sessions SET last_event_seq = $2 WHERE id = $1";
 

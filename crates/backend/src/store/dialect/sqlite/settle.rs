@@ -27,8 +27,8 @@ pub(crate) async fn open_clarification(
         "UPDATE sessions SET message_seq = message_seq + 1 WHERE id = $2 AND {fresh}; \
          INSERT INTO messages (id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at, tool_call_id) \
            SELECT $1, $2, $3, message_seq, $4, $5, $6, $7, $8, $9, $9, $10 FROM sessions WHERE id = $2 AND {fresh}; \
-         INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id) \
-           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, id FROM messages WHERE id = $1; \
+         INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at, on_deadline) \
+           SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, id, $18, $19 FROM messages WHERE id = $1; \
          SELECT {} FROM messages WHERE id = $1",
         sql::MESSAGE
     );
