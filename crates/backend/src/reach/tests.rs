@@ -351,6 +351,8 @@ async fn a_reminder_fires_after_remind_after_and_none_after_the_answer() {
         pending_id: "answered".into(),
         outcome: SettleOutcome::Answered,
         response: json!({"action": "accept", "content": {"q1": "Postgres"}}),
+        answer: None,
+        answered_by: None,
     }));
     let reminders = within("the reminder", Duration::from_secs(10), || async {
         let r = receiver.of("reminder");
