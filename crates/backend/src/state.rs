@@ -56,10 +56,12 @@ impl AppState {
             config.notifications.clone(),
         )
         .with_webhooks(crate::reach::Webhooks::from_config(stores.clone(), &config));
-        let clarifications = Clarifications::new(stores.clone(), publisher.clone(), notifier);
+        let clarifications =
+            Clarifications::new(stores.clone(), publisher.clone(), notifier.clone());
         let sessions = Arc::new(SessionRegistry::new(
             stores.clone(),
             publisher.clone(),
+            notifier,
             clarifications.clone(),
             Arc::clone(&config),
             Arc::clone(&flags),

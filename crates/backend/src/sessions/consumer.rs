@@ -10,26 +10,72 @@ use std::sync::Arc;
 
 use kandev_agent_stream::AgentEvent;
 use tokio::sync::mpsc::UnboundedReceiver;
+use tracing::Instrument;
 
 use crate::agent_link::LinkEvent;
+use crate::auto_answers::AutoAnswers;
 use crate::clarifications::elicitation::SettledEvent;
-use crate::clarifications::{ask_user_question, elicitation};
-use crate::sessions::live::LiveSession;
-use crate::sessions::registry::SessionRegistry;
+use crate::clarifications::{Clarifications, SessionAgents, ask_user_question, elicitation};
+use crate::events::Publisher;
+use crate::notifications::Notifier;
+use crate::sessions::ends::SessionEnds;
+use crate::sessions::live::{LiveSession, LiveSessions};
+use crate::sessions::ownership::Ownership;
 use crate::sessions::transcript::{Target, Transcript};
-use crate::store::StoreError;
+use crate::store::{StoreError, Stores};
+
+/// What every session's consumer applies its events to; [`Consumers::go_live`] starts one.
+#[derive(Debug)]
+pub struct Consumers {
+    /// Messages, sessions and the progress of their events.
+    pub stores: Stores,
+    /// Where committed changes are announced.
+    pub publisher: Publisher,
+    /// Turn-finished notifications.
+    pub notifier: Notifier,
+    /// The session's questions.
+    pub clarifications: Clarifications,
+    /// The agents' auto-answer rules.
+    pub auto_answers: AutoAnswers,
+    /// The sessions live here (an auto-answer reaches its agent through them).
+    pub live: Arc<LiveSessions>,
+    /// This replica's leases.
+    pub ownership: Arc<Ownership>,
+    /// How a session ends when its agent is gone.
+    pub ends: Arc<SessionEnds>,
+}
+
+impl Consumers {
+    /// Makes `live` live here and consumes its link's events from `after_seq` on — unless
+    /// its lease was lost meanwhile: then its link is detached.
+    pub fn go_live(
+        self: &Arc<Self>,
+        live: Arc<LiveSession>,
+        events: UnboundedReceiver<LinkEvent>,
+        after_seq: Option<u64>,
+    ) {
+        if !self.ownership.holds(&live.id, live.fence) {
+            self.ends
+                .detach(&live, "its lease was lost while it started");
+            return;
+        }
+        self.live.insert(Arc::clone(&live));
+        let span = tracing::info_span!("session", session_id = %live.id);
+        tokio::spawn(run(Arc::clone(self), live, events, after_seq).instrument(span));
+    }
+}
 
 /// Consumes `events` until the link is lost or the session ends; `stored` is the
 /// `last_event_seq` already stored.
-pub async fn run(
-    registry: Arc<SessionRegistry>,
+async fn run(
+    shared: Arc<Consumers>,
     live: Arc<LiveSession>,
     mut events: UnboundedReceiver<LinkEvent>,
     mut stored: Option<u64>,
 ) {
     let mut consumer = Consumer {
         turn: live.turn(),
-        registry,
+        shared,
         live,
         transcript: Transcript::default(),
         changed: false,
@@ -48,7 +94,8 @@ pub async fn run(
         consumer.store_progress(&events, &mut stored).await;
     }
     if let Err(err) = consumer
-        .registry
+        .shared
+        .ends
         .lost(&consumer.live, "the agent stream closed")
         .await
     {
@@ -57,7 +104,7 @@ pub async fn run(
 }
 
 struct Consumer {
-    registry: Arc<SessionRegistry>,
+    shared: Arc<Consumers>,
     live: Arc<LiveSession>,
     transcript: Transcript,
     /// The turn the transcript's open message belongs to.
@@ -78,7 +125,7 @@ impl Consumer {
         if self.live.is_ended() {
             return Ok(());
         }
-        let clarifications = &self.registry.clarifications;
+        let clarifications = &self.shared.clarifications;
         let session = self.live.session_ref();
         match event {
             LinkEvent::Agent(AgentEvent::SessionUpdate { update }) => {
@@ -88,8 +135,8 @@ impl Consumer {
                     self.transcript.close();
                 }
                 let to = Target {
-                    messages: &*self.registry.stores.messages,
-                    publisher: &self.registry.publisher,
+                    messages: &*self.shared.stores.messages,
+                    publisher: &self.shared.publisher,
                     session_id: &self.live.id,
                     task_id: &self.live.task_id,
                 };
@@ -97,17 +144,18 @@ impl Consumer {
             }
             LinkEvent::Agent(AgentEvent::TurnCompleted { stop_reason, error }) => {
                 self.transcript.close();
-                self.registry
+                self.shared
                     .stores
                     .sessions
                     .end_turn(&self.live.id, self.live.fence)
                     .await?;
-                self.registry
+                self.shared
                     .publisher
                     .session_changed(&self.live.id, &self.live.task_id);
                 tracing::info!(%stop_reason, "turn completed");
                 if let Some(error) = error {
-                    self.registry
+                    self.shared
+                        .ends
                         .status_message(
                             &self.live.id,
                             &self.live.task_id,
@@ -115,7 +163,7 @@ impl Consumer {
                         )
                         .await;
                 }
-                self.registry
+                self.shared
                     .notifier
                     .turn_finished(&self.live.task_title, &self.live.task_id, &self.live.id)
                     .await?;
@@ -178,7 +226,7 @@ impl Consumer {
                     Some(code) => format!("the agent exited with code {code}"),
                     None => "the agent exited".to_owned(),
                 };
-                self.registry.lost(&self.live, &reason).await
+                self.shared.ends.lost(&self.live, &reason).await
             }
             LinkEvent::Agent(AgentEvent::AgentStderr { line }) => {
                 // Agent output may hold anything; keep it out of info logs.
@@ -197,16 +245,16 @@ impl Consumer {
                 }
                 Ok(())
             }
-            LinkEvent::Lost { reason } => self.registry.lost(&self.live, &reason).await,
+            LinkEvent::Lost { reason } => self.shared.ends.lost(&self.live, &reason).await,
         }
     }
 
     /// A question just opened: the agent's first matching auto-answer rule, if any,
     /// answers it after its `after` (on a task of its own).
     fn auto_answer(&self, record: &crate::model::Clarification) {
-        let agents: Arc<dyn crate::clarifications::SessionAgents> = self.registry.clone();
-        self.registry.auto_answers.opened(
-            &self.registry.clarifications,
+        let agents: Arc<dyn SessionAgents> = self.shared.live.clone();
+        self.shared.auto_answers.opened(
+            &self.shared.clarifications,
             agents,
             &self.live.agent,
             record,
@@ -229,7 +277,7 @@ impl Consumer {
             return;
         }
         match self
-            .registry
+            .shared
             .stores
             .sessions
             .set_last_event_seq(&self.live.id, seq)

@@ -4,11 +4,24 @@
 //! skipped with the reason logged. The host is recorded on the session's lease, so a
 //! replica taking the session over re-attaches to the same agentctl.
 
+use std::sync::Arc;
+
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::agent_link::{DynLink, ExecutorConfig, LinkEvent};
+use crate::agent_link::{AgentConnector, DynLink, ExecutorConfig, LinkError, LinkEvent};
+use crate::config::Config;
 use crate::model::SessionLease;
-use crate::sessions::registry::SessionRegistry;
+use crate::store::Stores;
+
+/// A link and the events it delivers.
+pub type Connected = (DynLink, UnboundedReceiver<LinkEvent>);
+
+/// The configured agentctl hosts and the connector that reaches them.
+pub struct Hosts {
+    config: Arc<Config>,
+    connector: Arc<dyn AgentConnector>,
+    stores: Stores,
+}
 
 /// `hosts` ordered by how many live sessions `loads` counts on each, fewest first; ties
 /// keep the configured order.
@@ -22,12 +35,30 @@ pub fn by_load(mut hosts: Vec<ExecutorConfig>, loads: &[(String, usize)]) -> Vec
     hosts
 }
 
-impl SessionRegistry {
+impl std::fmt::Debug for Hosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hosts").finish_non_exhaustive()
+    }
+}
+
+impl Hosts {
+    /// The hosts `config.executor` names, reached through `connector`; `stores` counts
+    /// their sessions and records where each one runs.
+    pub fn new(config: Arc<Config>, connector: Arc<dyn AgentConnector>, stores: Stores) -> Self {
+        Self {
+            config,
+            connector,
+            stores,
+        }
+    }
+
+    /// Whether agentctl runs apart from this process (and so outlives it).
+    pub fn are_remote(&self) -> bool {
+        self.config.executor.is_remote()
+    }
+
     /// Starts or reaches the agentctl for the session `lease` names (see the module docs).
-    pub(crate) async fn connect_agent(
-        &self,
-        lease: &SessionLease,
-    ) -> Result<(DynLink, UnboundedReceiver<LinkEvent>), String> {
+    pub async fn connect(&self, lease: &SessionLease) -> Result<Connected, String> {
         let executor = &self.config.executor;
         if !executor.is_remote() {
             return self
@@ -72,7 +103,7 @@ impl SessionRegistry {
 
     /// The agentctl a session taken over runs on: the host its lease records (or the one
     /// remote host). `None` with a local executor, or a host no longer configured.
-    pub(crate) fn executor_of(&self, lease: &SessionLease) -> Option<ExecutorConfig> {
+    pub fn executor_of(&self, lease: &SessionLease) -> Option<ExecutorConfig> {
         let hosts = self.config.executor.hosts();
         if !self.config.executor.is_remote() {
             return None;
@@ -82,6 +113,16 @@ impl SessionRegistry {
             None if hosts.len() == 1 => hosts.into_iter().next(),
             None => None,
         }
+    }
+
+    /// Re-attaches to session `session_id` on `executor`, from the events after `after_seq`.
+    pub async fn resume(
+        &self,
+        executor: &ExecutorConfig,
+        session_id: &str,
+        after_seq: Option<u64>,
+    ) -> Result<Connected, LinkError> {
+        self.connector.resume(executor, session_id, after_seq).await
     }
 }
 

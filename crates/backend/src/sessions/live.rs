@@ -1,9 +1,12 @@
-//! [`LiveSession`]: a session whose agentctl link is up (or re-attaching).
+//! [`LiveSession`]: a session whose agentctl link is up (or re-attaching); [`LiveSessions`]:
+//! every one live in this process, which is how the clarifications reach an agent.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::agent_link::DynLink;
-use crate::clarifications::SessionRef;
+use crate::clarifications::{SessionAgents, SessionRef};
 use crate::model::Fence;
 
 /// A session live in this process. Shared by the registry, its consumer and requests;
@@ -83,5 +86,51 @@ impl LiveSession {
     /// How many turns have been started here.
     pub fn turn(&self) -> u64 {
         self.turn.load(Ordering::SeqCst)
+    }
+}
+
+/// Every session live in this process, by id. Only inserted into and removed from, each
+/// under a short lock that is never held across an await.
+#[derive(Debug, Default)]
+pub struct LiveSessions {
+    map: Mutex<HashMap<String, Arc<LiveSession>>>,
+}
+
+impl LiveSessions {
+    fn map(&self) -> MutexGuard<'_, HashMap<String, Arc<LiveSession>>> {
+        // A poisoned lock still holds a valid map: nothing is left half-changed in it.
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many sessions are live here.
+    pub fn count(&self) -> usize {
+        self.map().len()
+    }
+
+    /// The live session `id`, if its link is up here.
+    pub fn get(&self, id: &str) -> Option<Arc<LiveSession>> {
+        self.map().get(id).cloned()
+    }
+
+    /// Every session live here, at this moment.
+    pub fn all(&self) -> Vec<Arc<LiveSession>> {
+        self.map().values().cloned().collect()
+    }
+
+    /// Makes `live` live here.
+    pub(crate) fn insert(&self, live: Arc<LiveSession>) {
+        self.map().insert(live.id.clone(), live);
+    }
+
+    /// Session `id` is no longer live here.
+    pub(crate) fn remove(&self, id: &str) {
+        self.map().remove(id);
+    }
+}
+
+impl SessionAgents for LiveSessions {
+    fn link_of(&self, session_id: &str) -> Option<(DynLink, Fence)> {
+        self.get(session_id)
+            .map(|live| (Arc::clone(&live.link), live.fence))
     }
 }

@@ -1,27 +1,36 @@
 //! Live sessions: starting them, driving their agent, applying their events.
 //!
-//! - [`registry`]: [`SessionRegistry`], the sessions live in this process — start,
-//!   prompt, cancel, stop, shutdown — and the [`SessionAgents`](crate::clarifications::SessionAgents)
-//!   the clarifications reach agents through.
+//! Each file is one part with its own dependencies; a part imports only the parts listed
+//! before it, so there is no cycle.
+//!
 //! - [`live`]: [`LiveSession`], one session's link and the little it keeps in memory
-//!   (whether it ended, which turn it is on) — atomics, never a lock.
-//! - [`consumer`]: one task per session applying its link's events in order, a plain
-//!   dispatcher to the transcript, the clarifications and the turn.
+//!   (whether it ended, which turn it is on) — atomics, never a lock; [`LiveSessions`],
+//!   every one live here: the [`SessionAgents`](crate::clarifications::SessionAgents) the
+//!   clarifications reach agents through.
+//! - [`ownership`]: this replica's identity and the leases it holds.
+//! - [`hosts`]: which agentctl host a new session goes to, and reaching it.
 //! - [`transcript`]: agent text aggregated into messages; tool calls updated in place.
+//! - [`ends`]: how a live session ends — stopped, lost, let go, or failed at adoption.
+//! - [`consumer`]: one task per session applying its link's events in order, a plain
+//!   dispatcher to the transcript, the clarifications and the turn: the one writer of
+//!   the session's records.
 //! - [`restart`]: adopting the sessions nobody acts for — left live by a previous
 //!   process, or by a replica that stopped renewing its lease.
-//! - [`ownership`]: this replica's leases and the keeper that renews them, lets go of
-//!   the lost ones and takes over the expired ones (docs/architecture.md §12).
-//! - [`hosts`]: which agentctl host a new session goes to.
+//! - [`keeper`]: the task that renews this replica's leases, lets go of the lost ones,
+//!   takes over the expired ones and hands them on at shutdown (docs/architecture.md §12).
+//! - [`registry`]: [`SessionRegistry`], the operator's verbs — start, prompt, cancel,
+//!   stop, shutdown — wired from the parts above.
 
 pub mod consumer;
+pub mod ends;
 pub mod hosts;
+pub mod keeper;
 pub mod live;
 pub mod ownership;
 pub mod registry;
 pub mod restart;
 pub mod transcript;
 
-pub use live::LiveSession;
+pub use live::{LiveSession, LiveSessions};
 pub use registry::SessionRegistry;
 pub use restart::Reconciled;

@@ -1,48 +1,54 @@
-//! [`SessionRegistry`]: the sessions live in this process and the operator's verbs on them.
+//! [`SessionRegistry`]: the sessions live in this process and the operator's verbs on them
+//! (start, prompt, cancel, stop, shutdown), wired from the parts of this module, each with
+//! its own dependencies: [`LiveSessions`], [`Hosts`], [`Consumers`], [`SessionEnds`],
+//! [`Adoption`] and [`LeaseKeeper`].
 //!
 //! The map of live sessions is the only thing behind a lock, held for an insert, a
 //! remove or a lookup and never across an await. What must hold across processes —
 //! one turn at a time, the state machine — is a conditional update in the store.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use kandev_agent_stream::action;
 use kandev_agent_stream::request::{Empty, Prompt, SessionStart};
 use kandev_agent_stream::response::{PromptAccepted, SessionStarted, Success};
 use serde_json::Value;
-use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::Instrument;
 
-use crate::agent_link::{AgentConnector, DynLink, LinkEvent, call};
+use crate::agent_link::{AgentConnector, DynLink, call};
+use crate::auto_answers::AutoAnswers;
 use crate::clarifications::{Clarifications, SessionAgents};
 use crate::config::{AgentConfig, Config};
 use crate::error::AppError;
 use crate::events::{Change, Publisher};
 use crate::flags::Flags;
 use crate::model::{
-    Fence, MessageKind, NewMessage, Session, SessionLease, SessionState, Settlement, TakeOver,
-    Task, author,
+    Fence, MessageKind, NewMessage, Session, SessionLease, SessionState, TakeOver, Task, author,
 };
 use crate::notifications::Notifier;
-use crate::sessions::live::LiveSession;
+use crate::sessions::consumer::Consumers;
+use crate::sessions::ends::SessionEnds;
+use crate::sessions::hosts::Hosts;
+use crate::sessions::keeper::LeaseKeeper;
+use crate::sessions::live::{LiveSession, LiveSessions};
 use crate::sessions::ownership::Ownership;
+use crate::sessions::restart::{Adoption, Reconciled};
 use crate::store::{StartFacts, StoreError, Stores, TurnStart};
 
-/// Every session live in this process, and what they share.
+/// Every session live in this process, and the verbs on them.
 pub struct SessionRegistry {
-    pub(crate) stores: Stores,
-    pub(crate) publisher: Publisher,
-    pub(crate) notifier: Notifier,
-    pub(crate) clarifications: Clarifications,
-    pub(crate) config: Arc<Config>,
+    stores: Stores,
+    publisher: Publisher,
+    config: Arc<Config>,
     flags: Arc<Flags>,
-    pub(crate) connector: Arc<dyn AgentConnector>,
     /// This replica and the leases it holds.
-    pub ownership: Ownership,
-    /// The agents' auto-answer rules.
-    pub(crate) auto_answers: crate::auto_answers::AutoAnswers,
-    live: Mutex<HashMap<String, Arc<LiveSession>>>,
+    pub ownership: Arc<Ownership>,
+    live: Arc<LiveSessions>,
+    hosts: Arc<Hosts>,
+    consumers: Arc<Consumers>,
+    ends: Arc<SessionEnds>,
+    adoption: Arc<Adoption>,
+    keeper: Arc<LeaseKeeper>,
 }
 
 impl std::fmt::Debug for SessionRegistry {
@@ -53,8 +59,7 @@ impl std::fmt::Debug for SessionRegistry {
 
 impl SessionAgents for SessionRegistry {
     fn link_of(&self, session_id: &str) -> Option<(DynLink, Fence)> {
-        self.live(session_id)
-            .map(|live| (Arc::clone(&live.link), live.fence))
+        self.live.link_of(session_id)
     }
 }
 
@@ -63,77 +68,90 @@ impl SessionRegistry {
     pub fn new(
         stores: Stores,
         publisher: Publisher,
+        notifier: Notifier,
         clarifications: Clarifications,
         config: Arc<Config>,
         flags: Arc<Flags>,
         connector: Arc<dyn AgentConnector>,
     ) -> Self {
-        let notifier = Notifier::new(
-            stores.clone(),
-            publisher.clone(),
-            config.notifications.clone(),
-        )
-        .with_webhooks(crate::reach::Webhooks::from_config(stores.clone(), &config));
-        let ownership = Ownership::from_config(&config);
+        let ownership = Arc::new(Ownership::from_config(&config));
         // Every JSON log line names the replica it came from.
         kandev_log::set_process_field("replica_id", &ownership.replica_id);
-        Self {
-            auto_answers: crate::auto_answers::AutoAnswers::from_config(&config),
-            stores,
-            publisher,
+        let live = Arc::new(LiveSessions::default());
+        let hosts = Arc::new(Hosts::new(Arc::clone(&config), connector, stores.clone()));
+        let ends = Arc::new(SessionEnds::new(
+            stores.clone(),
+            publisher.clone(),
+            clarifications.clone(),
+            Arc::clone(&ownership),
+            Arc::clone(&live),
+        ));
+        let consumers = Arc::new(Consumers {
+            stores: stores.clone(),
+            publisher: publisher.clone(),
             notifier,
             clarifications,
+            auto_answers: AutoAnswers::from_config(&config),
+            live: Arc::clone(&live),
+            ownership: Arc::clone(&ownership),
+            ends: Arc::clone(&ends),
+        });
+        let adoption = Arc::new(Adoption::new(
+            stores.clone(),
+            Arc::clone(&ownership),
+            Arc::clone(&hosts),
+            Arc::clone(&live),
+            Arc::clone(&consumers),
+            Arc::clone(&ends),
+        ));
+        let keeper = Arc::new(LeaseKeeper::new(
+            stores.clone(),
+            Arc::clone(&ownership),
+            Arc::clone(&hosts),
+            Arc::clone(&live),
+            Arc::clone(&ends),
+            Arc::clone(&adoption),
+        ));
+        Self {
+            stores,
+            publisher,
             config,
             flags,
-            connector,
             ownership,
-            live: Mutex::new(HashMap::new()),
+            live,
+            hosts,
+            consumers,
+            ends,
+            adoption,
+            keeper,
         }
-    }
-
-    fn map(&self) -> MutexGuard<'_, HashMap<String, Arc<LiveSession>>> {
-        // Only inserted into and removed from; a poisoned lock still holds a valid map.
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// How many sessions are live here (their links held by this process).
     pub fn attached(&self) -> usize {
-        self.map().len()
+        self.live.count()
     }
 
     /// The live session `id`, if its link is up here.
     pub fn live(&self, id: &str) -> Option<Arc<LiveSession>> {
-        self.map().get(id).cloned()
+        self.live.get(id)
     }
 
-    /// Every session live here, at this moment.
-    pub(crate) fn all_live(&self) -> Vec<Arc<LiveSession>> {
-        self.map().values().cloned().collect()
+    /// Start-up: adopts the sessions a previous process left live
+    /// ([`restart`](super::restart)).
+    pub async fn reconcile_after_restart(&self) -> Result<Reconciled, StoreError> {
+        self.adoption.reconcile_after_restart().await
     }
 
-    /// Removes session `id` from the live map.
-    pub(crate) fn forget_live(&self, id: &str) {
-        self.map().remove(id);
-        self.clarifications.open.forget_session(id);
+    /// Starts the lease keeper ([`keeper`](super::keeper)); it runs as long as the process.
+    pub fn spawn_lease_keeper(&self) {
+        self.keeper.spawn();
     }
 
-    /// Makes `live` live here and consumes its link's events from `after_seq` on — unless
-    /// its lease was lost meanwhile: then its link is detached.
-    pub(crate) fn go_live(
-        self: &Arc<Self>,
-        live: Arc<LiveSession>,
-        events: UnboundedReceiver<LinkEvent>,
-        after_seq: Option<u64>,
-    ) {
-        if !self.ownership.holds(&live.id, live.fence) {
-            self.detach_live(&live, "its lease was lost while it started");
-            return;
-        }
-        self.map().insert(live.id.clone(), Arc::clone(&live));
-        let span = tracing::info_span!("session", session_id = %live.id);
-        tokio::spawn(
-            super::consumer::run(Arc::clone(self), live, events, after_seq).instrument(span),
-        );
+    /// The drain's hand-over of every session live here to another replica; how many were
+    /// handed on (`None`: no replica could take them). See [`LeaseKeeper::hand_over_all`].
+    pub async fn hand_over_all(&self) -> Option<usize> {
+        self.keeper.hand_over_all().await
     }
 
     /// Starts a session of `agent_id` on `task`, sending `prompt` first when given.
@@ -190,7 +208,7 @@ impl SessionRegistry {
                     {
                         tracing::error!(error = %err, "cannot record the failed start");
                     }
-                    this.release(&lease).await;
+                    this.ends.release(&lease).await;
                     this.publisher.session_changed(&session_id, &task.id);
                 }
             }
@@ -228,7 +246,7 @@ impl SessionRegistry {
             .snapshot()
             .await
             .map_err(|e| format!("cannot resolve runtime flags: {e}"))?;
-        let (link, events) = self.connect_agent(lease).await?;
+        let (link, events) = self.hosts.connect(lease).await?;
         let start = SessionStart {
             session_id: session_id.to_owned(),
             agent: agent.spec(agent_id),
@@ -270,18 +288,19 @@ impl SessionRegistry {
             link,
             fence,
         ));
-        self.go_live(Arc::clone(&live), events, None);
+        self.consumers.go_live(Arc::clone(&live), events, None);
         self.publisher.session_changed(session_id, &task.id);
         if let Some(text) = prompt.filter(|p| !p.trim().is_empty())
             && let Err(err) = self.prompt_live(&live, &text).await
         {
             tracing::warn!(error = %err, "the first prompt could not be sent");
-            self.status_message(
-                &live.id,
-                &live.task_id,
-                &format!("The first prompt could not be sent: {err}"),
-            )
-            .await;
+            self.ends
+                .status_message(
+                    &live.id,
+                    &live.task_id,
+                    &format!("The first prompt could not be sent: {err}"),
+                )
+                .await;
         }
         Ok(())
     }
@@ -356,154 +375,26 @@ impl SessionRegistry {
     /// `COMPLETED`, its pending clarifications withdrawn.
     pub async fn stop(&self, id: &str) -> Result<(), AppError> {
         let live = self.require_live(id).await?;
-        self.end_live(&live, SessionState::Completed, None).await
+        match self.ends.stop(&live, SessionState::Completed, None).await? {
+            true => Ok(()),
+            false => Err(refusal(&live.id, SessionState::Completed)),
+        }
     }
 
     /// Ends every live session as `CANCELLED` (the backend is shutting down), all at once:
     /// each waits on its own agentctl, and one slow agentctl must not hold up the rest.
     pub async fn shutdown_all(&self) {
-        let all = self.all_live();
+        let all = self.live.all();
         futures::future::join_all(all.iter().map(|live| async move {
-            if let Err(err) = self
-                .end_live(live, SessionState::Cancelled, Some("the backend shut down"))
-                .await
-            {
+            let ended = self
+                .ends
+                .stop(live, SessionState::Cancelled, Some("the backend shut down"))
+                .await;
+            if let Err(err) = ended {
                 tracing::error!(session_id = %live.id, error = %err, "cannot end session at shutdown");
             }
         }))
         .await;
-    }
-
-    /// Shuts the link down (agentctl answers its pendings `cancel`) and records the end.
-    async fn end_live(
-        &self,
-        live: &LiveSession,
-        state: SessionState,
-        error: Option<&str>,
-    ) -> Result<(), AppError> {
-        if !live.end() {
-            return Err(refusal(&live.id, SessionState::Completed));
-        }
-        self.forget_live(&live.id);
-        let span = tracing::info_span!("session", session_id = %live.id);
-        async {
-            live.link.shutdown().await;
-            let withdrawn = Settlement::by_backend(
-                crate::model::ClarificationStatus::Cancelled,
-                crate::model::Outcome::Withdrawn,
-            );
-            self.record_end(live, state, error, &withdrawn).await
-        }
-        .instrument(span)
-        .await?;
-        Ok(())
-    }
-
-    /// The agent or agentctl is gone: pending records become `agent_disconnected`, the
-    /// session `FAILED`. Ignored once the session has ended (a stop's own teardown).
-    pub(crate) async fn lost(&self, live: &LiveSession, reason: &str) -> Result<(), StoreError> {
-        if live.is_ended() {
-            return Ok(());
-        }
-        if !self.still_owns(live).await {
-            // Another replica took the session over (agentctl handed it the stream).
-            self.ownership.forget(&live.id);
-            self.detach_live(
-                live,
-                &format!("{reason}, and its lease is not this replica's"),
-            );
-            return Ok(());
-        }
-        if !live.end() {
-            return Ok(());
-        }
-        tracing::warn!(%reason, "session lost its agent");
-        self.forget_live(&live.id);
-        self.status_message(
-            &live.id,
-            &live.task_id,
-            &format!("Session ended: {reason}."),
-        )
-        .await;
-        self.record_end(
-            live,
-            SessionState::Failed,
-            Some(reason),
-            &Settlement::disconnected(),
-        )
-        .await?;
-        // A local agentctl whose agent died is still running: stop it.
-        let link = Arc::clone(&live.link);
-        tokio::spawn(async move { link.shutdown().await });
-        Ok(())
-    }
-
-    /// Writes a session's end: its pending records, then its state.
-    async fn record_end(
-        &self,
-        live: &LiveSession,
-        state: SessionState,
-        error: Option<&str>,
-        settlement: &Settlement,
-    ) -> Result<(), StoreError> {
-        self.clarifications
-            .settle_all_pending(&live.id, &settlement.clone().fenced(live.fence))
-            .await?;
-        self.stores
-            .sessions
-            .transition(&live.id, state, error, live.fence)
-            .await?;
-        tracing::info!(state = %state, "session ended");
-        if let Some(generation) = live.fence.generation() {
-            self.ownership.forget(&live.id);
-            self.stores.leases.release(&live.id, generation).await?;
-        }
-        self.publisher.session_changed(&live.id, &live.task_id);
-        Ok(())
-    }
-
-    /// Gives up a lease of a session that ended here.
-    pub(crate) async fn release(&self, lease: &SessionLease) {
-        self.ownership.forget(&lease.session_id);
-        if let Err(err) = self
-            .stores
-            .leases
-            .release(&lease.session_id, lease.generation)
-            .await
-        {
-            tracing::warn!(session_id = %lease.session_id, error = %err, "cannot release the lease");
-        }
-    }
-
-    /// Whether the database still gives `live`'s lease to this replica. False when it
-    /// cannot say: nothing could be written then anyway, and letting go leaves the
-    /// session to whichever replica claims its lease once it runs out (which records
-    /// the loss if the agent is really gone).
-    async fn still_owns(&self, live: &LiveSession) -> bool {
-        let Some(generation) = live.fence.generation() else {
-            return true;
-        };
-        match self.stores.leases.lease(&live.id).await {
-            Ok(Some(lease)) => {
-                lease.generation == generation && lease.replica_id == self.ownership.replica_id
-            }
-            Ok(None) | Err(_) => false,
-        }
-    }
-
-    /// Writes a status line into a session's chat (agent exited, turn failed, …).
-    pub(crate) async fn status_message(&self, session_id: &str, task_id: &str, text: &str) {
-        let new = NewMessage::new(
-            session_id,
-            task_id,
-            MessageKind::Status,
-            author::SYSTEM,
-            text,
-        );
-        match self.stores.messages.insert_message(&new).await {
-            Ok(message) => self.publisher.publish(Change::MessageCreated(message)),
-            Err(err) => tracing::error!(error = %err, "cannot store a status message"),
-        }
     }
 }
 

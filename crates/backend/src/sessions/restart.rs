@@ -18,10 +18,13 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::model::{SessionLease, SessionRecord, SessionState, Settlement, TakeOver};
-use crate::sessions::live::LiveSession;
-use crate::sessions::registry::SessionRegistry;
-use crate::store::StoreError;
+use crate::model::{SessionLease, SessionRecord, SessionState, TakeOver};
+use crate::sessions::consumer::Consumers;
+use crate::sessions::ends::SessionEnds;
+use crate::sessions::hosts::Hosts;
+use crate::sessions::live::{LiveSession, LiveSessions};
+use crate::sessions::ownership::Ownership;
+use crate::store::{StoreError, Stores};
 
 /// Why a session left live by a previous process of this replica is failed.
 const RESTARTED: &str = "the backend restarted while the session was live";
@@ -43,9 +46,40 @@ struct Claimed {
     why: String,
 }
 
-impl SessionRegistry {
+/// Claims the sessions nobody acts for and makes them live here, or fails them.
+#[derive(Debug)]
+pub struct Adoption {
+    stores: Stores,
+    ownership: Arc<Ownership>,
+    hosts: Arc<Hosts>,
+    live: Arc<LiveSessions>,
+    consumers: Arc<Consumers>,
+    ends: Arc<SessionEnds>,
+}
+
+impl Adoption {
+    /// Adopts into `consumers` (sessions of `live`), re-attaching through `hosts`, under
+    /// the leases `ownership` claims; a session that cannot be re-attached ends through `ends`.
+    pub fn new(
+        stores: Stores,
+        ownership: Arc<Ownership>,
+        hosts: Arc<Hosts>,
+        live: Arc<LiveSessions>,
+        consumers: Arc<Consumers>,
+        ends: Arc<SessionEnds>,
+    ) -> Self {
+        Self {
+            stores,
+            ownership,
+            hosts,
+            live,
+            consumers,
+            ends,
+        }
+    }
+
     /// Start-up: adopts the sessions a previous process left live (see the module docs).
-    pub async fn reconcile_after_restart(self: &Arc<Self>) -> Result<Reconciled, StoreError> {
+    pub async fn reconcile_after_restart(&self) -> Result<Reconciled, StoreError> {
         let take_over = if self.ownership.single_replica {
             TakeOver::Any
         } else {
@@ -55,10 +89,7 @@ impl SessionRegistry {
     }
 
     /// Claims every live session `take_over` lets this replica claim and adopts it.
-    pub(crate) async fn adopt_claimable(
-        self: &Arc<Self>,
-        take_over: TakeOver,
-    ) -> Result<Reconciled, StoreError> {
+    pub async fn adopt_claimable(&self, take_over: TakeOver) -> Result<Reconciled, StoreError> {
         let me = &self.ownership.replica_id;
         let ids = self
             .stores
@@ -73,7 +104,7 @@ impl SessionRegistry {
                 .into_iter()
                 .map(|(id, _)| id)
                 .collect();
-            if self.live(&id).is_some() || held.contains(&id) {
+            if self.live.get(&id).is_some() || held.contains(&id) {
                 // Ours and acting (a renewal that came late): the next one extends it.
                 continue;
             }
@@ -99,7 +130,7 @@ impl SessionRegistry {
             };
             match self.stores.sessions.session(&id).await? {
                 Some(row) if !row.state.is_terminal() => claimed.push(Claimed { row, lease, why }),
-                _ => self.release(&lease).await,
+                _ => self.ends.release(&lease).await,
             }
         }
         let attempts = claimed.into_iter().map(|c| self.adopt(c));
@@ -114,7 +145,7 @@ impl SessionRegistry {
     }
 
     /// Re-attaches one claimed session, or fails it. Whether it is live again.
-    async fn adopt(self: &Arc<Self>, claimed: Claimed) -> Result<bool, StoreError> {
+    async fn adopt(&self, claimed: Claimed) -> Result<bool, StoreError> {
         let Claimed { row, lease, why } = claimed;
         let span = tracing::info_span!("session", session_id = %row.id);
         let resumable = row.acp_session_id.is_some()
@@ -122,15 +153,15 @@ impl SessionRegistry {
                 row.state,
                 SessionState::Running | SessionState::Idle | SessionState::WaitingForInput
             );
-        let reason = match self.executor_of(&lease) {
+        let reason = match self.hosts.executor_of(&lease) {
             _ if !resumable => why,
-            None if !self.config.executor.is_remote() => {
+            None if !self.hosts.are_remote() => {
                 format!("{why}, and its agentctl ran beside that process (local executor)")
             }
             None => format!("{why}, and its agentctl host is no longer configured"),
             Some(executor) => {
                 let resumed = self
-                    .connector
+                    .hosts
                     .resume(&executor, &row.id, row.last_event_seq)
                     .instrument(span.clone())
                     .await;
@@ -146,7 +177,7 @@ impl SessionRegistry {
                                 lease.fence(),
                             ));
                             tracing::info!(session_id = %row.id, state = %row.state, generation = lease.generation, "session re-attached: {why}");
-                            self.go_live(live, events, row.last_event_seq);
+                            self.consumers.go_live(live, events, row.last_event_seq);
                             return Ok(true);
                         }
                         None => {
@@ -159,27 +190,7 @@ impl SessionRegistry {
             }
         };
         tracing::warn!(session_id = %row.id, %reason, "session nobody acted for marked FAILED");
-        self.fail_stale(&row, &lease, &reason).await?;
+        self.ends.fail_stale(&row, &lease, &reason).await?;
         Ok(false)
-    }
-
-    /// Ends a session nobody acted for: `FAILED`, its pending clarifications
-    /// `agent_disconnected`, under the lease just claimed.
-    async fn fail_stale(
-        &self,
-        row: &SessionRecord,
-        lease: &SessionLease,
-        reason: &str,
-    ) -> Result<(), StoreError> {
-        self.clarifications
-            .settle_all_pending(&row.id, &Settlement::disconnected().fenced(lease.fence()))
-            .await?;
-        self.stores
-            .sessions
-            .transition(&row.id, SessionState::Failed, Some(reason), lease.fence())
-            .await?;
-        self.release(lease).await;
-        self.publisher.session_changed(&row.id, &row.task_id);
-        Ok(())
     }
 }
