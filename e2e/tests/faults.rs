@@ -469,13 +469,21 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
                 // was cut off, and the replayed settlement closed the record. Only
                 // agentctl's word may close it: a record the backend settled on its own
                 // while agentctl still held the request is the failure this test hunts.
+                // The backend writes an answer and its operator only from agentctl's
+                // echo of them (the API does not expose `settled_by`; these do).
                 assert_eq!(
                     (
                         &record["status"],
-                        &record["settled_by"],
-                        &record["answered_by"]
+                        &record["outcome"],
+                        &record["answered_by"],
+                        &record["answer"]["answers"][0]["custom_text"]
                     ),
-                    (&json!("answered"), &json!("operator"), &json!("local")),
+                    (
+                        &json!("answered"),
+                        &json!("answered"),
+                        &json!("local"),
+                        &json!(tag)
+                    ),
                     "{tag} left pending by agentctl's echo of this operator's answer: {record}"
                 );
                 late_settled

@@ -3,8 +3,9 @@
 //! The `kandev` process: the operator HTTP/WS API over sessions, their agents and the
 //! clarifications agents raise. Its modules, and which way data flows:
 //!
-//! - [`http`] — routes per domain, one [`AppState`](state::AppState), one [`error`] type.
-//!   Requests go to the modules below; reads go straight to the [`store`].
+//! - [`http`] — routes per domain, one [`AppState`](state::AppState), one error type
+//!   ([`http::error::AppError`]) that the modules' own errors map to. Requests go to the
+//!   modules below; reads go straight to the [`store`].
 //! - [`sessions`] — the sessions live here: start/prompt/cancel/stop ([`sessions::registry`]),
 //!   one consumer per session applying agent events in order ([`sessions::consumer`]),
 //!   restart reconciliation.
@@ -32,7 +33,6 @@ pub mod auto_answers;
 pub mod clarifications;
 pub mod config;
 pub mod drain;
-pub mod error;
 pub mod events;
 pub mod flags;
 pub mod http;

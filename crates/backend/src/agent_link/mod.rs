@@ -230,7 +230,7 @@ pub enum LinkEvent {
 }
 
 /// Why a request over the link failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LinkError {
     /// The stream is down right now (`AGENT_STREAM_NOT_CONNECTED`); nothing was sent.
     #[error("agent stream is not connected")]

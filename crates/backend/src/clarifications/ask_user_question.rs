@@ -19,11 +19,11 @@ use kandev_agent_stream::{
 use kandev_elicitation::{OperatorAnswer, Question};
 use serde_json::{Value, json};
 
+use super::error::{ClarificationError, Origin};
 use super::service::{
     CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef, has_verdict,
 };
 use crate::agent_link::{DynLink, LinkError, call};
-use crate::error::{AppError, Origin};
 use crate::model::{
     Clarification, ClarificationStatus, NewClarification, Outcome, Settlement, Source,
 };
@@ -174,14 +174,11 @@ pub async fn reconcile(
 }
 
 /// 409 `NOT_ACTIVE`.
-fn not_active(pending_id: &str, status: ClarificationStatus) -> AppError {
-    AppError::Conflict {
-        code: "NOT_ACTIVE",
-        message: format!(
-            "clarification `{pending_id}` is {} and takes no more answers",
-            status.as_str()
-        ),
-    }
+fn not_active(pending_id: &str, status: ClarificationStatus) -> ClarificationError {
+    ClarificationError::NotActive(format!(
+        "clarification `{pending_id}` is {} and takes no more answers",
+        status.as_str()
+    ))
 }
 
 /// The operator's verb for one waiting call.
@@ -229,7 +226,7 @@ async fn deliver(
     record: &Clarification,
     verb: Verb<'_>,
     settlement: Settlement,
-) -> Result<(), AppError> {
+) -> Result<(), ClarificationError> {
     let store = &clarifications.stores.clarifications;
     let Some((link, fence)) = agents.link_of(&record.session_id) else {
         return Err(not_active(&record.pending_id, record.status));
@@ -240,19 +237,16 @@ async fn deliver(
         Claim::Claimed { calls, .. } => calls,
         Claim::NotActive(status) => return Err(not_active(&record.pending_id, status)),
         Claim::Busy => {
-            return Err(AppError::Conflict {
-                code: "NOT_ACTIVE",
-                message: format!(
-                    "clarification `{}` is being answered by someone else",
-                    record.pending_id
-                ),
-            });
-        }
-        Claim::Missing => {
-            return Err(AppError::not_found(format!(
-                "no clarification `{}`",
+            return Err(ClarificationError::NotActive(format!(
+                "clarification `{}` is being answered by someone else",
                 record.pending_id
             )));
+        }
+        Claim::Missing => {
+            return Err(ClarificationError::NotFound {
+                message: format!("no clarification `{}`", record.pending_id),
+                origin: None,
+            });
         }
     };
     let (mut delivered, mut failure) = (0usize, None);
@@ -288,7 +282,7 @@ async fn deliver(
         {
             clarifications.announce(&done);
         }
-        return Err(AppError::NotFound {
+        return Err(ClarificationError::NotFound {
             message: format!(
                 "the tool call behind clarification `{}` already returned to the agent",
                 record.pending_id
@@ -317,9 +311,9 @@ pub(super) async fn respond(
     record: Clarification,
     answer: OperatorAnswer,
     operator: &str,
-) -> Result<RespondStatus, AppError> {
+) -> Result<RespondStatus, ClarificationError> {
     kandev_elicitation::ask_user_question::validate(&record.questions, &answer)
-        .map_err(|err| AppError::InvalidAnswer(err.to_string()))?;
+        .map_err(|err| ClarificationError::InvalidAnswer(err.to_string()))?;
     let verdict = if answer.rejected {
         RespondStatus::Declined
     } else {
@@ -343,7 +337,7 @@ pub(super) async fn cancel(
     agents: &dyn SessionAgents,
     record: Clarification,
     operator: &str,
-) -> Result<CancelStatus, AppError> {
+) -> Result<CancelStatus, ClarificationError> {
     deliver(
         clarifications,
         agents,

@@ -12,11 +12,11 @@ use kandev_agent_stream::{
 use kandev_elicitation::OperatorAnswer;
 use serde_json::{Map, Value, json};
 
+use super::error::ClarificationError;
 use super::service::{
     CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef, has_verdict,
 };
 use crate::agent_link::{LinkError, call};
-use crate::error::{AppError, Origin};
 use crate::model::{
     Clarification, ClarificationStatus, Fence, MessageKind, NewClarification, NewMessage,
     Settlement, Source, author,
@@ -186,7 +186,7 @@ pub(super) async fn respond(
     record: Clarification,
     answer: OperatorAnswer,
     operator: &str,
-) -> Result<RespondStatus, AppError> {
+) -> Result<RespondStatus, ClarificationError> {
     let Some((link, _fence)) = deliverable(clarifications, agents, &record).await? else {
         return not_delivered(clarifications, &record, &answer).await;
     };
@@ -226,15 +226,12 @@ pub(super) async fn cancel(
     agents: &dyn SessionAgents,
     record: Clarification,
     operator: &str,
-) -> Result<CancelStatus, AppError> {
+) -> Result<CancelStatus, ClarificationError> {
     let Some((link, _fence)) = deliverable(clarifications, agents, &record).await? else {
-        return Err(AppError::NotFound {
-            message: format!(
-                "clarification `{}` can no longer be cancelled: its agent is gone",
-                record.pending_id
-            ),
-            origin: Some(Origin::Backend),
-        });
+        return Err(ClarificationError::not_found(format!(
+            "clarification `{}` can no longer be cancelled: its agent is gone",
+            record.pending_id
+        )));
     };
     let payload = ElicitationsCancel {
         pending_id: record.pending_id.clone(),
@@ -257,7 +254,7 @@ async fn deliverable(
     clarifications: &Clarifications,
     agents: &dyn SessionAgents,
     record: &Clarification,
-) -> Result<Option<(crate::agent_link::DynLink, Fence)>, AppError> {
+) -> Result<Option<(crate::agent_link::DynLink, Fence)>, ClarificationError> {
     if record.status == ClarificationStatus::AgentDisconnected {
         return Ok(None);
     }
@@ -271,20 +268,17 @@ async fn deliverable(
             .await?;
         return Ok(None);
     }
-    Err(AppError::NotFound {
-        message: format!(
-            "clarification `{}` is {} and its session has ended",
-            record.pending_id,
-            record.status.as_str()
-        ),
-        origin: Some(Origin::Backend),
-    })
+    Err(ClarificationError::not_found(format!(
+        "clarification `{}` is {} and its session has ended",
+        record.pending_id,
+        record.status.as_str()
+    )))
 }
 
 /// agentctl refused the verb. The record is left as it is: `NOT_FOUND` means agentctl no
 /// longer holds the request, and its `elicitation_settled` (already applied, or on its
 /// way) is what settles the record; anything else changed nothing.
-fn refused(err: LinkError) -> AppError {
+fn refused(err: LinkError) -> ClarificationError {
     if let LinkError::Remote(ErrorPayload {
         code: ErrorCode::NotFound,
         ..
@@ -294,14 +288,14 @@ fn refused(err: LinkError) -> AppError {
     } else {
         tracing::info!(error = %err, "not delivered; the record stays as it was");
     }
-    AppError::from(err)
+    ClarificationError::Link(err)
 }
 
 async fn not_delivered(
     clarifications: &Clarifications,
     record: &Clarification,
     answer: &OperatorAnswer,
-) -> Result<RespondStatus, AppError> {
+) -> Result<RespondStatus, ClarificationError> {
     tracing::info!("agent is gone; answer recorded, not delivered");
     let kept = kandev_elicitation::redact(&record.questions, answer);
     if let Some(message) = clarifications

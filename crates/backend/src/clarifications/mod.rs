@@ -10,15 +10,18 @@
 //!   answered forward-first (D5: agentctl adjudicates).
 //! - [`open_records`]: [`OpenRecords`], the records opened here and not yet settled, so
 //!   a verb need not read its record back while the session is live here.
+//! - [`error`]: [`ClarificationError`], why a verb did not go through.
 //! - [`ask_user_question`]: the `ask_user_question_kandev` tool — requested (with D4
 //!   dedup), returned, reconciled, answered by the holder of the record's claim.
 
 pub mod ask_user_question;
 pub mod elicitation;
+pub mod error;
 pub mod open_records;
 pub mod service;
 mod verbs;
 
+pub use error::{ClarificationError, Origin};
 pub use open_records::OpenRecords;
 pub use service::{CancelStatus, Clarifications, RespondStatus, SessionAgents, SessionRef};
 

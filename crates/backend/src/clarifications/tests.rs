@@ -175,7 +175,7 @@ async fn a_respond_while_the_stream_is_down_is_503_and_the_record_stays_open() {
         .respond(&*state.sessions, &rec.pending_id, answer("Yes"), "alice")
         .await
         .expect_err("not connected");
-    assert_eq!(err.code(), "AGENT_STREAM_NOT_CONNECTED");
+    assert_eq!(err_code(&err).0, "AGENT_STREAM_NOT_CONNECTED");
     assert_eq!(
         one_pending(&state, &session).await.pending_id,
         rec.pending_id
@@ -204,7 +204,9 @@ async fn a_respond_while_the_stream_is_down_is_503_and_the_record_stays_open() {
     assert_eq!(err_code(&again), ("NOT_ACTIVE", 409));
 }
 
-fn err_code(err: &crate::error::AppError) -> (&'static str, u16) {
+/// The code and status the API answers `err` with.
+fn err_code(err: &super::ClarificationError) -> (&'static str, u16) {
+    let err = crate::http::error::AppError::from(err.clone());
     (err.code(), err.status().as_u16())
 }
 
@@ -219,7 +221,7 @@ async fn an_answer_whose_reply_was_cut_off_is_settled_by_the_replayed_return() {
         .respond(&*state.sessions, &rec.pending_id, answer("Yes"), "local")
         .await
         .expect_err("the reply was lost with the stream");
-    assert_eq!(err.code(), "AGENT_STREAM_NOT_CONNECTED");
+    assert_eq!(err_code(&err).0, "AGENT_STREAM_NOT_CONNECTED");
     assert_eq!(
         one_pending(&state, &session).await.pending_id,
         rec.pending_id,
@@ -247,7 +249,7 @@ async fn a_respond_whose_call_already_returned_is_404_and_withdraws_the_record()
         .respond(&*state.sessions, &rec.pending_id, answer("No"), "local")
         .await
         .expect_err("the call is gone");
-    assert_eq!(err.code(), "NOT_FOUND");
+    assert_eq!(err_code(&err).0, "NOT_FOUND");
     let rec = record_becomes(&state, &rec.pending_id, ClarificationStatus::Cancelled).await;
     assert_eq!(rec.outcome, Some(Outcome::Withdrawn));
 }

@@ -4,8 +4,8 @@
 use kandev_elicitation::OperatorAnswer;
 use tracing::Instrument;
 
+use super::error::ClarificationError;
 use super::service::{CancelStatus, Clarifications, RespondStatus, SessionAgents};
-use crate::error::{AppError, Origin};
 use crate::model::{Clarification, Source};
 use crate::store::StoreError;
 
@@ -30,13 +30,10 @@ impl Clarifications {
         &self,
         agents: &dyn SessionAgents,
         pending_id: &str,
-    ) -> Result<Clarification, AppError> {
-        self.record_of(agents, pending_id)
-            .await?
-            .ok_or_else(|| AppError::NotFound {
-                message: format!("no clarification `{pending_id}`"),
-                origin: Some(Origin::Backend),
-            })
+    ) -> Result<Clarification, ClarificationError> {
+        self.record_of(agents, pending_id).await?.ok_or_else(|| {
+            ClarificationError::not_found(format!("no clarification `{pending_id}`"))
+        })
     }
 
     /// `POST /api/v1/clarifications/{pending_id}/respond` by `operator`.
@@ -46,7 +43,7 @@ impl Clarifications {
         pending_id: &str,
         answer: OperatorAnswer,
         operator: &str,
-    ) -> Result<RespondStatus, AppError> {
+    ) -> Result<RespondStatus, ClarificationError> {
         kandev_agent_stream::timing::hop(
             kandev_agent_stream::timing::hop::BACKEND_RESPOND,
             pending_id,
@@ -73,7 +70,7 @@ impl Clarifications {
         agents: &dyn SessionAgents,
         pending_id: &str,
         operator: &str,
-    ) -> Result<CancelStatus, AppError> {
+    ) -> Result<CancelStatus, ClarificationError> {
         let record = self.record(agents, pending_id).await?;
         let span = tracing::info_span!("cancel", pending_id = %pending_id, session_id = %record.session_id);
         match record.source {

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use crate::error::{AppError, Origin};
 use crate::http::ApiJson;
+use crate::http::error::{AppError, Origin};
 use crate::model::Timestamp;
 use crate::reach::answer_links::{self, AnswerGrant, LinkRefused};
 use crate::state::AppState;

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Operator;
-use crate::error::{AppError, Origin};
 use crate::http::ApiJson;
+use crate::http::error::{AppError, Origin};
 use crate::model::{Clarification, ClarificationStatus};
 use crate::state::AppState;
 use crate::store::ClarificationFilter;

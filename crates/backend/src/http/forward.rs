@@ -20,7 +20,7 @@ use subtle::ConstantTimeEq;
 use tracing::Instrument;
 
 use crate::auth::Operator;
-use crate::error::AppError;
+use crate::http::error::AppError;
 use crate::model::SessionLease;
 use crate::state::AppState;
 

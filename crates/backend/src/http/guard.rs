@@ -25,7 +25,7 @@ use kandev_tls::PeerAddr;
 
 use crate::auth::{CookieCheck, Operator, SESSION_COOKIE};
 use crate::config::{Config, normalize_origin};
-use crate::error::AppError;
+use crate::http::error::AppError;
 use crate::state::AppState;
 
 /// Routes under `/api` that answer without credentials (they handle tokens themselves).

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::ApiJson;
 use super::guard::ClientIp;
 use crate::auth::{Operator, SESSION_TTL};
-use crate::error::AppError;
+use crate::http::error::AppError;
 use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {

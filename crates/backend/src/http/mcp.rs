@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::auth::Operator;
-use crate::error::AppError;
+use crate::http::error::AppError;
 use crate::model::ClarificationStatus;
 use crate::state::AppState;
 use crate::store::ClarificationFilter;
@@ -265,7 +265,7 @@ impl Orchestrators {
             .await
         {
             Ok(status) => axum::Json(json!({ "status": status })).into_response(),
-            Err(err) => err.into_response(),
+            Err(err) => AppError::from(err).into_response(),
         }
     }
 
@@ -286,7 +286,7 @@ impl Orchestrators {
             .await
         {
             Ok(status) => axum::Json(json!({ "status": status })).into_response(),
-            Err(err) => err.into_response(),
+            Err(err) => AppError::from(err).into_response(),
         }
     }
 

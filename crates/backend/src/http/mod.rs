@@ -4,6 +4,7 @@
 mod agents;
 mod answer_links;
 mod clarifications;
+pub mod error;
 pub mod forward;
 pub mod guard;
 mod health;
@@ -29,7 +30,7 @@ use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
-use crate::error::AppError;
+use crate::http::error::AppError;
 use crate::state::AppState;
 
 /// Largest request body accepted on any route; larger ones get 413.

@@ -6,9 +6,9 @@ use axum::{Json, Router};
 use kandev_flags::{FlagError, ResolvedFlag};
 use serde_json::{Value, json};
 
-use crate::error::AppError;
 use crate::events::Change;
 use crate::http::ApiJson;
+use crate::http::error::AppError;
 use crate::state::AppState;
 use crate::store::StoreError;
 

@@ -7,8 +7,8 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::AppError;
 use crate::http::ApiJson;
+use crate::http::error::AppError;
 use crate::model::Session;
 use crate::state::AppState;
 

@@ -13,7 +13,7 @@ use serde_json::json;
 use tracing::Instrument;
 
 use crate::config::SlackConfig;
-use crate::error::AppError;
+use crate::http::error::AppError;
 use crate::model::Timestamp;
 use crate::reach::slack::{self, Click};
 use crate::state::AppState;

@@ -8,9 +8,9 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::AppError;
 use crate::events::Change;
 use crate::http::ApiJson;
+use crate::http::error::AppError;
 use crate::model::{Session, Task, TaskView};
 use crate::state::AppState;
 

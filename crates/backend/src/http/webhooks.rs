@@ -6,7 +6,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use crate::error::AppError;
+use crate::http::error::AppError;
 use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {

@@ -7,6 +7,7 @@
 //!   (whether it ended, which turn it is on) — atomics, never a lock; [`LiveSessions`],
 //!   every one live here: the [`SessionAgents`](crate::clarifications::SessionAgents) the
 //!   clarifications reach agents through.
+//! - [`error`]: [`SessionError`], why a verb on a session did not go through.
 //! - [`ownership`]: this replica's identity and the leases it holds.
 //! - [`hosts`]: which agentctl host a new session goes to, and reaching it.
 //! - [`transcript`]: agent text aggregated into messages; tool calls updated in place.
@@ -23,6 +24,7 @@
 
 pub mod consumer;
 pub mod ends;
+pub mod error;
 pub mod hosts;
 pub mod keeper;
 pub mod live;
@@ -31,6 +33,7 @@ pub mod registry;
 pub mod restart;
 pub mod transcript;
 
+pub use error::SessionError;
 pub use live::{LiveSession, LiveSessions};
 pub use registry::SessionRegistry;
 pub use restart::Reconciled;

@@ -19,7 +19,6 @@ use crate::agent_link::{AgentConnector, DynLink, call};
 use crate::auto_answers::AutoAnswers;
 use crate::clarifications::{Clarifications, SessionAgents};
 use crate::config::{AgentConfig, Config};
-use crate::error::AppError;
 use crate::events::{Change, Publisher};
 use crate::flags::Flags;
 use crate::model::{
@@ -28,6 +27,7 @@ use crate::model::{
 use crate::notifications::Notifier;
 use crate::sessions::consumer::Consumers;
 use crate::sessions::ends::SessionEnds;
+use crate::sessions::error::SessionError;
 use crate::sessions::hosts::Hosts;
 use crate::sessions::keeper::LeaseKeeper;
 use crate::sessions::live::{LiveSession, LiveSessions};
@@ -161,13 +161,13 @@ impl SessionRegistry {
         task: &Task,
         agent_id: &str,
         prompt: Option<String>,
-    ) -> Result<Session, AppError> {
+    ) -> Result<Session, SessionError> {
         let Some(agent) = self.config.agents.get(agent_id).cloned() else {
             let known: Vec<&str> = self.config.agents.keys().map(String::as_str).collect();
-            return Err(AppError::BadRequest(format!(
-                "unknown agent `{agent_id}`; configured agents: {}",
-                known.join(", ")
-            )));
+            return Err(SessionError::UnknownAgent {
+                agent: agent_id.to_owned(),
+                known: known.join(", "),
+            });
         };
         let record = self
             .stores
@@ -179,7 +179,9 @@ impl SessionRegistry {
             .leases
             .claim(&record.id, self.ownership.claimant(), TakeOver::Expired)
             .await?
-            .ok_or_else(|| AppError::Internal("a new session's lease is held elsewhere".into()))?;
+            .ok_or_else(|| {
+                SessionError::Internal("a new session's lease is held elsewhere".into())
+            })?;
         self.ownership.hold(&lease);
         self.publisher.session_changed(&record.id, &task.id);
         let span = tracing::info_span!("session", session_id = %record.id, agent = agent_id);
@@ -220,7 +222,7 @@ impl SessionRegistry {
         self.stores
             .session_view(&record.id)
             .await?
-            .ok_or_else(|| AppError::Internal("session vanished during start".into()))
+            .ok_or_else(|| SessionError::Internal("session vanished during start".into()))
     }
 
     async fn try_start(
@@ -306,27 +308,27 @@ impl SessionRegistry {
     }
 
     /// The live session `id`, or why it cannot take a request.
-    async fn require_live(&self, id: &str) -> Result<Arc<LiveSession>, AppError> {
+    async fn require_live(&self, id: &str) -> Result<Arc<LiveSession>, SessionError> {
         if let Some(live) = self.live(id) {
             return Ok(live);
         }
         match self.stores.sessions.session(id).await? {
-            None => Err(AppError::not_found(format!("no session `{id}`"))),
-            Some(row) => Err(refusal(id, row.state)),
+            None => Err(SessionError::NotFound(id.to_owned())),
+            Some(row) => Err(SessionError::refusal(id, row.state)),
         }
     }
 
     /// Sends a prompt to session `id`.
-    pub async fn prompt(&self, id: &str, text: &str) -> Result<(), AppError> {
+    pub async fn prompt(&self, id: &str, text: &str) -> Result<(), SessionError> {
         let live = self.require_live(id).await?;
         self.prompt_live(&live, text).await
     }
 
     /// Claims the turn and stores the prompt (one transaction), then hands it to agentctl;
     /// a prompt agentctl never took is taken back.
-    async fn prompt_live(&self, live: &LiveSession, text: &str) -> Result<(), AppError> {
+    async fn prompt_live(&self, live: &LiveSession, text: &str) -> Result<(), SessionError> {
         if live.is_ended() {
-            return Err(refusal(&live.id, SessionState::Completed));
+            return Err(SessionError::refusal(&live.id, SessionState::Completed));
         }
         let new = NewMessage::new(
             &live.id,
@@ -342,9 +344,9 @@ impl SessionRegistry {
             .await?
         {
             TurnStart::Started(message) => message,
-            TurnStart::Refused(state) => return Err(refusal(&live.id, state)),
+            TurnStart::Refused(state) => return Err(SessionError::refusal(&live.id, state)),
             TurnStart::Missing => {
-                return Err(AppError::not_found(format!("no session `{}`", live.id)));
+                return Err(SessionError::NotFound(live.id.clone()));
             }
         };
         live.next_turn();
@@ -365,7 +367,7 @@ impl SessionRegistry {
 
     /// Cancels the current turn of session `id`; agentctl answers its pending
     /// elicitations `cancel`, and the turn's end arrives as an event.
-    pub async fn cancel(&self, id: &str) -> Result<(), AppError> {
+    pub async fn cancel(&self, id: &str) -> Result<(), SessionError> {
         let live = self.require_live(id).await?;
         let _: Success = call(&*live.link, action::CANCEL, &Empty {}).await?;
         Ok(())
@@ -373,11 +375,11 @@ impl SessionRegistry {
 
     /// Stops session `id`: the agent and its agentctl are shut down, the session is
     /// `COMPLETED`, its pending clarifications withdrawn.
-    pub async fn stop(&self, id: &str) -> Result<(), AppError> {
+    pub async fn stop(&self, id: &str) -> Result<(), SessionError> {
         let live = self.require_live(id).await?;
         match self.ends.stop(&live, SessionState::Completed, None).await? {
             true => Ok(()),
-            false => Err(refusal(&live.id, SessionState::Completed)),
+            false => Err(SessionError::refusal(&live.id, SessionState::Completed)),
         }
     }
 
@@ -395,25 +397,5 @@ impl SessionRegistry {
             }
         }))
         .await;
-    }
-}
-
-/// Why session `id`, standing as `state`, takes no prompt (409).
-fn refusal(id: &str, state: SessionState) -> AppError {
-    if state.is_terminal() {
-        AppError::Conflict {
-            code: "SESSION_ENDED",
-            message: format!("session `{id}` has ended ({state})"),
-        }
-    } else if matches!(state, SessionState::Running | SessionState::WaitingForInput) {
-        AppError::Conflict {
-            code: "TURN_IN_PROGRESS",
-            message: "a turn is already running; wait for it or cancel it".into(),
-        }
-    } else {
-        AppError::Conflict {
-            code: "SESSION_NOT_READY",
-            message: format!("session `{id}` is {state}; try again when it has started"),
-        }
     }
 }

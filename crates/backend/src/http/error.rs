@@ -9,27 +9,13 @@ use kandev_agent_stream::ErrorCode;
 use serde_json::json;
 
 use crate::agent_link::LinkError;
+use crate::clarifications::ClarificationError;
+pub use crate::clarifications::Origin;
+use crate::drain::Draining;
+use crate::sessions::SessionError;
 use crate::store::StoreError;
 
-/// Who said "not found": the backend's own store, or agentctl (a forwarded respond).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    /// The backend does not know the id.
-    Backend,
-    /// agentctl answered `NOT_FOUND` (unknown or already-settled pending, D5).
-    Agentctl,
-}
-
-impl Origin {
-    fn as_str(self) -> &'static str {
-        match self {
-            Origin::Backend => "backend",
-            Origin::Agentctl => "agentctl",
-        }
-    }
-}
-
-/// An API error.
+/// An API error: the HTTP side of every module's error.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     /// 404 `NOT_FOUND`.
@@ -238,6 +224,52 @@ impl From<LinkError> for AppError {
     }
 }
 
+impl From<ClarificationError> for AppError {
+    fn from(err: ClarificationError) -> Self {
+        match err {
+            ClarificationError::NotFound { message, origin } => Self::NotFound { message, origin },
+            ClarificationError::NotActive(message) => Self::Conflict {
+                code: "NOT_ACTIVE",
+                message,
+            },
+            ClarificationError::InvalidAnswer(message) => Self::InvalidAnswer(message),
+            ClarificationError::Link(err) => err.into(),
+            ClarificationError::Store(err) => Self::Store(err),
+        }
+    }
+}
+
+impl From<SessionError> for AppError {
+    fn from(err: SessionError) -> Self {
+        let message = err.to_string();
+        match err {
+            SessionError::UnknownAgent { .. } => Self::BadRequest(message),
+            SessionError::NotFound(_) => Self::not_found(message),
+            SessionError::Ended { .. } => Self::Conflict {
+                code: "SESSION_ENDED",
+                message,
+            },
+            SessionError::TurnInProgress => Self::Conflict {
+                code: "TURN_IN_PROGRESS",
+                message,
+            },
+            SessionError::NotReady { .. } => Self::Conflict {
+                code: "SESSION_NOT_READY",
+                message,
+            },
+            SessionError::Link(err) => err.into(),
+            SessionError::Store(err) => Self::Store(err),
+            SessionError::Internal(_) => Self::Internal(message),
+        }
+    }
+}
+
+impl From<Draining> for AppError {
+    fn from(err: Draining) -> Self {
+        Self::Draining(err.to_string())
+    }
+}
+
 impl From<QueryRejection> for AppError {
     fn from(rejection: QueryRejection) -> Self {
         Self::BadRequest(rejection.body_text())
@@ -341,6 +373,57 @@ mod tests {
             let (s, v) = body(err).await;
             assert_eq!(s.as_u16(), status);
             assert_eq!(v["error"]["code"], code);
+        }
+    }
+
+    #[test]
+    fn the_modules_errors_keep_their_status_and_code() {
+        use crate::model::SessionState;
+        let cases: [(AppError, u16, &str); 9] = [
+            (Draining.into(), 503, "DRAINING"),
+            (SessionError::NotFound("s".into()).into(), 404, "NOT_FOUND"),
+            (
+                SessionError::refusal("s", SessionState::Completed).into(),
+                409,
+                "SESSION_ENDED",
+            ),
+            (
+                SessionError::refusal("s", SessionState::Running).into(),
+                409,
+                "TURN_IN_PROGRESS",
+            ),
+            (
+                SessionError::refusal("s", SessionState::Starting).into(),
+                409,
+                "SESSION_NOT_READY",
+            ),
+            (
+                SessionError::UnknownAgent {
+                    agent: "x".into(),
+                    known: "mock".into(),
+                }
+                .into(),
+                400,
+                "BAD_REQUEST",
+            ),
+            (
+                ClarificationError::NotActive("x".into()).into(),
+                409,
+                "NOT_ACTIVE",
+            ),
+            (
+                ClarificationError::InvalidAnswer("x".into()).into(),
+                400,
+                "INVALID_ANSWER",
+            ),
+            (
+                ClarificationError::Link(LinkError::NotConnected).into(),
+                503,
+                "AGENT_STREAM_NOT_CONNECTED",
+            ),
+        ];
+        for (err, status, code) in cases {
+            assert_eq!((err.status().as_u16(), err.code()), (status, code), "{err}");
         }
     }
 
