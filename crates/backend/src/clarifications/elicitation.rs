@@ -5,10 +5,7 @@
 //! the record is then settled from its verdict.
 
 use kandev_agent_stream::request::{ElicitationsCancel, ElicitationsRespond};
-use kandev_agent_stream::response::Success;
-use kandev_agent_stream::{
-    ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, action, timing,
-};
+use kandev_agent_stream::{ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, timing};
 use kandev_elicitation::OperatorAnswer;
 use serde_json::{Map, Value, json};
 
@@ -203,7 +200,7 @@ pub(super) async fn respond(
     let applied = clarifications.open.await_settlement(&record.pending_id);
     timing::hop(timing::hop::BACKEND_FORWARD, &record.pending_id);
     let asked = std::time::Instant::now();
-    let sent = call::<_, Success>(&*link, action::ELICITATIONS_RESPOND, &payload).await;
+    let sent = call(&*link, &payload).await;
     crate::metrics::delivery(Source::Elicitation, asked, has_verdict(&sent));
     match sent {
         Ok(_) => {
@@ -241,7 +238,7 @@ pub(super) async fn cancel(
         cancelled_by: Some(operator.to_owned()),
     };
     let applied = clarifications.open.await_settlement(&record.pending_id);
-    match call::<_, Success>(&*link, action::ELICITATIONS_CANCEL, &payload).await {
+    match call(&*link, &payload).await {
         Ok(_) => {
             applied.wait().await;
             tracing::info!("cancel delivered");
