@@ -10,7 +10,6 @@
 //! - agentctl sends `notification` frames with action [`action::AGENT_EVENT`] whose
 //!   payload is an [`event::AgentEvent`].
 //! - [`StreamRequest`] pairs each request type with its action and its response type.
-//! - [`timing`]: the per-hop timing events of one elicitation (off unless asked for).
 
 pub mod agent_env;
 pub mod envelope;
@@ -18,7 +17,6 @@ pub mod event;
 pub mod mcp;
 pub mod request;
 pub mod response;
-pub mod timing;
 pub mod typed;
 
 pub use envelope::{Envelope, ErrorCode, ErrorPayload, FrameType};

@@ -11,7 +11,7 @@ use kandev_agent_stream::request::{ElicitationsList, QuestionsList, SessionAttac
 use kandev_agent_stream::response::{PendingList, QuestionList, SessionAttached};
 use kandev_agent_stream::{
     AgentEvent, AskUserQuestionRequested, ElicitationRequested, Envelope, ErrorCode, ErrorPayload,
-    FrameType, StreamRequest, action, timing,
+    FrameType, StreamRequest, action,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -257,7 +257,8 @@ impl Supervisor {
             return;
         }
         if let Some(AgentEvent::ElicitationRequested(request)) = &event {
-            timing::hop(timing::hop::BACKEND_RECEIVED, &request.pending_id);
+            // A point hop (kandev_log::hops): the span opens and closes here.
+            let _received = tracing::debug_span!(target: "kandev::timing", "backend.received", pending_id = %request.pending_id);
         }
         let fresh = self.shared.deliver_if_new(&envelope.id, || {
             if let Some(event) = event {
