@@ -1,6 +1,6 @@
-//! Where one round trip's time goes: the hop events kandev and its agentctl log
-//! (`kandev_agent_stream::timing`, read back from kandev's log, into which it forwards
-//! the local agentctl's lines), joined by pending id with the bench's own instants (the
+//! Where one round trip's time goes: the hop lines kandev and its agentctl log
+//! (`kandev_log::hops`: the layer that turns their hop spans into lines, read back from
+//! kandev's log, into which it forwards the local agentctl's lines), joined by pending id with the bench's own instants (the
 //! agent's send and receive, the operator client's WebSocket read, POST and response),
 //! all on the one machine's wall clock, in microseconds.
 //!
@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use kandev_agent_stream::timing::{self, hop};
+use kandev_log::hops::{self, hop};
 use serde_json::{Value, json};
 
 use crate::stats::{Percentiles, percentiles};
@@ -134,7 +134,7 @@ pub const SEGMENTS: &[Segment] = &[
         false,
     ),
     seg(
-        "kandev settlement write",
+        "elicitation_settled → kandev settlement write",
         hop::BACKEND_FORWARDED,
         hop::BACKEND_SETTLED,
         false,
@@ -167,7 +167,7 @@ impl Timeline {
     /// The hop events of a log (kandev's, with its agentctl's lines forwarded).
     pub fn from_log(log: &str) -> Self {
         let mut timeline = Self::default();
-        for event in log.lines().filter_map(timing::parse) {
+        for event in log.lines().filter_map(hops::parse) {
             if let Some(name) = point_name(&event.hop) {
                 timeline.add(&event.pending_id, name, event.t_us);
             }
@@ -352,5 +352,51 @@ mod tests {
             Some(SEGMENTS.len())
         );
         assert!(json["segments"][SEGMENTS.len() - 1]["share_of_mean"].is_null());
+    }
+
+    #[test]
+    fn the_hop_layer_turns_a_hop_span_into_a_line_the_timeline_reads() {
+        use std::io::Write;
+        use std::sync::{Arc, Mutex};
+        use tracing_subscriber::layer::SubscriberExt;
+
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl Write for Buffer {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("lock").extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        // As kandev and agentctl log under the bench (stack.rs's RUST_LOG).
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::EnvFilter::new(
+                "warn,kandev::timing=debug",
+            ))
+            .with(hops::HopLayer)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(move || writer.clone()),
+            );
+        tracing::subscriber::with_default(subscriber, || {
+            let id = String::from("p-9");
+            let _hop =
+                tracing::debug_span!(target: "kandev::timing", "backend.stored", pending_id = %id)
+                    .entered();
+        });
+        let log = String::from_utf8(buffer.0.lock().expect("lock").clone()).expect("utf-8");
+        let line = log.lines().find_map(hops::parse).expect(&log);
+        assert_eq!(
+            (line.hop.as_str(), line.pending_id.as_str()),
+            (hop::BACKEND_STORED, "p-9")
+        );
+        let timeline = Timeline::from_log(&log);
+        assert!(format!("{timeline:?}").contains("p-9"), "{timeline:?}");
     }
 }

@@ -495,13 +495,12 @@ async fn the_stream_cut_and_restored_repeatedly_while_elicitations_arrive_loses_
             let pending = record["pending_id"].as_str().expect("id");
             let r = kandev.answer(pending, &[("answer", &[], &tag)]).await;
             statuses.borrow_mut().push(r.status);
-            match r.status {
-                200 => answered.borrow_mut().push(tag),
-                // 404: agentctl no longer holds it (an earlier answer whose reply was cut
-                // off reached it); its replayed settlement closes the record, which the
-                // next pass sees. Anything else (503 while cut): the record stays
-                // pending and is answered again. Never counted as answered on its own.
-                _ => {}
+            // Only a 200 counts. 404: agentctl no longer holds it (an earlier answer whose
+            // reply was cut off reached it); its replayed settlement closes the record,
+            // which the next pass sees. Anything else (503 while cut): the record stays
+            // pending and is answered again. Never counted as answered on its own.
+            if r.status == 200 {
+                answered.borrow_mut().push(tag);
             }
         }
         (answered.borrow().len() >= N).then_some(())

@@ -9,7 +9,7 @@
 //!   ([`ErrorPayload`]) carrying the same `id`.
 //! - agentctl sends `notification` frames with action [`action::AGENT_EVENT`] whose
 //!   payload is an [`event::AgentEvent`].
-//! - [`timing`]: the per-hop timing events of one elicitation (off unless asked for).
+//! - [`StreamRequest`] pairs each request type with its action and its response type.
 
 pub mod agent_env;
 pub mod envelope;
@@ -17,12 +17,13 @@ pub mod event;
 pub mod mcp;
 pub mod request;
 pub mod response;
-pub mod timing;
+pub mod typed;
 
 pub use envelope::{Envelope, ErrorCode, ErrorPayload, FrameType};
 pub use event::{
     AgentEvent, AskUserQuestionRequested, DoorDecline, ElicitationRequested, SettleOutcome,
 };
+pub use typed::StreamRequest;
 
 /// The path of the agent-stream WebSocket on agentctl.
 pub const STREAM_PATH: &str = "/api/v1/agent/stream";
@@ -36,14 +37,14 @@ pub mod action {
     /// Send a prompt; the turn's end arrives as an event: [`crate::request::Prompt`].
     pub const PROMPT: &str = "agent.prompt";
     /// Cancel the current turn; every pending elicitation is answered `cancel` and every
-    /// waiting `ask_user_question_kandev` call returns as cancelled.
+    /// waiting `ask_user_question_kandev` call returns as cancelled: [`crate::request::Cancel`].
     pub const CANCEL: &str = "agent.cancel";
     /// Answer a pending elicitation: [`crate::request::ElicitationsRespond`].
     pub const ELICITATIONS_RESPOND: &str = "agent.elicitations.respond";
     /// Abort a pending elicitation (`{"action": "cancel"}` to the agent):
     /// [`crate::request::ElicitationsCancel`] → `{success: true}`; `NOT_FOUND` when settled.
     pub const ELICITATIONS_CANCEL: &str = "agent.elicitations.cancel";
-    /// List pending elicitations.
+    /// List pending elicitations: [`crate::request::ElicitationsList`].
     pub const ELICITATIONS_LIST: &str = "agent.elicitations.list";
     /// Return the operator's answer to an `ask_user_question_kandev` call:
     /// [`crate::request::QuestionsRespond`] → `{success: true}`; `NOT_FOUND` when the call
@@ -52,9 +53,10 @@ pub mod action {
     /// Abort an `ask_user_question_kandev` call (it returns as cancelled):
     /// [`crate::request::QuestionsCancel`] → `{success: true}`; `NOT_FOUND` when returned.
     pub const QUESTIONS_CANCEL: &str = "agent.questions.cancel";
-    /// List waiting `ask_user_question_kandev` calls: [`crate::response::QuestionList`].
+    /// List waiting `ask_user_question_kandev` calls: [`crate::request::QuestionsList`].
     pub const QUESTIONS_LIST: &str = "agent.questions.list";
-    /// Stop the agent; every pending elicitation is answered `cancel`.
+    /// Stop the agent; every pending elicitation is answered `cancel`:
+    /// [`crate::request::Shutdown`].
     pub const SHUTDOWN: &str = "agent.shutdown";
     /// agentctl → backend: an [`crate::event::AgentEvent`].
     pub const AGENT_EVENT: &str = "agent.event";

@@ -202,7 +202,25 @@ pub struct QuestionsCancel {
     pub request_id: String,
 }
 
-/// A request with no fields (`agent.cancel`, `agent.elicitations.list`, `agent.shutdown`).
+/// `agent.cancel`: cancel the current turn. On the wire `{}`: a struct with no fields,
+/// not a unit struct, which would encode as `null`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cancel {}
+
+/// `agent.elicitations.list`: the elicitations still waiting for an answer (`{}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElicitationsList {}
+
+/// `agent.questions.list`: the `ask_user_question_kandev` calls still waiting (`{}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionsList {}
+
+/// `agent.shutdown`: stop the agent (`{}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shutdown {}
+
+/// A payload with no fields, for sending a raw action by name (tests, probes); typed
+/// requests use their own types ([`Cancel`], [`Shutdown`], …).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Empty {}
 

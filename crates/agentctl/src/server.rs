@@ -20,14 +20,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::{SinkExt, StreamExt};
 use kandev_agent_stream::request::{
-    ElicitationsCancel, ElicitationsRespond, Prompt, QuestionsCancel, QuestionsRespond,
-    SessionStart,
+    Cancel, ElicitationsCancel, ElicitationsList, ElicitationsRespond, Prompt, QuestionsCancel,
+    QuestionsList, QuestionsRespond, SessionAttach, SessionStart, Shutdown,
 };
 use kandev_agent_stream::response::{
     PendingList, PromptAccepted, QuestionList, SessionAttached, SessionStarted, Success,
 };
-use kandev_agent_stream::{Envelope, ErrorCode, ErrorPayload, FrameType, STREAM_PATH, action};
-use serde::{Deserialize, Serialize};
+use kandev_agent_stream::{
+    Envelope, ErrorCode, ErrorPayload, FrameType, STREAM_PATH, StreamRequest,
+};
 use serde_json::Value;
 use subtle::ConstantTimeEq;
 use tokio::sync::{mpsc, oneshot};
@@ -166,69 +167,68 @@ impl AgentCtl {
         futures::future::join_all(waits).await;
     }
 
+    /// The typed table: each arm decodes its request type, runs its handler and encodes
+    /// that type's response, so an action cannot be answered with another's payload.
     async fn dispatch(
         self: &Arc<Self>,
         connection: &Arc<Connection>,
         request: &Envelope,
     ) -> Result<Option<Value>, ErrorPayload> {
         match request.action.as_str() {
-            action::SESSION_START => self.start(connection, request).await.map(|()| None),
-            action::SESSION_ATTACH => self.attach(connection, request).map(|()| None),
-            action::PROMPT => {
-                let prompt: Prompt = request.decode_payload()?;
+            SessionStart::ACTION => {
+                answer::<SessionStart>(self.start(connection, request, decode(request)?).await)
+            }
+            SessionAttach::ACTION => {
+                answer::<SessionAttach>(self.attach(connection, request, decode(request)?))
+            }
+            Prompt::ACTION => {
+                let prompt: Prompt = decode(request)?;
                 connection.session()?.prompt(prompt.text)?;
-                payload(&PromptAccepted { accepted: true })
+                answer::<Prompt>(Ok(Reply::Send(PromptAccepted { accepted: true })))
             }
-            action::CANCEL => {
+            Cancel::ACTION => {
+                let Cancel {} = decode(request)?;
                 connection.session()?.cancel_turn()?;
-                payload(&Success::OK)
+                answer::<Cancel>(Ok(Reply::Send(Success::OK)))
             }
-            action::ELICITATIONS_RESPOND => {
-                let respond: ElicitationsRespond = request.decode_payload()?;
+            ElicitationsRespond::ACTION => {
+                let respond: ElicitationsRespond = decode(request)?;
                 tracing::Span::current().record("pending_id", respond.pending_id.as_str());
                 // The success goes out before `elicitation_settled` (see `Session::respond`).
                 connection.session()?.respond(&respond, || {
-                    connection.send(Envelope::response_to(request, &Success::OK));
+                    connection.send(response_frame::<ElicitationsRespond>(request, &Success::OK));
                 })?;
-                Ok(None)
+                answer::<ElicitationsRespond>(Ok(Reply::Sent))
             }
-            action::ELICITATIONS_CANCEL => {
-                let cancel: ElicitationsCancel = request.decode_payload()?;
+            ElicitationsCancel::ACTION => {
+                let cancel: ElicitationsCancel = decode(request)?;
                 tracing::Span::current().record("pending_id", cancel.pending_id.as_str());
                 connection.session()?.cancel_elicitation(&cancel)?;
-                payload(&Success::OK)
+                answer::<ElicitationsCancel>(Ok(Reply::Send(Success::OK)))
             }
-            action::ELICITATIONS_LIST => {
+            ElicitationsList::ACTION => {
+                let ElicitationsList {} = decode(request)?;
                 let pending = connection.session()?.pending();
-                payload(&PendingList { pending })
+                answer::<ElicitationsList>(Ok(Reply::Send(PendingList { pending })))
             }
-            action::QUESTIONS_RESPOND => {
-                let respond: QuestionsRespond = request.decode_payload()?;
+            QuestionsRespond::ACTION => {
+                let respond: QuestionsRespond = decode(request)?;
                 connection.session()?.respond_questions(&respond)?;
-                payload(&Success::OK)
+                answer::<QuestionsRespond>(Ok(Reply::Send(Success::OK)))
             }
-            action::QUESTIONS_CANCEL => {
-                let cancel: QuestionsCancel = request.decode_payload()?;
+            QuestionsCancel::ACTION => {
+                let cancel: QuestionsCancel = decode(request)?;
                 connection.session()?.cancel_question(&cancel.request_id)?;
-                payload(&Success::OK)
+                answer::<QuestionsCancel>(Ok(Reply::Send(Success::OK)))
             }
-            action::QUESTIONS_LIST => {
+            QuestionsList::ACTION => {
+                let QuestionsList {} = decode(request)?;
                 let pending = connection.session()?.pending_questions();
-                payload(&QuestionList { pending })
+                answer::<QuestionsList>(Ok(Reply::Send(QuestionList { pending })))
             }
-            action::SHUTDOWN => {
-                let session = connection.session()?;
-                session.shutdown().await;
-                // Its last events (settlements, agent_exited) went out before this reply;
-                // the backend is done with it, so the id may be started afresh.
-                let mut sessions = lock(&self.sessions);
-                if sessions
-                    .get(session.id())
-                    .is_some_and(|s| Arc::ptr_eq(s, &session))
-                {
-                    sessions.remove(session.id());
-                }
-                payload(&Success::OK)
+            Shutdown::ACTION => {
+                let Shutdown {} = decode(request)?;
+                answer::<Shutdown>(self.shut_down(connection).await)
             }
             other => Err(ErrorPayload::new(
                 ErrorCode::UnknownAction,
@@ -237,12 +237,28 @@ impl AgentCtl {
         }
     }
 
+    /// `agent.shutdown`: stops the bound session and forgets it.
+    async fn shut_down(&self, connection: &Connection) -> Result<Reply<Success>, ErrorPayload> {
+        let session = connection.session()?;
+        session.shutdown().await;
+        // Its last events (settlements, agent_exited) went out before this reply;
+        // the backend is done with it, so the id may be started afresh.
+        let mut sessions = lock(&self.sessions);
+        if sessions
+            .get(session.id())
+            .is_some_and(|s| Arc::ptr_eq(s, &session))
+        {
+            sessions.remove(session.id());
+        }
+        Ok(Reply::Send(Success::OK))
+    }
+
     async fn start(
         self: &Arc<Self>,
         connection: &Arc<Connection>,
         request: &Envelope,
-    ) -> Result<(), ErrorPayload> {
-        let start: SessionStart = request.decode_payload()?;
+        start: SessionStart,
+    ) -> Result<Reply<SessionStarted>, ErrorPayload> {
         let session_id = start.session_id.clone();
         {
             let mut binding = lock(&connection.binding);
@@ -278,17 +294,17 @@ impl AgentCtl {
             client_capabilities: session.client_capabilities().clone(),
             agent_info: session.agent_info().cloned(),
         };
-        let response = Envelope::response_to(request, &response);
+        let response = response_frame::<SessionStart>(request, &response);
         self.bind(connection, &session, response, None);
-        Ok(())
+        Ok(Reply::Sent)
     }
 
     fn attach(
         self: &Arc<Self>,
         connection: &Arc<Connection>,
         request: &Envelope,
-    ) -> Result<(), ErrorPayload> {
-        let attach: AttachPayload = request.decode_payload()?;
+        attach: SessionAttach,
+    ) -> Result<Reply<SessionAttached>, ErrorPayload> {
         let session = self.session(&attach.session_id).ok_or_else(|| {
             ErrorPayload::new(
                 ErrorCode::NotFound,
@@ -313,9 +329,9 @@ impl AgentCtl {
             pending: session.pending(),
         };
         tracing::info!(session_id = %session.id(), pending = response.pending.len(), "agent stream attached");
-        let response = Envelope::response_to(request, &response);
+        let response = response_frame::<SessionAttach>(request, &response);
         self.bind(connection, &session, response, attach.after_seq);
-        Ok(())
+        Ok(Reply::Sent)
     }
 
     /// Binds the connection and attaches it to the session's outbox, sending `response`
@@ -341,21 +357,33 @@ impl AgentCtl {
     }
 }
 
-/// `agent.session.attach` as agentctl reads it: the wire's `SessionAttach` plus the
-/// optional `after_seq`, the last event sequence number the backend processed. With it,
-/// every kept event after that number is sent again (events handed to a stream that was
-/// already dying are not lost); without it, only events no stream was given are flushed.
-#[derive(Debug, Deserialize)]
-struct AttachPayload {
-    session_id: String,
-    #[serde(default)]
-    after_seq: Option<u64>,
+/// What a handler answers: the response for [`AgentCtl::dispatch`] to send, or `Sent`
+/// when the handler had to send it itself to order it before other frames.
+enum Reply<R> {
+    Send(R),
+    Sent,
 }
 
-fn payload(value: &impl Serialize) -> Result<Option<Value>, ErrorPayload> {
-    serde_json::to_value(value)
-        .map(Some)
-        .map_err(|err| ErrorPayload::new(ErrorCode::Internal, err.to_string()))
+/// Decodes the request payload as `Q`; a mismatch is a `BAD_REQUEST`.
+fn decode<Q: StreamRequest>(request: &Envelope) -> Result<Q, ErrorPayload> {
+    request.decode_payload()
+}
+
+/// The `response` frame answering `request` with `Q`'s response type.
+fn response_frame<Q: StreamRequest>(request: &Envelope, response: &Q::Response) -> Envelope {
+    Envelope::response_to(request, response)
+}
+
+/// Encodes a handler's reply for `Q`, if it is still to be sent.
+fn answer<Q: StreamRequest>(
+    reply: Result<Reply<Q::Response>, ErrorPayload>,
+) -> Result<Option<Value>, ErrorPayload> {
+    match reply? {
+        Reply::Send(response) => serde_json::to_value(response)
+            .map(Some)
+            .map_err(|err| ErrorPayload::new(ErrorCode::Internal, err.to_string())),
+        Reply::Sent => Ok(None),
+    }
 }
 
 async fn healthz() -> impl IntoResponse {

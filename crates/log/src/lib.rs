@@ -8,7 +8,11 @@
 //! (`jq 'select(.session_id == "…")'`). The innermost value wins when spans repeat a
 //! field, the event's own value over any span's; `spans` names the enclosing spans,
 //! outermost first (`session:agent_link`).
+//!
+//! [`hops`]: the per-hop timing lines `just bench` reads, made from the domain's hop
+//! spans by a layer [`init`] installs (inert unless `kandev::timing=debug` is on).
 
+pub mod hops;
 mod json;
 
 pub use json::{FlatJson, set_process_field};
@@ -16,6 +20,8 @@ pub use json::{FlatJson, set_process_field};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::JsonFields;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// How log lines look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -45,15 +51,20 @@ where
 {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer);
+    // The hop layer sees only the spans the filter lets through: none unless asked for.
+    let base = tracing_subscriber::registry()
+        .with(filter)
+        .with(hops::HopLayer);
+    let lines = tracing_subscriber::fmt::layer().with_writer(writer);
     match format {
-        LogFormat::Text => builder.with_ansi(ansi).init(),
-        LogFormat::Json => builder
-            .with_ansi(false)
-            .fmt_fields(JsonFields::new())
-            .event_format(FlatJson)
+        LogFormat::Text => base.with(lines.with_ansi(ansi)).init(),
+        LogFormat::Json => base
+            .with(
+                lines
+                    .with_ansi(false)
+                    .fmt_fields(JsonFields::new())
+                    .event_format(FlatJson),
+            )
             .init(),
     }
 }

@@ -5,7 +5,7 @@
 use kandev_agent_stream::request::OnDeadline;
 use kandev_agent_stream::request::{ElicitationsCancel, ElicitationsRespond};
 use kandev_agent_stream::{
-    AgentEvent, DoorDecline, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, timing,
+    AgentEvent, DoorDecline, ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome,
 };
 use kandev_elicitation::{ElicitationResponse, build_response, defaults_answer, map_request};
 use serde_json::Value;
@@ -25,7 +25,8 @@ impl Session {
     }
 
     pub(super) fn on_elicitation(&self, params: Value, responder: AcpResponder) {
-        let received = timing::stamp();
+        // Hop span (see `kandev_log::hops`): the id is recorded once it exists.
+        let received = tracing::debug_span!(target: "kandev::timing", "agentctl.received", pending_id = tracing::field::Empty);
         if !self.elicitation_enabled {
             // AC-20: an unadvertised elicitation never reaches the operator.
             tracing::info!(session_id = %self.id, "elicitation/create declined: features.acpElicitation is off");
@@ -43,6 +44,7 @@ impl Session {
             }
         };
         let pending_id = uuid::Uuid::new_v4().to_string();
+        received.record("pending_id", pending_id.as_str());
         let span =
             tracing::info_span!("elicitation", session_id = %self.id, pending_id = %pending_id);
         let _entered = span.enter();
@@ -85,9 +87,9 @@ impl Session {
             self.declined(DoorDecline::IdCollision);
             return;
         }
-        timing::hop_at(timing::hop::AGENTCTL_RECEIVED, &pending_id, received);
-        timing::hop(timing::hop::AGENTCTL_EMITTED, &pending_id);
-        tracing::info!(questions, seq = announced, "elicitation pending");
+        drop(received);
+        tracing::debug_span!(target: "kandev::timing", "agentctl.emitted", pending_id = %pending_id)
+            .in_scope(|| tracing::info!(questions, seq = announced, "elicitation pending"));
 
         let me = self.me.clone();
         let answer_timeout = self.timeouts.answer;
@@ -193,7 +195,7 @@ impl Session {
                     let json = response.to_json();
                     match responder.respond(json.clone()) {
                         Ok(()) => {
-                            timing::hop(timing::hop::AGENTCTL_REPLIED, &requested.pending_id);
+                            let _hop = tracing::debug_span!(target: "kandev::timing", "agentctl.replied", pending_id = %requested.pending_id).entered();
                             (outcome, json)
                         }
                         Err(err) => {
@@ -238,7 +240,7 @@ impl Session {
         respond: &ElicitationsRespond,
         accepted: impl FnOnce(),
     ) -> Result<(), ErrorPayload> {
-        timing::hop(timing::hop::AGENTCTL_RESPOND, &respond.pending_id);
+        let _hop = tracing::debug_span!(target: "kandev::timing", "agentctl.respond", pending_id = %respond.pending_id).entered();
         let taken = self.pending.take_if(&respond.pending_id, |entry| {
             build_response(&entry.mapped, &respond.answer)
         });

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use kandev_agent_stream::StreamRequest;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -70,13 +69,13 @@ pub trait AgentConnector: Send + Sync + 'static {
     }
 }
 
-/// Sends a typed request over a link.
-pub async fn call<P: Serialize, R: DeserializeOwned>(
+/// Sends `request` over a link under its own action and decodes its own response type.
+pub async fn call<Q: StreamRequest>(
     link: &dyn SessionLink,
-    action: &str,
-    payload: &P,
-) -> Result<R, LinkError> {
-    let payload = serde_json::to_value(payload)
+    request: &Q,
+) -> Result<Q::Response, LinkError> {
+    let action = Q::ACTION;
+    let payload = serde_json::to_value(request)
         .map_err(|err| LinkError::Protocol(format!("cannot encode `{action}`: {err}")))?;
     let value = link.request_value(action, payload).await?;
     serde_json::from_value(value)

@@ -41,8 +41,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use kandev_agent_stream::request::Shutdown;
 use kandev_agent_stream::{
-    AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorPayload, FrameType, action,
+    AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorPayload, FrameType,
+    StreamRequest, action,
 };
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::Value;
@@ -509,11 +511,7 @@ impl AgentLink {
         let grace = shared.options.shutdown_timeout;
         if shared.is_connected() && shared.bound_session().is_some() {
             let answer: Result<Value, LinkError> = self
-                .request_with_timeout(
-                    action::SHUTDOWN,
-                    &kandev_agent_stream::request::Empty {},
-                    grace,
-                )
+                .request_with_timeout(Shutdown::ACTION, &Shutdown {}, grace)
                 .await;
             if let Err(err) = answer {
                 tracing::warn!(session_id = %shared.session_id, error = %err, "agent.shutdown failed");

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use kandev_agent_stream::request::SessionAttach;
+use kandev_agent_stream::request::{ElicitationsList, QuestionsList, SessionAttach};
 use kandev_agent_stream::response::{PendingList, QuestionList, SessionAttached};
 use kandev_agent_stream::{
     AgentEvent, AskUserQuestionRequested, ElicitationRequested, Envelope, ErrorCode, ErrorPayload,
-    FrameType, action, timing,
+    FrameType, StreamRequest, action,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -257,7 +257,8 @@ impl Supervisor {
             return;
         }
         if let Some(AgentEvent::ElicitationRequested(request)) = &event {
-            timing::hop(timing::hop::BACKEND_RECEIVED, &request.pending_id);
+            // A point hop (kandev_log::hops): the span opens and closes here.
+            let _received = tracing::debug_span!(target: "kandev::timing", "backend.received", pending_id = %request.pending_id);
         }
         let fresh = self.shared.deliver_if_new(&envelope.id, || {
             if let Some(event) = event {
@@ -402,11 +403,7 @@ impl Supervisor {
             session_id,
             after_seq: self.shared.after_seq(),
         };
-        let attach = serde_json::to_value(attach).unwrap_or_default();
-        let _attached = match self
-            .exchange(ws, action::SESSION_ATTACH, attach, deadline, &mut flushed)
-            .await?
-        {
+        let _attached = match self.exchange(ws, &attach, deadline, &mut flushed).await? {
             Ok(payload) => serde_json::from_value::<SessionAttached>(payload).map_err(|err| {
                 AttemptError::Fatal(format!(
                     "agent.session.attach answer does not decode: {err}"
@@ -419,13 +416,12 @@ impl Supervisor {
                 )));
             }
         };
-        let list = serde_json::Value::Object(Default::default());
         // The attach's own list is older than the flushed events: a record they opened is
         // missing from it though agentctl holds it. Reconciling against it would settle
         // such a record while its request still waits, so without a usable list this
         // attempt fails and the link attaches again.
         let pending = match self
-            .exchange(ws, action::ELICITATIONS_LIST, list, deadline, &mut flushed)
+            .exchange(ws, &ElicitationsList {}, deadline, &mut flushed)
             .await?
         {
             Ok(payload) => match serde_json::from_value::<PendingList>(payload) {
@@ -446,11 +442,10 @@ impl Supervisor {
             }
         };
         let snapshot_at = flushed.len();
-        let list = serde_json::Value::Object(Default::default());
         // No list (refused, undecodable) means "unknown": the runtime then leaves every
         // ask_user_question record as it is rather than withdraw ones agentctl may hold.
         let questions = match self
-            .exchange(ws, action::QUESTIONS_LIST, list, deadline, &mut flushed)
+            .exchange(ws, &QuestionsList {}, deadline, &mut flushed)
             .await?
         {
             Ok(payload) => match serde_json::from_value::<QuestionList>(payload) {
@@ -474,17 +469,18 @@ impl Supervisor {
     }
 
     /// One request/answer on a stream that is not published yet; notifications that
-    /// arrive meanwhile are kept in `flushed`, in order, for `go_live` to deliver.
-    async fn exchange(
+    /// arrive meanwhile are kept in `flushed`, in order, for `go_live` to deliver. The
+    /// answer stays undecoded: each caller treats a bad one its own way.
+    async fn exchange<Q: StreamRequest>(
         &self,
         ws: &mut WsStream,
-        action: &str,
-        payload: serde_json::Value,
+        request: &Q,
         deadline: Instant,
         flushed: &mut Vec<Envelope>,
     ) -> Result<Result<serde_json::Value, ErrorPayload>, AttemptError> {
+        let action = Q::ACTION;
         let id = self.shared.next_id();
-        let frame = Envelope::request(id.clone(), action, &payload);
+        let frame = Envelope::request(id.clone(), action, request);
         ws.send(Message::text(frame.to_text()))
             .await
             .map_err(|err| AttemptError::Retry(format!("sending {action}: {err}")))?;

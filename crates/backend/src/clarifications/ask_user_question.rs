@@ -13,9 +13,7 @@
 
 use kandev_agent_stream::request::{QuestionsCancel, QuestionsRespond};
 use kandev_agent_stream::response::Success;
-use kandev_agent_stream::{
-    AskUserQuestionRequested, ErrorCode, ErrorPayload, SettleOutcome, action,
-};
+use kandev_agent_stream::{AskUserQuestionRequested, ErrorCode, ErrorPayload, SettleOutcome};
 use kandev_elicitation::{OperatorAnswer, Question};
 use serde_json::{Value, json};
 
@@ -196,7 +194,7 @@ impl Verb<'_> {
                     result: (*answer).clone(),
                 };
                 let asked = std::time::Instant::now();
-                let verdict = call(&**link, action::QUESTIONS_RESPOND, &payload).await;
+                let verdict = call(&**link, &payload).await;
                 crate::metrics::delivery(Source::AskUserQuestion, asked, has_verdict(&verdict));
                 verdict
             }
@@ -204,7 +202,7 @@ impl Verb<'_> {
                 let payload = QuestionsCancel {
                     request_id: request_id.to_owned(),
                 };
-                call(&**link, action::QUESTIONS_CANCEL, &payload).await
+                call(&**link, &payload).await
             }
         }
     }

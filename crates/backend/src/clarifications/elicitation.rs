@@ -5,12 +5,10 @@
 //! the record is then settled from its verdict.
 
 use kandev_agent_stream::request::{ElicitationsCancel, ElicitationsRespond};
-use kandev_agent_stream::response::Success;
-use kandev_agent_stream::{
-    ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome, action, timing,
-};
+use kandev_agent_stream::{ElicitationRequested, ErrorCode, ErrorPayload, SettleOutcome};
 use kandev_elicitation::OperatorAnswer;
 use serde_json::{Map, Value, json};
+use tracing::Instrument;
 
 use super::error::ClarificationError;
 use super::service::{
@@ -31,7 +29,8 @@ pub async fn requested(
     session: &SessionRef,
     request: &ElicitationRequested,
 ) -> Result<Option<Clarification>, StoreError> {
-    timing::hop(timing::hop::BACKEND_APPLYING, &request.pending_id);
+    // Hop spans (kandev_log::hops): applying the event, then its record committed.
+    let _applying = tracing::debug_span!(target: "kandev::timing", "backend.applying", pending_id = %request.pending_id);
     let record = NewClarification {
         pending_id: request.pending_id.clone(),
         source: Source::Elicitation,
@@ -52,7 +51,7 @@ pub async fn requested(
     else {
         return Ok(None);
     };
-    timing::hop(timing::hop::BACKEND_STORED, &record.pending_id);
+    let _stored = tracing::debug_span!(target: "kandev::timing", "backend.stored", pending_id = %record.pending_id);
     let opened = record.clone();
     clarifications
         .announce_opened(session, record, message)
@@ -122,6 +121,9 @@ pub async fn settled(
     let settled = clarifications
         .settle_and_announce(&pending_id, &settlement.fenced(session.fence))
         .await;
+    // Hop span (kandev_log::hops): the settlement is committed; a waiting verb answers next.
+    let _settled =
+        tracing::debug_span!(target: "kandev::timing", "backend.settled", pending_id = %pending_id);
     // Whatever it changed, the verb waiting for it may now answer (a failed write leaves
     // the record pending, as the verb's caller will see).
     clarifications.open.settlement_applied(&pending_id);
@@ -201,17 +203,17 @@ pub(super) async fn respond(
         answered_by: Some(operator.to_owned()),
     };
     let applied = clarifications.open.await_settlement(&record.pending_id);
-    timing::hop(timing::hop::BACKEND_FORWARD, &record.pending_id);
     let asked = std::time::Instant::now();
-    let sent = call::<_, Success>(&*link, action::ELICITATIONS_RESPOND, &payload).await;
+    // Hop span (kandev_log::hops): the request to agentctl until its reply.
+    let forward = tracing::debug_span!(target: "kandev::timing", "backend.forward", pending_id = %record.pending_id);
+    let sent = call(&*link, &payload).instrument(forward).await;
     crate::metrics::delivery(Source::Elicitation, asked, has_verdict(&sent));
     match sent {
         Ok(_) => {
-            timing::hop(timing::hop::BACKEND_FORWARDED, &record.pending_id);
+            let _forwarded = tracing::debug_span!(target: "kandev::timing", "backend.forwarded", pending_id = %record.pending_id);
             if !applied.wait().await {
                 tracing::info!("answer delivered; its settlement is not applied yet");
             }
-            timing::hop(timing::hop::BACKEND_SETTLED, &record.pending_id);
             tracing::info!(status = ?verdict, "answer delivered");
             Ok(verdict)
         }
@@ -238,7 +240,7 @@ pub(super) async fn cancel(
         cancelled_by: Some(operator.to_owned()),
     };
     let applied = clarifications.open.await_settlement(&record.pending_id);
-    match call::<_, Success>(&*link, action::ELICITATIONS_CANCEL, &payload).await {
+    match call(&*link, &payload).await {
         Ok(_) => {
             applied.wait().await;
             tracing::info!("cancel delivered");

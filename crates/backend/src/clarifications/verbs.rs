@@ -44,10 +44,8 @@ impl Clarifications {
         answer: OperatorAnswer,
         operator: &str,
     ) -> Result<RespondStatus, ClarificationError> {
-        kandev_agent_stream::timing::hop(
-            kandev_agent_stream::timing::hop::BACKEND_RESPOND,
-            pending_id,
-        );
+        // Hop span (kandev_log::hops): the verb, from its start to its answer.
+        let _hop = tracing::debug_span!(target: "kandev::timing", "backend.respond", pending_id = %pending_id);
         let record = self.record(agents, pending_id).await?;
         let span = tracing::info_span!("respond", pending_id = %pending_id, session_id = %record.session_id);
         match record.source {

@@ -78,10 +78,8 @@ pub async fn forward(stores: &Stores, hub: &EventHub, change: Change) -> Result<
         Change::MessageUpdated(message) => hub.send(kind::MESSAGE_UPDATED, message),
         Change::ClarificationCreated(record) => {
             hub.send(kind::CLARIFICATION_CREATED, &record);
-            kandev_agent_stream::timing::hop(
-                kandev_agent_stream::timing::hop::BACKEND_PUSHED,
-                &record.pending_id,
-            );
+            // Hop span (kandev_log::hops): the broadcast is out.
+            let _pushed = tracing::debug_span!(target: "kandev::timing", "backend.pushed", pending_id = %record.pending_id);
         }
         Change::ClarificationSettled(record) => hub.send(kind::CLARIFICATION_SETTLED, record),
         Change::Notification(n) => hub.send(kind::NOTIFICATION, n),

@@ -9,9 +9,8 @@
 
 use std::sync::Arc;
 
-use kandev_agent_stream::action;
-use kandev_agent_stream::request::{Empty, Prompt, SessionStart};
-use kandev_agent_stream::response::{PromptAccepted, SessionStarted, Success};
+use kandev_agent_stream::request::{Cancel, Prompt, SessionStart};
+use kandev_agent_stream::response::SessionStarted;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -254,7 +253,7 @@ impl SessionRegistry {
             agent: agent.spec(agent_id),
             flags: snapshot.as_map().clone(),
         };
-        let started: SessionStarted = match call(&*link, action::SESSION_START, &start).await {
+        let started: SessionStarted = match call(&*link, &start).await {
             Ok(started) => started,
             Err(err) => {
                 link.shutdown().await;
@@ -353,7 +352,7 @@ impl SessionRegistry {
         let prompt = Prompt {
             text: text.to_owned(),
         };
-        if let Err(err) = call::<_, PromptAccepted>(&*live.link, action::PROMPT, &prompt).await {
+        if let Err(err) = call(&*live.link, &prompt).await {
             self.stores
                 .sessions
                 .abandon_turn(&live.id, &message.id)
@@ -369,7 +368,7 @@ impl SessionRegistry {
     /// elicitations `cancel`, and the turn's end arrives as an event.
     pub async fn cancel(&self, id: &str) -> Result<(), SessionError> {
         let live = self.require_live(id).await?;
-        let _: Success = call(&*live.link, action::CANCEL, &Empty {}).await?;
+        call(&*live.link, &Cancel {}).await?;
         Ok(())
     }
 
