@@ -343,11 +343,14 @@ async fn a_rule_answers_a_matching_question_after_its_delay_and_not_before() {
         kandev.mock_log().wait_elicitation_results(1).await,
         [json!({"action": "accept", "content": {"question_0": "Red"}})]
     );
-    let (_, metrics) = support::http::get_text(kandev.addr, "/metrics").await;
-    assert!(
-        metrics.contains("kandev_auto_answers_total{result=\"answered\"} 1"),
-        "{metrics}"
-    );
+    // Counted once the rule's respond returns, which is after the settlement the test
+    // has just seen (the session's consumer writes it): wait for the count.
+    let answered = "kandev_auto_answers_total{result=\"answered\"} 1";
+    wait_for("the rule's answer counted", || async {
+        let (_, metrics) = support::http::get_text(kandev.addr, "/metrics").await;
+        metrics.contains(answered).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
