@@ -260,6 +260,25 @@ pub async fn app_with(
     (state, connector)
 }
 
+/// A second app over `stores` (another process on the same database), with the default
+/// config and its own fake connector.
+pub async fn app_on(stores: Stores) -> (AppState, Arc<FakeConnector>) {
+    let flags = FlagService::new(
+        Profile::Dev,
+        Profiles::empty(),
+        BTreeMap::new(),
+        StoredOverrides(stores.flag_overrides.clone()),
+    );
+    let connector = Arc::new(FakeConnector::default());
+    let state = AppState::new(
+        stores,
+        Config::default(),
+        flags,
+        Arc::clone(&connector) as Arc<dyn AgentConnector>,
+    );
+    (state, connector)
+}
+
 /// Every store on one in-memory SQLite database.
 pub async fn memory_stores() -> Stores {
     Stores::from_engine(Arc::new(

@@ -189,7 +189,7 @@ pub(super) async fn respond(
     answer: OperatorAnswer,
     operator: &str,
 ) -> Result<RespondStatus, ClarificationError> {
-    let Some((link, _fence)) = deliverable(clarifications, agents, &record).await? else {
+    let Some((link, _fence)) = deliverable(agents, &record)? else {
         return not_delivered(clarifications, &record, &answer).await;
     };
     let verdict = if answer.rejected {
@@ -229,7 +229,7 @@ pub(super) async fn cancel(
     record: Clarification,
     operator: &str,
 ) -> Result<CancelStatus, ClarificationError> {
-    let Some((link, _fence)) = deliverable(clarifications, agents, &record).await? else {
+    let Some((link, _fence)) = deliverable(agents, &record)? else {
         return Err(ClarificationError::not_found(format!(
             "clarification `{}` can no longer be cancelled: its agent is gone",
             record.pending_id
@@ -251,9 +251,10 @@ pub(super) async fn cancel(
 }
 
 /// The link an operator's verb goes through (with its session's fence), or `None` when
-/// the agent is gone for good (a record still pending is then `agent_disconnected`).
-async fn deliverable(
-    clarifications: &Clarifications,
+/// the agent is gone for good (the record is `agent_disconnected`). A record still pending
+/// whose session has no link here is not written: the session's own end settles it (its
+/// consumer, or the adoption that fails it), and the caller may try again.
+fn deliverable(
     agents: &dyn SessionAgents,
     record: &Clarification,
 ) -> Result<Option<(crate::agent_link::DynLink, Fence)>, ClarificationError> {
@@ -264,11 +265,9 @@ async fn deliverable(
         return Ok(Some(held));
     }
     if record.status == ClarificationStatus::Pending {
-        // Its session has no link any more: nothing can deliver the answer.
-        clarifications
-            .settle_and_announce(&record.pending_id, &Settlement::disconnected())
-            .await?;
-        return Ok(None);
+        // Between a restart and the adoption, or between a lost link and the end it
+        // brings: nothing was sent, and the record stays as it is.
+        return Err(ClarificationError::Link(LinkError::NotConnected));
     }
     Err(ClarificationError::not_found(format!(
         "clarification `{}` is {} and its session has ended",

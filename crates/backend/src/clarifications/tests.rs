@@ -386,6 +386,37 @@ async fn a_record_opened_here_is_answered_from_memory_and_forgotten_once_settled
 }
 
 #[tokio::test]
+async fn an_answer_to_a_pending_record_whose_session_is_not_live_here_writes_nothing() {
+    let (state, session, link) = live_session().await;
+    link.push(elicited("p-1"));
+    one_pending(&state, &session).await;
+    // A second process over the same database, before it adopts the session (a restart):
+    // it holds no link, so nothing is sent and the record is not its to write.
+    let (other, _) = crate::testing::app_on(state.stores.clone()).await;
+    let err = other
+        .clarifications
+        .respond(&*other.sessions, "p-1", answer("Yes"), "alice")
+        .await
+        .expect_err("no link here");
+    assert_eq!(err_code(&err), ("AGENT_STREAM_NOT_CONNECTED", 503));
+    let err = other
+        .clarifications
+        .cancel(&*other.sessions, "p-1", "alice")
+        .await
+        .expect_err("no link here");
+    assert_eq!(err_code(&err), ("AGENT_STREAM_NOT_CONNECTED", 503));
+    assert_eq!(one_pending(&state, &session).await.pending_id, "p-1");
+    assert!(link.calls_of(action::ELICITATIONS_RESPOND).is_empty());
+    // The process that holds the session still answers it.
+    state
+        .clarifications
+        .respond(&*state.sessions, "p-1", answer("Yes"), "alice")
+        .await
+        .expect("delivered");
+    assert_eq!(link.calls_of(action::ELICITATIONS_RESPOND).len(), 1);
+}
+
+#[tokio::test]
 async fn a_secret_answer_reaches_the_agent_and_is_kept_redacted() {
     let (state, session, link) = live_session().await;
     let api_key = Question {
