@@ -23,7 +23,7 @@ run:
 # The whole suite, what CI runs (.ci/run): lint, unit, integration and e2e tests, the backend and e2e tests again on PostgreSQL, browser, quick bench.
 test: lint pg-deps e2e-deps web-deps
     cargo build --workspace --bins
-    RUST_TEST_THREADS=4 cargo test --workspace --all-targets
+    RUST_TEST_THREADS=4 cargo test --workspace --all-targets --no-fail-fast
     cargo test --workspace --doc
     node --test e2e/foreign-agent/
     TEST_DATABASE=postgres cargo test --workspace $({{just_executable()}} _targets crates/backend/tests e2e/tests) -- --test-threads 4
