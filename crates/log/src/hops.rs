@@ -146,7 +146,7 @@ pub fn parse(line: &str) -> Option<HopEvent> {
     let marker = format!("{TARGET}: ");
     let plain;
     let line = if line.contains('\u{1b}') {
-        plain = strip_ansi(line);
+        plain = crate::ansi::strip_ansi(line);
         plain.as_str()
     } else {
         line
@@ -169,43 +169,11 @@ pub fn parse(line: &str) -> Option<HopEvent> {
     })
 }
 
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' && chars.peek() == Some(&'[') {
-            chars.next();
-            for c in chars.by_ref() {
-                if ('@'..='~').contains(&c) {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
+    use crate::capture::Buffer;
     use tracing_subscriber::layer::SubscriberExt;
-
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Buffer {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().expect("lock").extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     fn logged(filter: &str, ansi: bool, emit: impl FnOnce()) -> String {
         let buffer = Buffer::default();

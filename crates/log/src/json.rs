@@ -135,26 +135,11 @@ impl Visit for Fields<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
 
     use tracing_subscriber::fmt::format::JsonFields;
 
     use super::*;
-
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Buffer {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().expect("lock").extend_from_slice(buf);
-            Ok(buf.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::capture::Buffer;
 
     fn lines_of(emit: impl FnOnce()) -> Vec<Value> {
         let buffer = Buffer::default();

@@ -12,9 +12,13 @@
 //! [`hops`]: the per-hop timing lines `just bench` reads, made from the domain's hop
 //! spans by a layer [`init`] installs (inert unless `kandev::timing=debug` is on).
 
+mod ansi;
+#[cfg(test)]
+mod capture;
 pub mod hops;
 mod json;
 
+pub use ansi::strip_ansi;
 pub use json::{FlatJson, set_process_field};
 
 use tracing_subscriber::EnvFilter;

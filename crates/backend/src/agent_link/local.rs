@@ -339,7 +339,7 @@ async fn forward_stderr(stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>)
     let mut lines = BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         // agentctl's own tracing colours its output even into a pipe.
-        let line = strip_ansi(&line);
+        let line = kandev_log::strip_ansi(&line);
         tracing::info!(target: "kandev::agentctl", "{line}");
         let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
         if tail.len() == STDERR_TAIL {
@@ -347,26 +347,6 @@ async fn forward_stderr(stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>)
         }
         tail.push_back(line);
     }
-}
-
-/// Removes ANSI CSI sequences (`ESC [ … final-byte`), e.g. colours, from one line.
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' && chars.peek() == Some(&'[') {
-            chars.next();
-            // Parameter and intermediate bytes, then one final byte in @..=~.
-            for c in chars.by_ref() {
-                if ('@'..='~').contains(&c) {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 async fn drain_stdout(mut stdout: tokio::io::Lines<BufReader<ChildStdout>>) {
@@ -621,32 +601,5 @@ mod tests {
             status.as_deref().is_some_and(|s| s.contains("SIGKILL")),
             "{status:?}"
         );
-    }
-
-    #[test]
-    fn colours_are_stripped_from_forwarded_lines() {
-        let coloured =
-            "\u{1b}[2m2026-11-30T02:16:09Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m agentctl listening";
-        assert_eq!(
-            strip_ansi(coloured),
-            "2026-11-30T02:16:09Z  INFO agentctl listening"
-        );
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn stripping_keeps_plain_text_and_removes_every_colour(
-            parts in proptest::collection::vec("[^\u{1b}]{0,12}", 1..8),
-            codes in proptest::collection::vec(0u8..108, 1..8),
-        ) {
-            let plain: String = parts.concat();
-            proptest::prop_assert_eq!(strip_ansi(&plain), plain.clone());
-            let coloured: String = parts
-                .iter()
-                .zip(codes.iter().cycle())
-                .map(|(part, code)| format!("\u{1b}[{code};1m{part}\u{1b}[0m"))
-                .collect();
-            proptest::prop_assert_eq!(strip_ansi(&coloured), plain);
-        }
     }
 }
