@@ -294,12 +294,21 @@ pub async fn app() -> (AppState, Arc<FakeConnector>) {
 }
 
 /// Polls `check` until it returns `Some`, failing after two seconds.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    within(what, std::time::Duration::from_secs(2), check).await
+}
+
+/// Polls `check` until it returns `Some`, failing after `within`, naming `what`.
+pub async fn within<T, F, Fut>(what: &str, within: std::time::Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
     loop {
         if let Some(v) = check().await {
             return v;

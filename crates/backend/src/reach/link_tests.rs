@@ -15,7 +15,8 @@ use tower::ServiceExt;
 use crate::config::{Config, HookEvent, HookFormat, OperatorConfig, SlackConfig, WebhookConfig};
 use crate::model::{ClarificationStatus, Timestamp};
 use crate::reach::answer_links;
-use crate::reach::tests::{Receiver, elicited, hook, live, within};
+use crate::reach::tests::{Receiver, elicited, hook, live};
+use crate::testing::within;
 
 async fn call(
     router: &Router,

@@ -17,7 +17,7 @@ use crate::config::{Config, HookEvent, HookFormat, WebhookConfig};
 use crate::model::{DeliveryStatus, Task, Timestamp};
 use crate::reach::signature;
 use crate::state::AppState;
-use crate::testing::{FakeLink, app_with};
+use crate::testing::{FakeLink, app_with, within};
 
 const SECRET: &str = "receiver-shared-secret";
 
@@ -161,25 +161,6 @@ pub(crate) async fn live(config: Config) -> (AppState, String, Arc<FakeLink>) {
         .expect("session");
     let link = connector.link(&session.id);
     (state, session.id, link)
-}
-
-/// Waits (polling, up to `within`) for `check`.
-pub(crate) async fn within<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 async fn status_of(state: &AppState, hook: &str) -> Option<crate::model::LastDelivery> {
