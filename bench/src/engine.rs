@@ -2,7 +2,7 @@
 //!
 //! SQLite is the harness's file in kandev's own directory; PostgreSQL is a fresh
 //! database of the bench's local cluster, started on PostgreSQL's default commit
-//! settings (`kandev_testdb::durable_cluster`: `fsync`, `synchronous_commit` and
+//! settings (`kandev_testkit::postgres::durable_cluster`: `fsync`, `synchronous_commit` and
 //! `full_page_writes` on). Either way the settings the report states are the ones
 //! kandev read from its own connections at startup (its `database opened` log line).
 
@@ -46,7 +46,7 @@ impl Engine {
         match self {
             Self::Sqlite => Ok(None),
             Self::Postgres => {
-                let cluster = kandev_testdb::durable_cluster()
+                let cluster = kandev_testkit::postgres::durable_cluster()
                     .map_err(|why| format!("PostgreSQL is unavailable: {why}"))?;
                 cluster
                     .create_database()

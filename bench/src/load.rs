@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kandev_e2e::{Kandev, RemoteAgentctl};
+use kandev_testkit::{Kandev, RemoteAgentctl};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 

@@ -130,7 +130,7 @@ fn own_profile() -> String {
 
 /// `git rev-parse HEAD` of the repository, `+dirty` when tracked files changed.
 fn commit() -> String {
-    let root = kandev_e2e::bins::repo_root();
+    let root = kandev_testkit::bins::repo_root();
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .arg("-C")
@@ -270,7 +270,7 @@ async fn engine_figures(
 
 async fn run(args: Args) -> ExitCode {
     let profile = own_profile();
-    kandev_e2e::bins::use_profile(&profile);
+    kandev_testkit::bins::use_profile(&profile);
     let wanted = |part: &str| args.only.as_deref().is_none_or(|o| o == part);
     let plan = plan(&args);
     let meta = Meta {
@@ -282,7 +282,7 @@ async fn run(args: Args) -> ExitCode {
             .map(|n| n.get())
             .unwrap_or(0),
     };
-    let target = kandev_e2e::bins::target_dir();
+    let target = kandev_testkit::bins::target_dir();
     let mapping = if wanted("mapping") {
         eprintln!("kandev-bench: mapping figures from target/criterion");
         mapping::read(&target.join("criterion"))
@@ -298,7 +298,7 @@ async fn run(args: Args) -> ExitCode {
     let (baseline, round_trips) = if rt_ratios {
         if rt_engines.contains(&Engine::Postgres) {
             // Up before the first turn, so every direct turn runs beside an idle server.
-            let _ = kandev_testdb::durable_cluster();
+            let _ = kandev_testkit::postgres::durable_cluster();
         }
         eprintln!(
             "kandev-bench: round trip, {} per path (direct, full stack on {}) in {} turns, {} warm-up per turn",

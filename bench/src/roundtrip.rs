@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use futures::{SinkExt, StreamExt};
-use kandev_e2e::RemoteAgentctl;
+use kandev_testkit::RemoteAgentctl;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;

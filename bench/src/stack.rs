@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kandev_e2e::{Kandev, KandevOptions, RemoteAgentctl};
+use kandev_testkit::{Kandev, KandevOptions, RemoteAgentctl};
 use serde_json::{Value, json};
 
 use crate::agent::REPORT_ENV;

@@ -13,10 +13,10 @@
 //!   asks for a form, the bridge forwards it (no `toolCallId`), and the operator's
 //!   answer reaches the MCP tool — or `decline` without the capability.
 
-use kandev_e2e::claude::model::ToolResult;
-use kandev_e2e::claude::{ClaudeStack, Offer, Reply, Script, StackOptions};
-use kandev_e2e::frames::FrameLog;
-use kandev_e2e::{DEADLINE, TURN_DEADLINE};
+use kandev_testkit::claude::model::ToolResult;
+use kandev_testkit::claude::{ClaudeStack, Offer, Reply, Script, StackOptions};
+use kandev_testkit::frames::FrameLog;
+use kandev_testkit::{DEADLINE, TURN_DEADLINE};
 use serde_json::{Value, json};
 
 const COLOUR_PROMPT: &str = "Please pick a colour for the shed.";
@@ -66,7 +66,7 @@ fn position(frames: &FrameLog, pred: impl Fn(&str, &Value) -> bool) -> Option<us
 /// to elicitation `n` — the answer continued the same request — and stopped `stop`.
 async fn assert_answer_inside_prompt(frames: &FrameLog, n: usize, stop: &str) {
     let prompt = frames.prompt_requests()[n - 1].clone();
-    let ended = kandev_e2e::poll_until("the session/prompt response", TURN_DEADLINE, || async {
+    let ended = kandev_testkit::poll_until("the session/prompt response", TURN_DEADLINE, || async {
         position(frames, |dir, f| {
             dir == "send" && f.get("method").is_none() && f["id"] == prompt["id"]
         })
@@ -100,7 +100,7 @@ async fn prompt_again(stack: &ClaudeStack, sid: &str, text: &str) {
 
 /// The pending clarification of `sid` that is not in `done`.
 async fn next_pending(stack: &ClaudeStack, sid: &str, done: &[&str]) -> Value {
-    kandev_e2e::poll_until("the next pending clarification", DEADLINE, || async {
+    kandev_testkit::poll_until("the next pending clarification", DEADLINE, || async {
         stack
             .kandev
             .clarifications(sid, Some("pending"))

@@ -2,7 +2,7 @@
 //! scope), AC-18 (empty, only unrecognized, or absent properties) and a malformed body —
 //! each answered `{"action":"decline"}` with no record, message, notification or event.
 
-use kandev_e2e::{Kandev, KandevOptions, TURN_DEADLINE};
+use kandev_testkit::{Kandev, KandevOptions, TURN_DEADLINE};
 use serde_json::{Value, json};
 
 /// Runs each scenario in its own session of one kandev, one after the other, and checks

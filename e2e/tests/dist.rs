@@ -8,9 +8,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kandev_e2e::bins::{repo_root, target_dir};
-use kandev_e2e::process::{GroupProcess, descendants};
-use kandev_e2e::{DEADLINE, HttpClient, TURN_DEADLINE, poll_until};
+use kandev_testkit::bins::{repo_root, target_dir};
+use kandev_testkit::process::{GroupProcess, descendants};
+use kandev_testkit::{DEADLINE, HttpClient, TURN_DEADLINE, poll_until};
 use serde_json::{Value, json};
 
 /// Packs `target/debug` into `out` with dist/package.sh; returns the archive.

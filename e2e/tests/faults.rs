@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kandev_e2e::process::{descendants, kill};
-use kandev_e2e::{
+use kandev_testkit::process::{descendants, kill};
+use kandev_testkit::{
     DEADLINE, FaultProxy, FrameLog, Kandev, KandevOptions, RemoteAgentctl, TURN_DEADLINE,
     answer_body, bins, poll, poll_until,
 };
@@ -593,7 +593,7 @@ async fn kandev_restarted_under_a_remote_agentctl_holding_pendings_can_answer_th
     );
     let agentctl = RemoteAgentctl::start(&[]).await;
     let db_dir = tempfile::tempdir().expect("db dir");
-    let db = kandev_e2e::fresh_database(db_dir.path()).await;
+    let db = kandev_testkit::fresh_database(db_dir.path()).await;
     let options = || {
         scenarios
             .options()

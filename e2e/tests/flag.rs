@@ -2,8 +2,8 @@
 //! §K control), the Settings toggle applies to the next session (§K), the env lock (409),
 //! AC-01, AC-02, AC-20.
 
-use kandev_e2e::kandev::TURN_DEADLINE;
-use kandev_e2e::{Kandev, KandevOptions};
+use kandev_testkit::kandev::TURN_DEADLINE;
+use kandev_testkit::{Kandev, KandevOptions};
 use serde_json::{Value, json};
 
 const PROSE: &str = "I don't have the AskUserQuestion tool available in this session";

@@ -17,8 +17,8 @@
 use std::process::Command;
 use std::sync::OnceLock;
 
-use kandev_e2e::bins::repo_root;
-use kandev_e2e::{DEADLINE, Kandev, KandevOptions, poll_until};
+use kandev_testkit::bins::repo_root;
+use kandev_testkit::{DEADLINE, Kandev, KandevOptions, poll_until};
 use serde_json::{Value, json};
 
 const DB_Q: &str = "Which database should the new service use?";
@@ -86,7 +86,7 @@ async fn report(kandev: &Kandev, session_id: &str, n: usize) -> Value {
 }
 
 /// Starts a session of `agent` on `prompt`, waits for its clarification.
-async fn ask(kandev: &Kandev, agent: &str, prompt: &str) -> kandev_e2e::Asked {
+async fn ask(kandev: &Kandev, agent: &str, prompt: &str) -> kandev_testkit::Asked {
     ensure_foreign_agent();
     kandev.ask(agent, prompt).await
 }

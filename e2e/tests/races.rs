@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kandev_e2e::{Kandev, KandevOptions, TURN_DEADLINE, answer_body};
+use kandev_testkit::{Kandev, KandevOptions, TURN_DEADLINE, answer_body};
 use serde_json::json;
 
 async fn kandev_on() -> Kandev {
@@ -48,7 +48,7 @@ async fn ac_12f_ac_60_f9_two_identical_elicitations_are_two_records_and_answerin
     );
 
     // F9: one session.clarification_requested per elicitation, not per question text.
-    kandev_e2e::poll_until("two notifications", kandev_e2e::DEADLINE, || async {
+    kandev_testkit::poll_until("two notifications", kandev_testkit::DEADLINE, || async {
         (requested_notifications(&kandev).await == 2).then_some(())
     })
     .await;

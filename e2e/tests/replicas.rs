@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kandev_e2e::{
+use kandev_testkit::{
     DEADLINE, FaultProxy, Kandev, KandevOptions, OperatorWs, RemoteAgentctl, TURN_DEADLINE,
     answer_body, poll, poll_until,
 };
@@ -49,7 +49,7 @@ async fn replica_with_lease(
 /// Two replicas on a fresh database and one remote agentctl; `None` (skipped) without
 /// PostgreSQL outside CI.
 async fn two_replicas(test: &str) -> Option<(Kandev, Kandev, RemoteAgentctl)> {
-    let db = kandev_testdb::database(test).await?;
+    let db = kandev_testkit::postgres::database(test).await?;
     let agentctl = RemoteAgentctl::start(&[]).await;
     let url = format!("ws://{}", agentctl.addr());
     let a = replica("replica-a", &db, |o| o.remote(&url, agentctl.token())).await;
@@ -260,7 +260,7 @@ async fn the_owner_sigkilled_with_a_pending_question_the_survivor_takes_over_and
 
 #[tokio::test]
 async fn a_drained_owner_hands_its_session_over_long_before_its_lease_would_run_out() {
-    let Some(db) = kandev_testdb::database("replicas_hand_over").await else {
+    let Some(db) = kandev_testkit::postgres::database("replicas_hand_over").await else {
         return;
     };
     // Renewed (and looked over by the survivor) every 10 s: a takeover that waited for
@@ -301,7 +301,7 @@ async fn a_drained_owner_hands_its_session_over_long_before_its_lease_would_run_
 
 #[tokio::test]
 async fn a_dead_replica_s_local_executor_sessions_end_failed_saying_so() {
-    let Some(db) = kandev_testdb::database("replicas_local_failed").await else {
+    let Some(db) = kandev_testkit::postgres::database("replicas_local_failed").await else {
         return;
     };
     let mut a = replica("replica-a", &db, |o| o).await;
@@ -320,7 +320,7 @@ async fn a_dead_replica_s_local_executor_sessions_end_failed_saying_so() {
 
 #[tokio::test]
 async fn sessions_spread_over_two_agentctl_hosts_and_a_dead_host_is_skipped() {
-    let Some(db) = kandev_testdb::database("replicas_two_hosts").await else {
+    let Some(db) = kandev_testkit::postgres::database("replicas_two_hosts").await else {
         return;
     };
     let mut h1 = RemoteAgentctl::start(&[]).await;
@@ -382,7 +382,7 @@ fn server_of(url: &str) -> std::net::SocketAddr {
 
 #[tokio::test]
 async fn an_owner_cut_off_from_the_database_lets_go_and_the_other_replica_carries_on() {
-    let Some(db) = kandev_testdb::database("replicas_partition").await else {
+    let Some(db) = kandev_testkit::postgres::database("replicas_partition").await else {
         return;
     };
     let agentctl = RemoteAgentctl::start(&[]).await;
@@ -440,7 +440,7 @@ async fn an_owner_cut_off_from_the_database_lets_go_and_the_other_replica_carrie
 
 /// `kandev operator add NAME` → (token, the TOML lines it printed).
 fn operator_add(name: &str) -> (String, String) {
-    let output = std::process::Command::new(kandev_e2e::bins::kandev())
+    let output = std::process::Command::new(kandev_testkit::bins::kandev())
         .args(["operator", "add", name])
         .output()
         .expect("run kandev operator add");
@@ -477,7 +477,7 @@ async fn post_as(
 
 #[tokio::test]
 async fn a_forwarded_answer_is_recorded_as_the_operator_who_gave_it() {
-    let Some(db) = kandev_testdb::database("replicas_answered_by").await else {
+    let Some(db) = kandev_testkit::postgres::database("replicas_answered_by").await else {
         return;
     };
     let agentctl = RemoteAgentctl::start(&[]).await;

@@ -3,8 +3,8 @@
 //! a clarification pending when the backend dies is `agent_disconnected` afterwards and
 //! a late answer is `not_delivered`; a graceful stop answers the agent `cancel`.
 
-use kandev_e2e::process::{descendants, kill};
-use kandev_e2e::{DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, poll_until};
+use kandev_testkit::process::{descendants, kill};
+use kandev_testkit::{DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, poll_until};
 use serde_json::{Value, json};
 
 #[tokio::test]

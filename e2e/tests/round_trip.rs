@@ -3,7 +3,7 @@
 //! AC-08, AC-09, AC-10, AC-11, AC-11a, AC-12, AC-12a, AC-12b, AC-12c, AC-12h, AC-12i,
 //! AC-13, AC-14, AC-55, AC-56, AC-60, F9, F10.
 
-use kandev_e2e::{DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, poll_until};
+use kandev_testkit::{DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, poll_until};
 use serde_json::{Value, json};
 
 async fn kandev_on() -> Kandev {
@@ -236,7 +236,7 @@ async fn ac_10_ac_13_selected_label_reaches_the_agent_at_the_schema_key_and_the_
     // AC-13: one session/prompt for the whole exchange, and it is the one that returns
     // the stop reason, after the elicitation was answered.
     let frames = kandev.frames().frames();
-    let prompts: Vec<&kandev_e2e::frames::Frame> = frames
+    let prompts: Vec<&kandev_testkit::frames::Frame> = frames
         .iter()
         .filter(|f| f.dir == "recv" && f.method() == Some("session/prompt"))
         .collect();

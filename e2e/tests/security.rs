@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use kandev_e2e::{
+use kandev_testkit::{
     DEADLINE, Kandev, KandevOptions, RemoteAgentctl, TURN_DEADLINE, TestPki, bins, poll_until,
 };
 use serde_json::{Value, json};
@@ -258,7 +258,7 @@ async fn remote_agentctl_over_wss_with_a_test_ca_answers_an_operators_clarificat
         &token,
         "POST",
         &format!("/api/v1/clarifications/{pending_id}/respond"),
-        Some(kandev_e2e::answer_body(&[(
+        Some(kandev_testkit::answer_body(&[(
             "question_0",
             &["Postgres"],
             "",

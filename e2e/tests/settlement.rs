@@ -4,7 +4,7 @@
 //! fault proxy (AC-20a: 503 while down, the record stays open; re-attach, same pending
 //! answered, no event lost).
 
-use kandev_e2e::{
+use kandev_testkit::{
     Asked, DEADLINE, FaultProxy, Kandev, KandevOptions, OperatorWs, RemoteAgentctl, TURN_DEADLINE,
     poll_until,
 };
@@ -196,7 +196,7 @@ async fn agentctl_killed_marks_the_record_agent_disconnected_and_a_later_answer_
     let asked = kandev.ask("mock", "/e2e:single").await;
     let agentctls = kandev.agentctls();
     assert_eq!(agentctls.len(), 1, "one local agentctl: {agentctls:?}");
-    kandev_e2e::process::kill(&agentctls[0].0.to_string(), "KILL");
+    kandev_testkit::process::kill(&agentctls[0].0.to_string(), "KILL");
     assert_withdrawn(&kandev, &ws, &asked, "agent_disconnected").await;
     let session = kandev.wait_session_state(&asked.session_id, "FAILED").await;
     assert_eq!(session["pending_action"], Value::Null);
@@ -351,7 +351,7 @@ async fn agentctl_sigterm_answers_the_pending_elicitation_cancel_and_the_surface
     let asked = kandev.ask("mock", "/e2e:single").await;
     let agentctls = kandev.agentctls();
     assert_eq!(agentctls.len(), 1, "{agentctls:?}");
-    kandev_e2e::process::kill(&agentctls[0].0.to_string(), "TERM");
+    kandev_testkit::process::kill(&agentctls[0].0.to_string(), "TERM");
     let got = kandev
         .frames()
         .wait_for_elicitation_response(1, TURN_DEADLINE)
@@ -380,7 +380,7 @@ async fn agentctl_sigterm_answers_the_pending_elicitation_cancel_and_the_surface
 #[tokio::test]
 async fn ac_20b_agentctl_serves_no_acp_http_route_the_answer_travels_on_the_agent_stream() {
     let agentctl = RemoteAgentctl::start(&[]).await;
-    let api = kandev_e2e::HttpClient::new(agentctl.addr());
+    let api = kandev_testkit::HttpClient::new(agentctl.addr());
     for path in [
         "/api/v1/acp/elicitations/respond",
         "/api/v1/acp/permissions/respond",

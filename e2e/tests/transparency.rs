@@ -2,7 +2,7 @@
 //! same ordered JSON-RPC method names, final session state, ordered message types and
 //! `pending_action`; the only difference on the wire is `initialize`'s clientCapabilities.
 
-use kandev_e2e::{Kandev, KandevOptions};
+use kandev_testkit::{Kandev, KandevOptions};
 use serde_json::Value;
 
 struct Run {
@@ -23,9 +23,9 @@ async fn run_plain(flag: bool) -> (Kandev, Run) {
         .await;
     let session = kandev.wait_session_state(&sid, "IDLE").await;
     // The turn's last frame is the prompt's response; wait until it is logged.
-    kandev_e2e::poll_until(
+    kandev_testkit::poll_until(
         "the prompt response in the frame log",
-        kandev_e2e::DEADLINE,
+        kandev_testkit::DEADLINE,
         || async {
             kandev
                 .frames()

@@ -3,7 +3,7 @@
 //! at the agent as JSON of the schema's types; out-of-range, unparseable and missing
 //! required answers are 400 and leave the pending open.
 
-use kandev_e2e::{Kandev, KandevOptions, TURN_DEADLINE};
+use kandev_testkit::{Kandev, KandevOptions, TURN_DEADLINE};
 use serde_json::{Value, json};
 
 fn question<'a>(record: &'a Value, id: &str) -> &'a Value {

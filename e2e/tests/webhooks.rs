@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use hmac::{Hmac, Mac};
-use kandev_e2e::{DEADLINE, Kandev, KandevOptions, RemoteAgentctl, TURN_DEADLINE, poll_until};
+use kandev_testkit::{DEADLINE, Kandev, KandevOptions, RemoteAgentctl, TURN_DEADLINE, poll_until};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
@@ -163,7 +163,7 @@ async fn kandev_killed_between_the_question_and_the_delivery_still_delivers_it_o
 
 #[tokio::test]
 async fn two_replicas_deliver_each_question_once() {
-    let Some(db) = kandev_testdb::database("webhooks_two_replicas").await else {
+    let Some(db) = kandev_testkit::postgres::database("webhooks_two_replicas").await else {
         return;
     };
     let (got, url) = receiver(0).await;

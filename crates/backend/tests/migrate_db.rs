@@ -56,7 +56,7 @@ async fn records(kandev: &Kandev) -> Value {
 
 #[tokio::test]
 async fn migrate_db_copies_an_sqlite_kandev_into_postgres_and_kandev_serves_the_same_records() {
-    let Some(postgres) = kandev_testdb::database("migrate_db_copies").await else {
+    let Some(postgres) = kandev_testkit::postgres::database("migrate_db_copies").await else {
         return;
     };
     let data = tempfile::tempdir().expect("data dir");
@@ -117,7 +117,7 @@ async fn migrate_db_copies_an_sqlite_kandev_into_postgres_and_kandev_serves_the_
 
 #[tokio::test]
 async fn migrate_db_refuses_a_target_that_holds_records_and_writes_nothing() {
-    let Some(postgres) = kandev_testdb::database("migrate_db_refuses").await else {
+    let Some(postgres) = kandev_testkit::postgres::database("migrate_db_refuses").await else {
         return;
     };
     let data = tempfile::tempdir().expect("data dir");

@@ -80,7 +80,7 @@ async fn readiness_follows_the_sqlite_file_and_its_migrations() {
 
 #[tokio::test]
 async fn readiness_follows_the_postgres_server() {
-    let Some(mut cluster) = kandev_testdb::private_cluster("readiness_follows_the_postgres_server")
+    let Some(mut cluster) = kandev_testkit::postgres::private_cluster("readiness_follows_the_postgres_server")
     else {
         return;
     };

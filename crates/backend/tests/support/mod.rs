@@ -66,7 +66,7 @@ pub fn on_postgres() -> bool {
 /// the PostgreSQL test cluster (which must be there when asked for).
 pub async fn fresh_database(dir: &Path) -> String {
     if on_postgres() {
-        let cluster = kandev_testdb::cluster().unwrap_or_else(|why| {
+        let cluster = kandev_testkit::postgres::cluster().unwrap_or_else(|why| {
             panic!("TEST_DATABASE=postgres but PostgreSQL is unavailable: {why}")
         });
         return cluster.create_database().await.expect("a fresh database");

@@ -1,6 +1,6 @@
 //! The store contract, tested once and run on every engine: each test here runs on
 //! SQLite (a temporary file) and on PostgreSQL (a fresh database of the test cluster,
-//! `kandev-testdb`), as `store::conformance::<area>::<test>::{sqlite, postgres}`.
+//! `kandev_testkit::postgres`), as `store::conformance::<area>::<test>::{sqlite, postgres}`.
 
 mod clarifications;
 mod health;
@@ -183,7 +183,7 @@ pub(crate) async fn sqlite() -> Box<dyn Engine> {
 /// A migrated PostgreSQL database of its own; `None` when PostgreSQL is unavailable
 /// outside CI (under `CI=true` that fails the test).
 pub(crate) async fn postgres(test: &str) -> Option<Box<dyn Engine>> {
-    let url = kandev_testdb::database(test).await?;
+    let url = kandev_testkit::postgres::database(test).await?;
     let db = PostgresDb::open(&url, &DatabaseOptions::default())
         .await
         .expect("opens");

@@ -5,10 +5,12 @@ use std::sync::OnceLock;
 
 /// The repository root (the workspace directory).
 pub fn repo_root() -> PathBuf {
+    // This crate sits at `<repo>/crates/testkit`.
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+        .ancestors()
+        .nth(2)
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from(".."))
+        .unwrap_or_else(|| PathBuf::from("../.."))
 }
 
 /// The cargo target directory (`$CARGO_TARGET_DIR` or `<repo>/target`).

@@ -1,5 +1,3 @@
-//! # kandev-testdb
-//!
 //! A real PostgreSQL server for tests, with no docker and no download: the binaries of
 //! Debian's `postgresql` package (`initdb`, `postgres`), a cluster in a temporary
 //! directory on a free loopback port, started once per test process and gone with it.

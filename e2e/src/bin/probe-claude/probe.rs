@@ -13,9 +13,9 @@ use kandev_flags::FlagSnapshot;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::bridge::{AgentHome, Bridge, agent_env};
-use super::fake_api::FakeAnthropic;
-use super::model::{Offer, Script};
+use kandev_testkit::claude::bridge::{AgentHome, Bridge, agent_env};
+use kandev_testkit::claude::fake_api::FakeAnthropic;
+use kandev_testkit::claude::model::{Offer, Script};
 
 /// The prompt of both runs (the spec's §K wording).
 pub const PROMPT: &str = "use the AskUserQuestion tool right now to ask me to pick a colour.";
@@ -39,8 +39,6 @@ pub fn script() -> Script {
 /// What one run saw.
 #[derive(Debug, Clone, Default)]
 pub struct Run {
-    /// Whether `elicitation.form` was advertised.
-    pub flag: bool,
     /// The bridge's `agentInfo.version`.
     pub agent_version: String,
     /// The CLI's `User-Agent`.
@@ -138,7 +136,6 @@ pub async fn run(bridge: &Bridge, node: &Path, flag: bool) -> Result<Run, ProbeE
         .ok_or_else(|| ProbeError::Protocol("no stdout".into()))?;
     let mut lines = BufReader::new(stdout).lines();
     let mut out = Run {
-        flag,
         ..Run::default()
     };
     let conversation = async {
@@ -493,7 +490,6 @@ mod tests {
             ..Run::default()
         };
         let on = Run {
-            flag: true,
             offered: Some(Offer::Direct),
             elicitations: vec![json!({"id": 0, "params": {"toolCallId": "toolu_1"}})],
             answers: vec![json!({"action": "accept", "content": {"question_0": "Red"}})],

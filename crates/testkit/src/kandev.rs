@@ -106,7 +106,7 @@ impl KandevOptions {
     }
 
     /// The database kandev uses (default: a fresh one of the engine under test), e.g. one
-    /// PostgreSQL database from `kandev_testdb` shared by replicas.
+    /// PostgreSQL database from `kandev_testkit::postgres` shared by replicas.
     pub fn database(mut self, url: &str) -> Self {
         self.database = Some(url.to_owned());
         self

@@ -5,8 +5,9 @@
 
 use std::process::ExitCode;
 
-use kandev_e2e::claude::bridge::{Bridge, node};
-use kandev_e2e::claude::probe;
+mod probe;
+
+use kandev_testkit::claude::bridge::{Bridge, node};
 
 #[tokio::main]
 async fn main() -> ExitCode {

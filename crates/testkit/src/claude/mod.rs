@@ -8,12 +8,10 @@
 //! - [`bridge`]: installing a bridge version (`e2e/claude/install.sh`) and the agent's
 //!   explicit environment.
 //! - [`stack`]: [`ClaudeStack`], kandev + agentctl + the bridge behind `acp-tap`.
-//! - [`probe`]: the §K A/B of `just probe-claude VERSION`, a raw ACP client.
 
 pub mod bridge;
 pub mod fake_api;
 pub mod model;
-pub mod probe;
 pub mod stack;
 
 pub use bridge::{Bridge, PINNED};

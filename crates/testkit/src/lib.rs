@@ -1,4 +1,7 @@
-//! The full-stack e2e harness of Kandev (issue 5): real `kandev`, `agentctl` and agent
+//! # kandev-testkit
+//!
+//! The one test kit of the workspace (issue 25), used by every integration and e2e test and
+//! by the bench. It drives real `kandev`, `agentctl` and agent
 //! processes, real sockets, real SQLite or PostgreSQL, driven only the way users drive the system —
 //! the operator HTTP API and WebSocket (docs/architecture.md §4.4), the configuration of §4.5,
 //! and what an agent sees on the wire (the mock agent's `MOCK_AGENT_LOG`).
@@ -12,6 +15,8 @@
 //! - [`FrameLog`] reads the agent's JSON-RPC frames.
 //! - [`FaultProxy`] sits between `kandev` and a remote `agentctl` and can be cut.
 //! - [`claude`] runs the real claude-agent-acp bridge and CLI against a fake model.
+//! - [`postgres`] is a throwaway PostgreSQL cluster (Debian's binaries, a temp dir), a fresh
+//!   database per test; [`fresh_database`] picks the engine under test.
 //!
 //! The binaries come from `target/debug` (`just e2e` builds them first), or from the profile
 //! [`bins::use_profile`] names (the bench uses `target/release`).
@@ -23,6 +28,7 @@ pub mod frames;
 pub mod http;
 pub mod kandev;
 pub mod pki;
+pub mod postgres;
 pub mod process;
 pub mod proxy;
 pub mod remote;

@@ -1,5 +1,5 @@
 //! The database engine under test. `TEST_DATABASE=postgres` runs the suite on a fresh
-//! database of the throwaway PostgreSQL cluster (`kandev-testdb`) per kandev; otherwise
+//! database of the throwaway PostgreSQL cluster (`kandev_testkit::postgres`) per kandev; otherwise
 //! each kandev gets an SQLite file in its own directory.
 
 use std::path::Path;
@@ -13,7 +13,7 @@ pub fn on_postgres() -> bool {
 /// database of the test cluster (which must be there when asked for).
 pub async fn fresh_database(dir: &Path) -> String {
     if on_postgres() {
-        let cluster = kandev_testdb::cluster().unwrap_or_else(|why| {
+        let cluster = crate::postgres::cluster().unwrap_or_else(|why| {
             panic!("TEST_DATABASE=postgres but PostgreSQL is unavailable: {why}")
         });
         return cluster

@@ -135,7 +135,7 @@ impl Cluster {
 
     /// Stops the server (a fast shutdown: clients are disconnected at once) and removes
     /// its directory; returns once it is gone. Its port then refuses connections. A test
-    /// that stops a server should own it: [`crate::private_cluster`], not the shared one.
+    /// that stops a server should own it: [`crate::postgres::private_cluster`], not the shared one.
     pub fn stop(&mut self) {
         if let Some(mut stdin) = self.supervisor.stdin.take() {
             let _ = stdin.write_all(b"\n");
