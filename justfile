@@ -23,10 +23,10 @@ run:
 # The whole suite, what CI runs (.ci/run): lint, unit, integration and e2e tests, the backend and e2e tests again on PostgreSQL, browser, quick bench.
 test: lint pg-deps e2e-deps web-deps
     cargo build --workspace --bins
-    RUST_TEST_THREADS=4 cargo test --workspace --all-targets --no-fail-fast
+    RUST_TEST_THREADS=4 cargo test --workspace --all-targets --no-fail-fast -- --include-ignored
     cargo test --workspace --doc
     node --test e2e/foreign-agent/
-    TEST_DATABASE=postgres cargo test --workspace $({{just_executable()}} _targets crates/backend/tests e2e/tests) -- --test-threads 4
+    TEST_DATABASE=postgres cargo test --workspace --test e2e $({{just_executable()}} _targets crates/backend/tests) -- --include-ignored --test-threads 4
     node --test apps/web/tests/
     just bench --quick
 
@@ -43,7 +43,7 @@ pg-deps:
 # The backend integration tests and the e2e suite again, on PostgreSQL (a throwaway cluster in a temp dir, one fresh database per kandev).
 postgres: pg-deps e2e-deps
     cargo build --workspace --bins
-    TEST_DATABASE=postgres cargo test --workspace $({{just_executable()}} _targets crates/backend/tests e2e/tests) -- --test-threads 4
+    TEST_DATABASE=postgres cargo test --workspace --test e2e $({{just_executable()}} _targets crates/backend/tests) -- --include-ignored --test-threads 4
 
 # Release archive target/dist/kandev-<version>-<target>.tar.gz: release kandev, agentctl and mock-agent, an example kandev.toml, systemd units, docs/deploying.md as DEPLOY.md.
 dist:
@@ -78,7 +78,7 @@ e2e-browser: web-deps
 e2e: e2e-deps
     cargo build --workspace --bins
     node --test e2e/foreign-agent/
-    cargo test --workspace $({{just_executable()}} _targets e2e/tests) -- --test-threads 4
+    cargo test --workspace --test e2e -- --include-ignored --test-threads 4
 
 # The e2e suite's Node prerequisites: the foreign agent's locked packages, the bridge builders and the real bridges (0.65.0, 0.101.0) under target/.
 e2e-deps:
@@ -96,8 +96,8 @@ probe-claude VERSION:
 # The fault suite N times in a row (not in CI): stops at the first failure, naming the run. `just stress 200` is the bar for the stream-cut test.
 stress N="200":
     cargo build --workspace --bins
-    cargo test --workspace --test faults --no-run
-    for i in $(seq 1 {{N}}); do cargo test -q --workspace --test faults -- --test-threads 4 >target/stress.log 2>&1 || { echo "run $i of {{N}} failed; its output is in target/stress.log"; tail -40 target/stress.log; exit 1; }; echo "run $i of {{N}} passed"; done
+    cargo test --workspace --test e2e --no-run
+    for i in $(seq 1 {{N}}); do cargo test -q --workspace --test e2e -- faults:: --test-threads 4 >target/stress.log 2>&1 || { echo "run $i of {{N}} failed; its output is in target/stress.log"; tail -40 target/stress.log; exit 1; }; echo "run $i of {{N}} passed"; done
 
 # Performance report (issue 17, docs/architecture.md §8): mapping criterion benches, round trip, per-hop breakdown, load (SQLite and PostgreSQL) and the scale curve, each beside its baseline and target, on release binaries → target/bench/report.{json,md} (+ runs/). `--quick` is CI's reduced run on dev binaries; `--only PART` runs one part.
 bench *ARGS:
@@ -117,4 +117,4 @@ bench *ARGS:
 
 # Property-based fuzzing of map_request and build_response (arbitrary and mutated-fixture JSON, zero panics); CASES sets the count.
 fuzz CASES="20000":
-    PROPTEST_CASES={{CASES}} cargo test --workspace --test fuzz -- --ignored --nocapture
+    PROPTEST_CASES={{CASES}} cargo test --workspace --test fuzz -- --ignored --nocapture fuzz_

@@ -33,7 +33,7 @@ fn colour_script() -> Script {
     )
 }
 
-async fn stack(version: &str, options: StackOptions) -> Option<ClaudeStack> {
+async fn stack(version: &str, options: StackOptions) -> ClaudeStack {
     ClaudeStack::start(version, options).await
 }
 
@@ -116,9 +116,7 @@ fn id_of(record: &Value) -> &str {
 }
 
 async fn flag_off_the_model_is_not_offered_ask_user_question_and_asks_in_prose(version: &str) {
-    let Some(stack) = stack(version, StackOptions::new(false, colour_script())).await else {
-        return;
-    };
+    let stack = stack(version, StackOptions::new(false, colour_script())).await;
     let sid = stack.session(COLOUR_PROMPT).await;
     let text = stack
         .kandev
@@ -149,9 +147,7 @@ async fn flag_off_the_model_is_not_offered_ask_user_question_and_asks_in_prose(v
 }
 
 async fn flag_on_a_choice_then_custom_text_reach_the_model_inside_the_prompt(version: &str) {
-    let Some(stack) = stack(version, StackOptions::new(true, colour_script())).await else {
-        return;
-    };
+    let stack = stack(version, StackOptions::new(true, colour_script())).await;
     let k = &stack.kandev;
     let sid = stack.session(COLOUR_PROMPT).await;
     let record = k.wait_pending(&sid, 1).await.remove(0);
@@ -203,9 +199,7 @@ async fn flag_on_a_choice_then_custom_text_reach_the_model_inside_the_prompt(ver
 }
 
 async fn flag_on_skip_declines_and_the_model_is_told(version: &str) {
-    let Some(stack) = stack(version, StackOptions::new(true, colour_script())).await else {
-        return;
-    };
+    let stack = stack(version, StackOptions::new(true, colour_script())).await;
     let k = &stack.kandev;
     let sid = stack.session(COLOUR_PROMPT).await;
     let record = k.wait_pending(&sid, 1).await.remove(0);
@@ -233,9 +227,7 @@ async fn flag_on_skip_declines_and_the_model_is_told(version: &str) {
 }
 
 async fn turn_cancel_answers_cancel_and_withdraws_the_question(version: &str) {
-    let Some(stack) = stack(version, StackOptions::new(true, colour_script())).await else {
-        return;
-    };
+    let stack = stack(version, StackOptions::new(true, colour_script())).await;
     let k = &stack.kandev;
     let sid = stack.session(COLOUR_PROMPT).await;
     let record = k.wait_pending(&sid, 1).await.remove(0);
@@ -285,9 +277,7 @@ async fn ask_user_question_kandev_is_called_over_http_mcp(version: &str) {
             "context": "Setting up storage"}),
     );
     // Flag off: the path for agents that only know MCP tools.
-    let Some(stack) = stack(version, StackOptions::new(false, script)).await else {
-        return;
-    };
+    let stack = stack(version, StackOptions::new(false, script)).await;
     let k = &stack.kandev;
     let sid = stack
         .session("Decide which database the service uses.")
@@ -328,9 +318,7 @@ fn deploy_stack(flag: bool) -> StackOptions {
 }
 
 async fn mcp_elicitation_from_the_agents_own_server_is_forwarded_and_answered(version: &str) {
-    let Some(stack) = stack(version, deploy_stack(true)).await else {
-        return;
-    };
+    let stack = stack(version, deploy_stack(true)).await;
     let k = &stack.kandev;
     let sid = stack.session("Please deploy the api service.").await;
     let record = k.wait_pending(&sid, 1).await.remove(0);
@@ -375,9 +363,7 @@ async fn mcp_elicitation_from_the_agents_own_server_is_forwarded_and_answered(ve
 }
 
 async fn mcp_elicitation_without_the_capability_is_declined_without_a_clarification(version: &str) {
-    let Some(stack) = stack(version, deploy_stack(false)).await else {
-        return;
-    };
+    let stack = stack(version, deploy_stack(false)).await;
     let sid = stack.session("Please deploy the api service.").await;
     let result = tool_result(&stack, DEPLOY_TOOL).await;
     assert!(result.text.starts_with("elicitation decline"), "{result:?}");
@@ -389,6 +375,7 @@ macro_rules! bridge_tests {
     ($module:ident, $version:literal) => {
         mod $module {
             #[tokio::test]
+            #[ignore = "needs node and the real claude-agent-acp bridges (`just e2e-deps`); `just test` runs it"]
             async fn flag_off_the_model_is_not_offered_ask_user_question_and_asks_in_prose() {
                 super::flag_off_the_model_is_not_offered_ask_user_question_and_asks_in_prose(
                     $version,
@@ -397,6 +384,7 @@ macro_rules! bridge_tests {
             }
 
             #[tokio::test]
+            #[ignore = "needs node and the real claude-agent-acp bridges (`just e2e-deps`); `just test` runs it"]
             async fn flag_on_a_choice_then_custom_text_reach_the_model_inside_the_prompt() {
                 super::flag_on_a_choice_then_custom_text_reach_the_model_inside_the_prompt(
                     $version,
@@ -405,21 +393,25 @@ macro_rules! bridge_tests {
             }
 
             #[tokio::test]
+            #[ignore = "needs node and the real claude-agent-acp bridges (`just e2e-deps`); `just test` runs it"]
             async fn flag_on_skip_declines_and_the_model_is_told() {
                 super::flag_on_skip_declines_and_the_model_is_told($version).await;
             }
 
             #[tokio::test]
+            #[ignore = "needs node and the real claude-agent-acp bridges (`just e2e-deps`); `just test` runs it"]
             async fn turn_cancel_answers_cancel_and_withdraws_the_question() {
                 super::turn_cancel_answers_cancel_and_withdraws_the_question($version).await;
             }
 
             #[tokio::test]
+            #[ignore = "needs node and the real claude-agent-acp bridges (`just e2e-deps`); `just test` runs it"]
             async fn ask_user_question_kandev_is_called_over_http_mcp() {
                 super::ask_user_question_kandev_is_called_over_http_mcp($version).await;
             }
 
             #[tokio::test]
+            #[ignore = "needs node and the real claude-agent-acp bridges (`just e2e-deps`); `just test` runs it"]
             async fn mcp_elicitation_from_the_agents_own_server_is_forwarded_and_answered() {
                 super::mcp_elicitation_from_the_agents_own_server_is_forwarded_and_answered(
                     $version,
@@ -428,6 +420,7 @@ macro_rules! bridge_tests {
             }
 
             #[tokio::test]
+            #[ignore = "needs node and the real claude-agent-acp bridges (`just e2e-deps`); `just test` runs it"]
             async fn mcp_elicitation_without_the_capability_is_declined_without_a_clarification() {
                 super::mcp_elicitation_without_the_capability_is_declined_without_a_clarification(
                     $version,

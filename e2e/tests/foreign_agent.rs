@@ -113,6 +113,7 @@ fn question_ids(record: &Value) -> Vec<String> {
 }
 
 #[tokio::test]
+#[ignore = "needs node and npm (`just e2e-deps`); `just test` runs it"]
 async fn foreign_agent_bridge_0_65_0_records_the_operators_choices_custom_text_winning_and_multi_select()
  {
     let kandev = Kandev::start(KandevOptions::new().flag_env(true)).await;
@@ -180,6 +181,7 @@ async fn foreign_agent_bridge_0_65_0_records_the_operators_choices_custom_text_w
 }
 
 #[tokio::test]
+#[ignore = "needs node and npm (`just e2e-deps`); `just test` runs it"]
 async fn foreign_agent_bridge_0_101_0_records_picks_with_other_text_as_separate_rule_4_questions() {
     let kandev = Kandev::start(KandevOptions::new().flag_env(true)).await;
     let asked = ask(&kandev, "claude-bridge-0101", "ask mixed").await;
@@ -262,6 +264,7 @@ async fn foreign_agent_bridge_0_101_0_records_picks_with_other_text_as_separate_
 }
 
 #[tokio::test]
+#[ignore = "needs node and npm (`just e2e-deps`); `just test` runs it"]
 async fn foreign_agent_without_the_capability_cannot_ask_and_falls_back_to_prose() {
     ensure_foreign_agent();
     let kandev = Kandev::start(KandevOptions::new().flag_env(false)).await;

@@ -4,8 +4,9 @@
 //! Each test asks [`database`] for a fresh database of its own; a test that must stop
 //! the server starts its own with [`private_cluster`].
 //!
-//! When PostgreSQL is not installed, a test that needs it fails under `CI=true` and is
-//! skipped (with a line saying so) elsewhere: [`database`] returns `None` then.
+//! A test that needs PostgreSQL is marked `#[ignore = "needs PostgreSQL …"]`: the test
+//! runner reports it as ignored unless ignored tests are asked for (`just test` asks), and
+//! then it fails when PostgreSQL is missing. No path skips and passes.
 //!
 //! The [`cluster`] trades durability for speed (`fsync=off`): these are tests; the bench
 //! takes the [`durable_cluster`], on PostgreSQL's default commit settings. As root,
@@ -33,69 +34,47 @@ pub fn durable_cluster() -> Result<&'static Cluster, &'static Unavailable> {
         .as_ref()
 }
 
-/// Whether a test that needs PostgreSQL must fail when it is missing (`CI=true`).
-pub fn required() -> bool {
-    required_by(std::env::var("CI").ok().as_deref())
+/// The process's cluster, for a test that needs PostgreSQL.
+///
+/// # Panics
+/// When PostgreSQL cannot start here, with the reason. A test that needs it is marked
+/// `#[ignore = "needs PostgreSQL …"]`, so the test runner reports it as ignored unless it
+/// is asked for (`just test` runs ignored tests); it never passes without running.
+pub fn shared() -> &'static Cluster {
+    cluster().unwrap_or_else(|why| panic!("this test needs PostgreSQL (`just pg-deps` installs it): {why}"))
 }
 
-fn required_by(ci: Option<&str>) -> bool {
-    matches!(ci, Some(v) if v.eq_ignore_ascii_case("true") || v == "1")
-}
-
-/// A fresh, empty database's URL (`postgres://postgres@127.0.0.1:PORT/t_…`). `None` when
-/// PostgreSQL is unavailable outside CI (the test should return early); panics with the
-/// reason under `CI=true`.
-pub async fn database(test: &str) -> Option<String> {
-    match cluster() {
-        Ok(cluster) => Some(
-            cluster
-                .create_database()
-                .await
-                .unwrap_or_else(|err| panic!("{test}: cannot create a test database: {err}")),
-        ),
-        Err(why) if required() => panic!("{test} needs PostgreSQL and CI=true: {why}"),
-        Err(why) => {
-            eprintln!("SKIPPED {test}: PostgreSQL is not available here ({why})");
-            None
-        }
-    }
+/// A fresh, empty database's URL (`postgres://postgres@127.0.0.1:PORT/t_…`).
+///
+/// # Panics
+/// When PostgreSQL is unavailable ([`shared`]) or the database cannot be created.
+pub async fn database(test: &str) -> String {
+    shared()
+        .create_database()
+        .await
+        .unwrap_or_else(|err| panic!("{test}: cannot create a test database: {err}"))
 }
 
 /// A server of the calling test's own, which it may [`Cluster::stop`] (to see what its
-/// clients do when the database goes away) without disturbing the shared one. `None`
-/// when PostgreSQL is unavailable outside CI; panics with the reason under `CI=true`.
-pub fn private_cluster(test: &str) -> Option<Cluster> {
-    match Cluster::start() {
-        Ok(cluster) => Some(cluster),
-        Err(why) if required() => panic!("{test} needs PostgreSQL and CI=true: {why}"),
-        Err(why) => {
-            eprintln!("SKIPPED {test}: PostgreSQL is not available here ({why})");
-            None
-        }
-    }
+/// clients do when the database goes away) without disturbing the shared one.
+///
+/// # Panics
+/// When PostgreSQL cannot start here.
+pub fn private_cluster(test: &str) -> Cluster {
+    Cluster::start().unwrap_or_else(|why| {
+        panic!("{test} needs PostgreSQL (`just pg-deps` installs it): {why}")
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_ci_requires_postgres() {
-        assert!(required_by(Some("true")));
-        assert!(required_by(Some("TRUE")));
-        assert!(required_by(Some("1")));
-        assert!(!required_by(Some("false")));
-        assert!(!required_by(None));
-    }
-
     #[tokio::test]
+    #[ignore = "needs PostgreSQL (Debian's postgresql); `just test` runs it"]
     async fn two_databases_are_separate_and_usable() {
-        let Some(a) = database("two_databases_are_separate_and_usable").await else {
-            return;
-        };
-        let b = database("two_databases_are_separate_and_usable")
-            .await
-            .expect("second");
+        let a = database("two_databases_are_separate_and_usable").await;
+        let b = database("two_databases_are_separate_and_usable").await;
         assert_ne!(a, b);
         let pool = sqlx::PgPool::connect(&a).await.expect("connect a");
         sqlx::query("CREATE TABLE t (x BIGINT)")
@@ -112,12 +91,9 @@ mod tests {
     }
 
     #[tokio::test]
+    #[ignore = "needs PostgreSQL (Debian's postgresql); `just test` runs it"]
     async fn a_private_cluster_stops_and_its_port_then_refuses() {
-        let Some(mut cluster) =
-            private_cluster("a_private_cluster_stops_and_its_port_then_refuses")
-        else {
-            return;
-        };
+        let mut cluster = private_cluster("a_private_cluster_stops_and_its_port_then_refuses");
         use sqlx::Connection;
         let url = cluster.create_database().await.expect("database");
         let mut conn = sqlx::PgConnection::connect(&url).await.expect("connect");

@@ -81,13 +81,12 @@ pub struct ClaudeStack {
 }
 
 impl ClaudeStack {
-    /// Starts the stack on bridge `version`; `None` when the bridge cannot be installed
-    /// outside CI (see [`Bridge::for_test`]).
+    /// Starts the stack on bridge `version`.
     ///
     /// # Panics
-    /// When a part cannot start.
-    pub async fn start(version: &str, options: StackOptions) -> Option<Self> {
-        let bridge = Bridge::for_test(version)?;
+    /// When a part cannot start, or the bridge cannot be installed ([`Bridge::for_test`]).
+    pub async fn start(version: &str, options: StackOptions) -> Self {
+        let bridge = Bridge::for_test(version);
         let node = node().unwrap_or_else(|err| panic!("the bridge needs node: {err}"));
         let api = FakeAnthropic::start(options.script).await;
         let home = AgentHome::new();
@@ -119,13 +118,13 @@ impl ClaudeStack {
             kandev_options = kandev_options.unset_env(&name);
         }
         let kandev = Kandev::start(kandev_options).await;
-        Some(Self {
+        Self {
             bridge,
             api,
             kandev,
             frames,
             home,
-        })
+        }
     }
 
     /// Starts a session of the bridge on `prompt` in a new task; returns the session id.
