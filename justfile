@@ -117,4 +117,4 @@ bench *ARGS:
 
 # Property-based fuzzing of map_request and build_response (arbitrary and mutated-fixture JSON, zero panics); CASES sets the count.
 fuzz CASES="20000":
-    PROPTEST_CASES={{CASES}} cargo test --workspace --test fuzz -- --ignored --nocapture fuzz_
+    PROPTEST_CASES={{CASES}} cargo test --workspace --test elicitation -- --ignored --nocapture fuzz::fuzz_

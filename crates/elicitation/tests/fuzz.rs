@@ -4,9 +4,9 @@
 //! produced (valid and invalid ones alike). The corpus seeds are every params fixture of
 //! `tests/fixtures` and `tests/fixtures/bridge`.
 //!
-//! The long run is `just fuzz` (`PROPTEST_CASES=20000 cargo test -p kandev-elicitation
-//! --test fuzz -- --ignored`); without `--ignored` a 64-case smoke of the same properties
-//! keeps the suite compiled and honest inside `just test`.
+//! The long run is `just fuzz` (`PROPTEST_CASES=20000 cargo test --workspace --test
+//! elicitation -- --ignored --nocapture fuzz::fuzz_`); without `--ignored` a 64-case smoke
+//! of the same properties keeps the suite compiled and honest.
 
 use std::path::Path;
 

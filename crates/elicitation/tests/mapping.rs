@@ -1,12 +1,11 @@
 //! `elicitation/create` params → questions: the mapping ACs, D1/D2/D10 and the §7
 //! extensions, against the fixtures of `tests/fixtures`.
 
-mod common;
-
-use common::{fixture, mapped};
+use crate::common::{fixture, mapped};
 use kandev_elicitation::limits::{MAX_OPTIONS, MAX_PARAMS_BYTES, MAX_PROPERTIES};
 use kandev_elicitation::{
-    Constraints, CustomAnswer, DeclineReason, MappedElicitation, QuestionKind, map_request,
+    Constraints, CustomAnswer, DeclineReason, MappedElicitation, Question, QuestionKind,
+    map_request,
 };
 use serde_json::{Value, json};
 
@@ -28,6 +27,11 @@ fn declined(params: &Value) -> DeclineReason {
 
 fn ids(m: &MappedElicitation) -> Vec<&str> {
     m.questions.iter().map(|q| q.id.as_str()).collect()
+}
+
+/// The key of `q`'s companion, if it has one.
+fn companion_key(q: &Question) -> Option<&str> {
+    q.custom_answer.as_ref().map(|c| c.key.as_str())
 }
 
 fn option_ids(m: &MappedElicitation, question: &str) -> Vec<String> {
@@ -125,10 +129,7 @@ fn ac_07_array_of_anyof_maps_to_one_multi_select_with_one_option_per_entry() {
     assert_eq!(q.kind, QuestionKind::MultiSelect);
     assert_eq!(q.title.as_deref(), Some("Envs"));
     assert_eq!(option_ids(&m, "question_1"), ["dev", "staging", "prod"]);
-    assert_eq!(
-        q.custom_answer.as_ref().map(|c| c.key.as_str()),
-        Some("question_1_custom")
-    );
+    assert_eq!(companion_key(q), Some("question_1_custom"));
 }
 
 #[test]
@@ -204,13 +205,7 @@ fn d2_two_companions_for_one_question_first_under_d1_wins() {
         "other_2": marker("q"),
     })));
     assert_eq!(ids(&m), ["q"]);
-    assert_eq!(
-        m.questions[0]
-            .custom_answer
-            .as_ref()
-            .map(|c| c.key.as_str()),
-        Some("other_2")
-    );
+    assert_eq!(companion_key(&m.questions[0]), Some("other_2"));
 }
 
 #[test]
@@ -225,13 +220,7 @@ fn d2_companion_is_found_by_marker_never_by_suffix() {
     // AC-11's fixture: the companion key bears no relation to its question's key.
     let m = mapped("custom-answer-arbitrary-key.json");
     assert_eq!(ids(&m), ["release_name"]);
-    assert_eq!(
-        m.questions[0]
-            .custom_answer
-            .as_ref()
-            .map(|c| c.key.as_str()),
-        Some("answer_freeform")
-    );
+    assert_eq!(companion_key(&m.questions[0]), Some("answer_freeform"));
 }
 
 #[test]
@@ -254,13 +243,7 @@ fn d2_companion_attaches_to_a_rule_4_text_question() {
         "name_other": {"type": "string", "_meta": {"_askUserQuestionCustomAnswer": {"questionId": "name"}}},
     })));
     assert_eq!(ids(&m), ["name"]);
-    assert_eq!(
-        m.questions[0]
-            .custom_answer
-            .as_ref()
-            .map(|c| c.key.as_str()),
-        Some("name_other")
-    );
+    assert_eq!(companion_key(&m.questions[0]), Some("name_other"));
     assert!(!m.questions[0].text_goes_to_own_key());
 }
 

@@ -6,7 +6,21 @@ use std::collections::BTreeSet;
 
 use kandev_elicitation::{Answer, OperatorAnswer, build_response, compare_keys, map_request};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use serde_json::{Map, Number, Value, json};
+
+/// 512 cases; failures persist in `tests/properties.proptest-regressions`, beside this
+/// file. (Proptest's default looks for the nearest `main.rs` and would write
+/// `proptest-regressions/properties.txt` beside `tests/` instead.)
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: 512,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    }
+}
 
 // ---- keys ------------------------------------------------------------------------
 
@@ -41,7 +55,7 @@ fn reference_split(k: &str) -> Option<(&[u8], Option<u128>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(config())]
 
     #[test]
     fn d1_is_antisymmetric(a in key(), b in key()) {
@@ -276,7 +290,7 @@ fn answers(ids: Vec<String>, options: Vec<String>) -> impl Strategy<Value = Oper
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(config())]
 
     #[test]
     fn map_request_never_panics_on_arbitrary_json(v in json_value()) {

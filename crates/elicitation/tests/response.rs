@@ -1,14 +1,19 @@
 //! Operator answer + mapped elicitation → ACP response: the response ACs, the F10
 //! validation errors and the §7 typed values and constraints.
 
-mod common;
-
-use common::{answer, content, mapped, respond, submission};
+use crate::common::{answer, content, mapped, respond, submission};
 use kandev_elicitation::{
-    AnswerError, ElicitationResponse, MappedElicitation, OperatorAnswer, build_response,
+    Answer, AnswerError, ElicitationResponse, MappedElicitation, OperatorAnswer, build_response,
     map_request,
 };
 use serde_json::{Value, json};
+
+const COLOUR: &str = "colour-k.json";
+const SINGLE: &str = "askuserquestion-single.json";
+const TWO: &str = "askuserquestion-two-questions.json";
+const MCP: &str = "mcp-passthrough.json";
+const REFUSAL: &str = "refusal-fallback.json";
+const EXT: &str = "extended-vocabulary.json";
 
 fn form(properties: Value) -> MappedElicitation {
     map_request(&json!({"mode": "form", "sessionId": "sess", "message": "m",
@@ -16,14 +21,29 @@ fn form(properties: Value) -> MappedElicitation {
     .unwrap_or_else(|d| panic!("declined: {d}"))
 }
 
-fn rejected_answer(m: &MappedElicitation, answers: Vec<kandev_elicitation::Answer>) -> AnswerError {
+/// The wire response to `answers` on fixture `name`.
+fn respond_to(name: &str, answers: Vec<Answer>) -> Value {
+    respond(&mapped(name), answers)
+}
+
+/// An accept carrying `content`.
+fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+fn rejected_answer(m: &MappedElicitation, answers: Vec<Answer>) -> AnswerError {
     match build_response(m, &submission(answers)) {
         Ok(r) => panic!("expected an answer error, built {}", r.to_json()),
         Err(e) => e,
     }
 }
 
-fn skip(answers: Vec<kandev_elicitation::Answer>) -> OperatorAnswer {
+/// The error `answers` on fixture `name` are refused with.
+fn refused(name: &str, answers: Vec<Answer>) -> AnswerError {
+    rejected_answer(&mapped(name), answers)
+}
+
+fn skip(answers: Vec<Answer>) -> OperatorAnswer {
     OperatorAnswer {
         answers,
         rejected: true,
@@ -31,51 +51,56 @@ fn skip(answers: Vec<kandev_elicitation::Answer>) -> OperatorAnswer {
     }
 }
 
+/// One `#[test]` per row: on the form `$form`, each list of answers is sent as an
+/// accept carrying exactly `$content`.
+macro_rules! accepts {
+    ($($name:ident($form:expr) { $([$($answer:expr),* $(,)?] => $content:tt),+ $(,)? })*) => {
+        $(
+            #[test]
+            fn $name() {
+                let m = $form;
+                $(assert_eq!(respond(&m, vec![$($answer),*]), accept(json!($content)));)+
+            }
+        )*
+    };
+}
+
 // ---- the ACs -------------------------------------------------------------------
 
-#[test]
-fn ac_10_selected_label_is_sent_at_the_schema_key() {
-    let m = mapped("colour-k.json");
-    assert_eq!(
-        respond(&m, vec![answer("question_0", &["Red"], "")]),
-        json!({"action": "accept", "content": {"question_0": "Red"}})
-    );
+accepts! {
+    ac_10_selected_label_is_sent_at_the_schema_key(mapped(COLOUR)) {
+        [answer("question_0", &["Red"], "")] => {"question_0": "Red"},
+    }
+    ac_11a_mcp_passthrough_free_text_goes_to_its_own_key(mapped(MCP)) {
+        [answer("apiKey", &[], "T")] => {"apiKey": "T"},
+    }
+    ac_12_two_selected_options_are_sent_as_an_array(mapped(TWO)) {
+        [answer("question_1", &["dev", "staging"], "")] => {"question_1": ["dev", "staging"]},
+    }
+    ac_12i_selection_and_text_send_the_companion_only(mapped(SINGLE)) {
+        [answer("question_0", &["SQLite"], "  Cockroach  ")] => {"question_0_custom": "Cockroach"},
+    }
+    ac_55_multi_select_is_sent_in_declaration_order(mapped(TWO)) {
+        [answer("question_1", &["prod", "dev"], "")] => {"question_1": ["dev", "prod"]},
+        [answer("question_1", &["prod", "staging", "dev"], "")]
+            => {"question_1": ["dev", "staging", "prod"]},
+    }
 }
 
 #[test]
 fn ac_11_free_text_goes_to_the_marker_named_companion_key() {
-    let m = mapped("custom-answer-arbitrary-key.json");
-    let out = respond(&m, vec![answer("release_name", &[], "Cassiopeia")]);
-    assert_eq!(
-        out,
-        json!({"action": "accept", "content": {"answer_freeform": "Cassiopeia"}})
+    let out = respond_to(
+        "custom-answer-arbitrary-key.json",
+        vec![answer("release_name", &[], "Cassiopeia")],
     );
+    assert_eq!(out, accept(json!({"answer_freeform": "Cassiopeia"})));
     assert!(out["content"].get("release_name_custom").is_none());
 }
 
 #[test]
-fn ac_11a_mcp_passthrough_free_text_goes_to_its_own_key() {
-    let m = mapped("mcp-passthrough.json");
-    assert_eq!(
-        respond(&m, vec![answer("apiKey", &[], "T")]),
-        json!({"action": "accept", "content": {"apiKey": "T"}})
-    );
-}
-
-#[test]
-fn ac_12_two_selected_options_are_sent_as_an_array() {
-    let m = mapped("askuserquestion-two-questions.json");
-    assert_eq!(
-        respond(&m, vec![answer("question_1", &["dev", "staging"], "")]),
-        json!({"action": "accept", "content": {"question_1": ["dev", "staging"]}})
-    );
-}
-
-#[test]
 fn ac_12a_free_text_with_a_selection_is_trimmed_at_the_companion_key() {
-    let m = mapped("askuserquestion-single.json");
-    let out = respond(
-        &m,
+    let out = respond_to(
+        SINGLE,
         vec![answer("question_0", &["Postgres"], " CockroachDB ")],
     );
     assert_eq!(out["content"]["question_0_custom"], json!("CockroachDB"));
@@ -83,34 +108,25 @@ fn ac_12a_free_text_with_a_selection_is_trimmed_at_the_companion_key() {
 
 #[test]
 fn ac_12b_nothing_answered_is_accept_with_empty_content() {
-    let m = mapped("askuserquestion-two-questions.json");
-    let empty = json!({"action": "accept", "content": {}});
+    let m = mapped(TWO);
+    let empty = accept(json!({}));
     assert_eq!(respond(&m, vec![]), empty);
     // Entries that carry nothing are still "nothing answered".
-    assert_eq!(
-        respond(
-            &m,
-            vec![
-                answer("question_0", &[], "  "),
-                answer("question_1", &[], "")
-            ]
-        ),
-        empty
-    );
-    assert_eq!(
-        serde_json::to_string(&respond(&m, vec![])).expect("json"),
-        r#"{"action":"accept","content":{}}"#
-    );
+    let blank = vec![
+        answer("question_0", &[], "  "),
+        answer("question_1", &[], ""),
+    ];
+    assert_eq!(respond(&m, blank), empty);
+    let wire = serde_json::to_string(&respond(&m, vec![])).expect("json");
+    assert_eq!(wire, r#"{"action":"accept","content":{}}"#);
 }
 
 #[test]
 fn ac_12c_refusal_fallback_first_option_is_sent_at_choice() {
-    let m = mapped("refusal-fallback.json");
+    let m = mapped(REFUSAL);
     let first = m.questions[0].options[0].id.clone();
-    assert_eq!(
-        respond(&m, vec![answer("choice", &[&first], "")]),
-        json!({"action": "accept", "content": {"choice": "retry_fallback"}})
-    );
+    let out = respond(&m, vec![answer("choice", &[&first], "")]);
+    assert_eq!(out, accept(json!({"choice": "retry_fallback"})));
 }
 
 #[test]
@@ -128,36 +144,24 @@ fn ac_12h_only_the_answered_question_contributes_a_key() {
 }
 
 #[test]
-fn ac_12i_selection_and_text_send_the_companion_only() {
-    let m = mapped("askuserquestion-single.json");
-    assert_eq!(
-        respond(&m, vec![answer("question_0", &["SQLite"], "  Cockroach  ")]),
-        json!({"action": "accept", "content": {"question_0_custom": "Cockroach"}})
-    );
-}
-
-#[test]
 fn ac_12j_whitespace_only_text_is_no_text() {
-    let m = mapped("askuserquestion-single.json");
-    assert_eq!(
-        respond(&m, vec![answer("question_0", &[], " \t\n ")]),
-        json!({"action": "accept", "content": {}})
-    );
-    // With a selection, whitespace text falls back to the selection.
-    assert_eq!(
-        respond(&m, vec![answer("question_0", &["SQLite"], "   ")]),
-        json!({"action": "accept", "content": {"question_0": "SQLite"}})
-    );
-    let m = mapped("mcp-passthrough.json");
-    assert_eq!(
-        respond(&m, vec![answer("apiKey", &[], "   ")]),
-        json!({"action": "accept", "content": {}})
-    );
+    for (fixture, given, sent) in [
+        (SINGLE, answer("question_0", &[], " \t\n "), json!({})),
+        // With a selection, whitespace text falls back to the selection.
+        (
+            SINGLE,
+            answer("question_0", &["SQLite"], "   "),
+            json!({"question_0": "SQLite"}),
+        ),
+        (MCP, answer("apiKey", &[], "   "), json!({})),
+    ] {
+        assert_eq!(respond_to(fixture, vec![given]), accept(sent), "{fixture}");
+    }
 }
 
 #[test]
 fn ac_14_rejected_bundle_is_decline() {
-    let m = mapped("askuserquestion-single.json");
+    let m = mapped(SINGLE);
     let out = build_response(&m, &skip(vec![])).expect("valid");
     assert_eq!(out, ElicitationResponse::Decline);
     assert_eq!(out.to_json(), json!({"action": "decline"}));
@@ -167,129 +171,58 @@ fn ac_14_rejected_bundle_is_decline() {
 }
 
 #[test]
-fn ac_55_multi_select_is_sent_in_declaration_order() {
-    let m = mapped("askuserquestion-two-questions.json");
-    assert_eq!(
-        respond(&m, vec![answer("question_1", &["prod", "dev"], "")]),
-        json!({"action": "accept", "content": {"question_1": ["dev", "prod"]}})
-    );
-    assert_eq!(
-        respond(
-            &m,
-            vec![answer("question_1", &["prod", "staging", "dev"], "")]
-        )["content"]["question_1"],
-        json!(["dev", "staging", "prod"])
-    );
-}
-
-#[test]
 fn ac_56_zero_option_question_answered_with_text() {
-    let m = mapped("mcp-passthrough.json");
+    let m = mapped(MCP);
     assert!(m.questions[0].options.is_empty());
-    assert_eq!(
-        respond(&m, vec![answer("apiKey", &[], "T")]),
-        json!({"action": "accept", "content": {"apiKey": "T"}})
-    );
+    let out = respond(&m, vec![answer("apiKey", &[], "T")]);
+    assert_eq!(out, accept(json!({"apiKey": "T"})));
 }
 
 // ---- content rules beyond the named ACs ------------------------------------------
 
-#[test]
-fn text_on_a_select_without_companion_is_dropped_and_the_selection_kept() {
-    let m = mapped("refusal-fallback.json");
-    assert_eq!(
-        respond(&m, vec![answer("choice", &["cancelled"], "maybe later")]),
-        json!({"action": "accept", "content": {"choice": "cancelled"}})
-    );
-    assert_eq!(
-        respond(&m, vec![answer("choice", &[], "maybe later")]),
-        json!({"action": "accept", "content": {}})
-    );
-}
-
-#[test]
-fn text_on_an_emptied_enum_goes_to_its_own_key() {
-    let m = form(json!({
+accepts! {
+    text_on_a_select_without_companion_is_dropped_and_the_selection_kept(mapped(REFUSAL)) {
+        [answer("choice", &["cancelled"], "maybe later")] => {"choice": "cancelled"},
+        [answer("choice", &[], "maybe later")] => {},
+    }
+    text_on_an_emptied_enum_goes_to_its_own_key(form(json!({
         "one": {"type": "string", "oneOf": [{"title": "no const"}]},
         "many": {"type": "array", "items": {"anyOf": []}},
-    }));
-    assert_eq!(
-        respond(
-            &m,
-            vec![answer("one", &[], " a "), answer("many", &[], "b")]
-        ),
-        json!({"action": "accept", "content": {"one": "a", "many": "b"}})
-    );
-}
-
-#[test]
-fn text_on_a_rule_4_question_with_companion_goes_to_the_companion() {
-    let m = form(json!({
+    }))) {
+        [answer("one", &[], " a "), answer("many", &[], "b")] => {"one": "a", "many": "b"},
+    }
+    text_on_a_rule_4_question_with_companion_goes_to_the_companion(form(json!({
         "name": {"type": "string"},
-        "name_other": {"type": "string", "_meta": {"_askUserQuestionCustomAnswer": {"questionId": "name"}}},
-    }));
-    assert_eq!(
-        respond(&m, vec![answer("name", &[], "x")]),
-        json!({"action": "accept", "content": {"name_other": "x"}})
-    );
-}
-
-#[test]
-fn keys_are_verbatim() {
-    let m = form(json!({
+        "name_other": {"type": "string",
+                       "_meta": {"_askUserQuestionCustomAnswer": {"questionId": "name"}}},
+    }))) {
+        [answer("name", &[], "x")] => {"name_other": "x"},
+    }
+    keys_are_verbatim(form(json!({
         "Größe ✓": {"type": "string", "oneOf": [{"const": "XL 🙂"}]},
         "with space": {"type": "string"},
-    }));
-    assert_eq!(
-        respond(
-            &m,
-            vec![
-                answer("Größe ✓", &["XL 🙂"], ""),
-                answer("with space", &[], "v")
-            ]
-        ),
-        json!({"action": "accept", "content": {"Größe ✓": "XL 🙂", "with space": "v"}})
-    );
-}
-
-#[test]
-fn repeated_option_ids_in_one_answer_are_deduplicated() {
-    let m = mapped("askuserquestion-two-questions.json");
-    assert_eq!(
-        respond(
-            &m,
-            vec![
-                answer("question_0", &["SQLite", "SQLite"], ""),
-                answer("question_1", &["prod", "dev", "prod"], "")
-            ]
-        )["content"],
-        json!({"question_0": "SQLite", "question_1": ["dev", "prod"]})
-    );
-}
-
-#[test]
-fn answers_of_every_question_of_the_two_question_frame() {
-    let m = mapped("askuserquestion-two-questions.json");
-    assert_eq!(
-        respond(
-            &m,
-            vec![
-                answer("question_1", &["staging"], "all of them"),
-                answer("question_0", &["Postgres"], ""),
-            ]
-        ),
-        json!({"action": "accept", "content": {"question_1_custom": "all of them", "question_0": "Postgres"}})
-    );
+    }))) {
+        [answer("Größe ✓", &["XL 🙂"], ""), answer("with space", &[], "v")]
+            => {"Größe ✓": "XL 🙂", "with space": "v"},
+    }
+    repeated_option_ids_in_one_answer_are_deduplicated(mapped(TWO)) {
+        [answer("question_0", &["SQLite", "SQLite"], ""),
+         answer("question_1", &["prod", "dev", "prod"], "")]
+            => {"question_0": "SQLite", "question_1": ["dev", "prod"]},
+    }
+    answers_of_every_question_of_the_two_question_frame(mapped(TWO)) {
+        [answer("question_1", &["staging"], "all of them"), answer("question_0", &["Postgres"], "")]
+            => {"question_1_custom": "all of them", "question_0": "Postgres"},
+    }
 }
 
 // ---- F10: every validation error ------------------------------------------------
 
 #[test]
 fn f10_unknown_question_id() {
-    let m = mapped("colour-k.json");
     for id in ["question_1", "question_0_custom", ""] {
         assert_eq!(
-            rejected_answer(&m, vec![answer(id, &["Red"], "")]),
+            refused(COLOUR, vec![answer(id, &["Red"], "")]),
             AnswerError::UnknownQuestion {
                 question_id: id.into()
             }
@@ -299,62 +232,57 @@ fn f10_unknown_question_id() {
 
 #[test]
 fn f10_duplicate_answer() {
-    let m = mapped("colour-k.json");
+    let twice = vec![
+        answer("question_0", &["Red"], ""),
+        answer("question_0", &["Blue"], ""),
+    ];
+    let question_id = "question_0".into();
     assert_eq!(
-        rejected_answer(
-            &m,
-            vec![
-                answer("question_0", &["Red"], ""),
-                answer("question_0", &["Blue"], "")
-            ]
-        ),
-        AnswerError::DuplicateAnswer {
-            question_id: "question_0".into()
-        }
+        refused(COLOUR, twice),
+        AnswerError::DuplicateAnswer { question_id }
     );
 }
 
 #[test]
 fn f10_two_choices_for_a_single_select() {
-    let m = mapped("colour-k.json");
+    let question_id = "question_0".into();
     assert_eq!(
-        rejected_answer(&m, vec![answer("question_0", &["Red", "Blue"], "")]),
+        refused(COLOUR, vec![answer("question_0", &["Red", "Blue"], "")]),
         AnswerError::TooManyChoices {
-            question_id: "question_0".into(),
+            question_id,
             count: 2
         }
     );
     // Even when the companion text would win, the selection must be valid.
     assert!(matches!(
-        rejected_answer(&m, vec![answer("question_0", &["Red", "Blue"], "Green")]),
+        refused(
+            COLOUR,
+            vec![answer("question_0", &["Red", "Blue"], "Green")]
+        ),
         AnswerError::TooManyChoices { .. }
     ));
 }
 
 #[test]
 fn f10_undeclared_option() {
-    let m = mapped("colour-k.json");
-    assert_eq!(
-        rejected_answer(&m, vec![answer("question_0", &["Green"], "")]),
-        AnswerError::UndeclaredOption {
-            question_id: "question_0".into(),
-            option: "Green".into()
-        }
-    );
+    for (fixture, id, option) in [
+        (COLOUR, "question_0", "Green"),
+        // A question without options accepts none.
+        (MCP, "apiKey", "T"),
+    ] {
+        assert_eq!(
+            refused(fixture, vec![answer(id, &[option], "")]),
+            AnswerError::UndeclaredOption {
+                question_id: id.into(),
+                option: option.into()
+            }
+        );
+    }
     // Option ids are the consts, compared exactly.
     assert!(matches!(
-        rejected_answer(&m, vec![answer("question_0", &["red"], "")]),
+        refused(COLOUR, vec![answer("question_0", &["red"], "")]),
         AnswerError::UndeclaredOption { .. }
     ));
-    // A question without options accepts none.
-    let m = mapped("mcp-passthrough.json");
-    assert_eq!(
-        rejected_answer(&m, vec![answer("apiKey", &["T"], "")]),
-        AnswerError::UndeclaredOption {
-            question_id: "apiKey".into(),
-            option: "T".into()
-        }
-    );
     let m = form(json!({"b": {"type": "boolean"}}));
     assert!(matches!(
         rejected_answer(&m, vec![answer("b", &["true"], "")]),
@@ -364,7 +292,6 @@ fn f10_undeclared_option() {
 
 #[test]
 fn f10_unparseable_typed_value() {
-    let m = mapped("extended-vocabulary.json");
     for (id, text, expected) in [
         ("confirm", "yes", "a boolean"),
         ("confirm", "1", "a boolean"),
@@ -376,8 +303,8 @@ fn f10_unparseable_typed_value() {
         ("replicas", "99999999999999999999999", "an integer"),
     ] {
         assert_eq!(
-            rejected_answer(
-                &m,
+            refused(
+                EXT,
                 vec![answer(id, &[], text), answer("service", &[], "svc")]
             ),
             AnswerError::UnparseableValue {
@@ -392,54 +319,43 @@ fn f10_unparseable_typed_value() {
 
 #[test]
 fn f10_required_question_unanswered() {
-    let m = mapped("extended-vocabulary.json");
-    assert_eq!(
-        rejected_answer(&m, vec![answer("service", &[], "svc")]),
-        AnswerError::RequiredUnanswered {
-            question_id: "confirm".into()
-        }
-    );
-    assert_eq!(
-        rejected_answer(
-            &m,
-            vec![
-                answer("confirm", &[], "true"),
-                answer("service", &[], "   ")
-            ]
-        ),
-        AnswerError::RequiredUnanswered {
-            question_id: "service".into()
-        }
-    );
+    for (answers, unanswered) in [
+        (vec![answer("service", &[], "svc")], "confirm"),
+        (ext_answers("true", "   "), "service"),
+    ] {
+        assert_eq!(
+            refused(EXT, answers),
+            AnswerError::RequiredUnanswered {
+                question_id: unanswered.into()
+            }
+        );
+    }
     // Skip is always allowed, required or not.
-    let skipped = build_response(&m, &skip(vec![])).expect("valid");
+    let skipped = build_response(&mapped(EXT), &skip(vec![])).expect("valid");
     assert_eq!(skipped, ElicitationResponse::Decline);
 }
 
 #[test]
 fn f10_required_select_answered_through_its_companion_counts() {
     let m = map_required_colour();
-    assert_eq!(
-        respond(&m, vec![answer("question_0", &[], "Green")]),
-        json!({"action": "accept", "content": {"question_0_custom": "Green"}})
-    );
+    let out = respond(&m, vec![answer("question_0", &[], "Green")]);
+    assert_eq!(out, accept(json!({"question_0_custom": "Green"})));
+    let question_id = "question_0".into();
     assert_eq!(
         rejected_answer(&m, vec![]),
-        AnswerError::RequiredUnanswered {
-            question_id: "question_0".into()
-        }
+        AnswerError::RequiredUnanswered { question_id }
     );
 }
 
 fn map_required_colour() -> MappedElicitation {
-    let mut params = common::fixture("colour-k.json");
+    let mut params = crate::common::fixture(COLOUR);
     params["requestedSchema"]["required"] = json!(["question_0"]);
     map_request(&params).expect("maps")
 }
 
 #[test]
 fn f10_answers_with_reject() {
-    let m = mapped("colour-k.json");
+    let m = mapped(COLOUR);
     assert_eq!(
         build_response(&m, &skip(vec![answer("question_0", &["Red"], "")])),
         Err(AnswerError::AnswersWithReject)
@@ -466,24 +382,26 @@ fn f10_errors_serialize_with_a_kind_tag() {
 
 // ---- §7 typed values and constraints --------------------------------------------
 
-fn ext_ok(answers: Vec<kandev_elicitation::Answer>) -> Value {
-    let m = mapped("extended-vocabulary.json");
-    let mut all = vec![
-        answer("confirm", &[], "false"),
-        answer("service", &[], "svc"),
-    ];
-    all.extend(answers);
-    respond(&m, all)["content"].clone()
+/// The extended vocabulary's two required answers: `confirm` and `service`.
+fn ext_answers(confirm: &str, service: &str) -> Vec<Answer> {
+    vec![
+        answer("confirm", &[], confirm),
+        answer("service", &[], service),
+    ]
 }
 
-fn ext_err(answers: Vec<kandev_elicitation::Answer>) -> AnswerError {
-    let m = mapped("extended-vocabulary.json");
-    let mut all = vec![
-        answer("confirm", &[], "false"),
-        answer("service", &[], "svc"),
-    ];
+/// The content sent for `answers` beside `confirm = false`, `service = svc`.
+fn ext_ok(answers: Vec<Answer>) -> Value {
+    let mut all = ext_answers("false", "svc");
     all.extend(answers);
-    rejected_answer(&m, all)
+    respond_to(EXT, all)["content"].clone()
+}
+
+/// The error `answers` beside `confirm = false`, `service = svc` are refused with.
+fn ext_err(answers: Vec<Answer>) -> AnswerError {
+    let mut all = ext_answers("false", "svc");
+    all.extend(answers);
+    refused(EXT, all)
 }
 
 fn constraint_of(e: &AnswerError) -> &str {
@@ -514,27 +432,13 @@ fn extension_typed_values_are_sent_as_json_types() {
     );
     let c = ext_ok(vec![answer("cpu", &[], "2.0")]);
     assert_eq!(serde_json::to_string(&c["cpu"]).expect("json"), "2.0");
-    let m = mapped("extended-vocabulary.json");
-    let c = respond(
-        &m,
-        vec![
-            answer("confirm", &[], "True"),
-            answer("service", &[], "svc"),
-        ],
-    );
+    let c = respond_to(EXT, ext_answers("True", "svc"));
     assert_eq!(c["content"]["confirm"], json!(true));
 }
 
 #[test]
 fn extension_constraint_min_length() {
-    let m = mapped("extended-vocabulary.json");
-    let e = rejected_answer(
-        &m,
-        vec![
-            answer("confirm", &[], "true"),
-            answer("service", &[], " ab "),
-        ],
-    );
+    let e = refused(EXT, ext_answers("true", " ab "));
     assert_eq!(constraint_of(&e), "minLength");
     assert_eq!(e.question_id(), Some("service"));
     // Characters, not bytes: "äbc" is three.
@@ -547,28 +451,13 @@ fn extension_constraint_min_length() {
 
 #[test]
 fn extension_constraint_max_length() {
-    let m = mapped("extended-vocabulary.json");
-    let long = "a".repeat(21);
-    let e = rejected_answer(
-        &m,
-        vec![
-            answer("confirm", &[], "true"),
-            answer("service", &[], &long),
-        ],
-    );
+    let e = refused(EXT, ext_answers("true", &"a".repeat(21)));
     assert_eq!(constraint_of(&e), "maxLength");
 }
 
 #[test]
 fn extension_constraint_pattern_is_an_unanchored_search() {
-    let m = mapped("extended-vocabulary.json");
-    let e = rejected_answer(
-        &m,
-        vec![
-            answer("confirm", &[], "true"),
-            answer("service", &[], "Svc"),
-        ],
-    );
+    let e = refused(EXT, ext_answers("true", "Svc"));
     assert_eq!(constraint_of(&e), "pattern");
     let m = form(json!({"t": {"type": "string", "pattern": "b+"}}));
     assert_eq!(
@@ -609,17 +498,14 @@ fn extension_constraint_formats() {
 
 #[test]
 fn extension_constraint_minimum_and_maximum() {
-    for (id, text, constraint) in [
-        ("replicas", "0", "minimum"),
-        ("replicas", "11", "maximum"),
-        ("cpu", "0.2", "minimum"),
-        ("cpu", "8.5", "maximum"),
-    ] {
-        assert_eq!(
-            constraint_of(&ext_err(vec![answer(id, &[], text)])),
-            constraint,
-            "{id} {text}"
-        );
+    for (id, too_low, too_high) in [("replicas", "0", "11"), ("cpu", "0.2", "8.5")] {
+        for (text, constraint) in [(too_low, "minimum"), (too_high, "maximum")] {
+            assert_eq!(
+                constraint_of(&ext_err(vec![answer(id, &[], text)])),
+                constraint,
+                "{id} {text}"
+            );
+        }
     }
     // Bounds are inclusive.
     let c = ext_ok(vec![
@@ -644,15 +530,14 @@ fn extension_constraint_min_items_and_max_items() {
     );
     let m =
         form(json!({"f": {"type": "array", "minItems": 2, "items": {"enum": ["a", "b", "c"]}}}));
-    assert_eq!(
-        constraint_of(&rejected_answer(&m, vec![answer("f", &["a"], "")])),
-        "minItems"
-    );
     // Duplicates count once.
-    assert_eq!(
-        constraint_of(&rejected_answer(&m, vec![answer("f", &["a", "a"], "")])),
-        "minItems"
-    );
+    for too_few in [&["a"][..], &["a", "a"]] {
+        assert_eq!(
+            constraint_of(&rejected_answer(&m, vec![answer("f", too_few, "")])),
+            "minItems",
+            "{too_few:?}"
+        );
+    }
     // Unanswered is not "too few": the key is simply absent.
     assert_eq!(
         respond(&m, vec![answer("f", &[], "")]),

@@ -231,11 +231,50 @@ impl MockAgent {
             .collect()
     }
 
-    fn sent_methods(&self) -> Vec<String> {
+    /// The frames of the log that went in direction `dir` (`send` or `recv`), in order.
+    fn logged(&self, dir: &str) -> Vec<Value> {
+        self.log()
+            .into_iter()
+            .filter(|entry| entry["dir"] == dir)
+            .map(|mut entry| entry["frame"].take())
+            .collect()
+    }
+
+    /// How many frames read from the agent call `method`.
+    fn sent_count(&self, method: &str) -> usize {
         self.read
             .iter()
-            .filter_map(|frame| frame["method"].as_str().map(str::to_owned))
-            .collect()
+            .filter(|frame| frame["method"] == method)
+            .count()
+    }
+
+    /// A `mock-agent` started with `args`, in a session whose client can show forms.
+    async fn form_session(args: &[&str]) -> (Self, String) {
+        let mut agent = Self::spawn(args);
+        let session = agent.start_session(form_caps()).await;
+        (agent, session)
+    }
+
+    /// Prompts `text`; returns the prompt's id and the `elicitation/create` it leads to.
+    async fn elicited(&mut self, session: &str, text: &str) -> (i64, Value) {
+        let prompt = self.prompt(session, text).await;
+        let request = self.method("elicitation/create").await;
+        (prompt, request)
+    }
+
+    /// The next agent message chunk reads `expected`.
+    async fn says(&mut self, expected: &str) {
+        assert_eq!(self.text().await, expected);
+    }
+
+    /// Prompt `prompt` ends with `stop_reason`, then the agent exits cleanly once its
+    /// stdin closes.
+    async fn ends(&mut self, prompt: i64, stop_reason: &str) {
+        assert_eq!(
+            self.response(prompt).await,
+            json!({"stopReason": stop_reason})
+        );
+        assert!(self.finish().await.success());
     }
 }
 
@@ -243,52 +282,49 @@ fn form_caps() -> Value {
     json!({"_meta": {"terminal_output": true}, "elicitation": {"form": {}}})
 }
 
+/// What a scenario reports once its one elicitation `e1` is declined.
+const E1_DECLINED: &str = r#"elicitation e1 result: {"action":"decline"}"#;
+
+/// A scenario directory holding one scenario, `<name>.json`, of `steps`.
+fn scenario_dir(name: &str, steps: Value) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join(format!("{name}.json")),
+        json!({"name": name, "steps": steps}).to_string(),
+    )
+    .expect("write scenario");
+    dir
+}
+
+/// `mock-agent` run with `args` and no stdin, to its exit.
+async fn run_to_exit(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mock-agent"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("runs")
+}
+
 #[tokio::test]
 async fn single_scenario_sends_the_spec_c_form_and_reports_the_answer_on_the_same_prompt() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
-    let prompt = agent.prompt(&session, "/e2e:single please").await;
-
-    let request = agent.method("elicitation/create").await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
+    let (prompt, request) = agent.elicited(&session, "/e2e:single please").await;
     assert_eq!(request["params"], spec_c_single(&session));
+    let answer = json!({"action": "accept", "content": {"question_0": "Postgres"}});
+    agent.reply(&request, answer).await;
     agent
-        .reply(
-            &request,
-            json!({"action": "accept", "content": {"question_0": "Postgres"}}),
-        )
+        .says(r#"elicitation e1 result: {"action":"accept","content":{"question_0":"Postgres"}}"#)
         .await;
-
-    assert_eq!(
-        agent.text().await,
-        r#"elicitation e1 result: {"action":"accept","content":{"question_0":"Postgres"}}"#
-    );
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert_eq!(
-        agent
-            .sent_methods()
-            .iter()
-            .filter(|m| *m == "elicitation/create")
-            .count(),
-        1
-    );
-    assert!(agent.finish().await.success());
+    agent.ends(prompt, "end_turn").await;
+    assert_eq!(agent.sent_count("elicitation/create"), 1);
 }
 
 #[tokio::test]
 async fn demo_with_elicitation_form_asks_pick_a_colour_as_a_form() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
-    let prompt = agent
-        .prompt(
-            &session,
-            "use the AskUserQuestion tool right now to ask me to pick a colour",
-        )
-        .await;
-
-    let request = agent.method("elicitation/create").await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
+    let ask = "use the AskUserQuestion tool right now to ask me to pick a colour";
+    let (prompt, request) = agent.elicited(&session, ask).await;
     let params = &request["params"];
     assert_eq!(params["mode"], "form");
     assert_eq!(params["sessionId"], session.as_str());
@@ -305,17 +341,10 @@ async fn demo_with_elicitation_form_asks_pick_a_colour_as_a_form() {
         properties["question_0_custom"]["_meta"]["_askUserQuestionCustomAnswer"],
         json!({"questionId": "question_0", "isCustomAnswer": true})
     );
-    agent
-        .reply(
-            &request,
-            json!({"action": "accept", "content": {"question_0": "Red"}}),
-        )
-        .await;
-    assert_eq!(agent.text().await, "You picked Red.");
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
+    let answer = json!({"action": "accept", "content": {"question_0": "Red"}});
+    agent.reply(&request, answer).await;
+    agent.says("You picked Red.").await;
+    agent.ends(prompt, "end_turn").await;
     // The AskUserQuestion round trip shows as a tool call that completes.
     let tool_updates: Vec<&Value> = agent
         .read
@@ -324,7 +353,6 @@ async fn demo_with_elicitation_form_asks_pick_a_colour_as_a_form() {
         .collect();
     assert_eq!(tool_updates.len(), 2, "{tool_updates:#?}");
     assert_eq!(tool_updates[1]["params"]["update"]["status"], "completed");
-    assert!(agent.finish().await.success());
 }
 
 #[tokio::test]
@@ -334,21 +362,16 @@ async fn demo_without_elicitation_form_asks_in_prose_and_never_elicits() {
         .start_session(json!({"_meta": {"terminal_output": true}}))
         .await;
     let prompt = agent.prompt(&session, "pick a colour").await;
+    agent
+        .says(
+            "I don't have the AskUserQuestion tool available in this session, so I can't use it. \
+             Instead, plainly: Pick a colour — Red or Blue?",
+        )
+        .await;
+    agent.ends(prompt, "end_turn").await;
     assert_eq!(
-        agent.text().await,
-        "I don't have the AskUserQuestion tool available in this session, so I can't use it. \
-         Instead, plainly: Pick a colour — Red or Blue?"
-    );
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert!(agent.finish().await.success());
-    assert!(
-        !agent
-            .sent_methods()
-            .iter()
-            .any(|m| m == "elicitation/create"),
+        agent.sent_count("elicitation/create"),
+        0,
         "{:#?}",
         agent.read
     );
@@ -356,42 +379,33 @@ async fn demo_without_elicitation_form_asks_in_prose_and_never_elicits() {
 
 #[tokio::test]
 async fn agent_cancel_sends_cancel_request_naming_the_elicitation() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
-    let prompt = agent.prompt(&session, "/e2e:agent-cancel").await;
-
-    let request = agent.method("elicitation/create").await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
+    let (prompt, request) = agent.elicited(&session, "/e2e:agent-cancel").await;
     let cancel = agent.method("$/cancel_request").await;
     assert_eq!(cancel["params"]["requestId"], request["id"]);
     assert!(cancel.get("id").is_none(), "a notification: {cancel}");
 
     agent.reply(&request, json!({"action": "cancel"})).await;
-    assert_eq!(
-        agent.text().await,
-        r#"elicitation e1 result: {"action":"cancel"}"#
+    agent
+        .says(r#"elicitation e1 result: {"action":"cancel"}"#)
+        .await;
+    agent.ends(prompt, "end_turn").await;
+    assert!(
+        agent
+            .logged("send")
+            .iter()
+            .any(|frame| frame["method"] == "$/cancel_request"
+                && frame["params"]["requestId"] == request["id"])
     );
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert!(agent.finish().await.success());
-    assert!(agent.log().iter().any(|entry| entry["dir"] == "send"
-        && entry["frame"]["method"] == "$/cancel_request"
-        && entry["frame"]["params"]["requestId"] == request["id"]));
 }
 
 #[tokio::test]
 async fn session_cancel_returns_cancelled_and_leaves_the_elicitation_outstanding() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
-    let prompt = agent.prompt(&session, "/e2e:single").await;
-    let request = agent.method("elicitation/create").await;
-
-    agent
-        .send(
-            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
-        )
-        .await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
+    let (prompt, request) = agent.elicited(&session, "/e2e:single").await;
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
+    agent.send(cancel).await;
     assert_eq!(
         agent.response(prompt).await,
         json!({"stopReason": "cancelled"})
@@ -401,13 +415,10 @@ async fn session_cancel_returns_cancelled_and_leaves_the_elicitation_outstanding
     // keeps serving: a later turn runs normally.
     agent.reply(&request, json!({"action": "cancel"})).await;
     let next = agent.prompt(&session, "/e2e:plain").await;
+    agent.ends(next, "end_turn").await;
     assert_eq!(
-        agent.response(next).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert!(agent.finish().await.success());
-    assert!(
-        !agent.sent_methods().iter().any(|m| m == "$/cancel_request"),
+        agent.sent_count("$/cancel_request"),
+        0,
         "no $/cancel_request on session/cancel: {:#?}",
         agent.read
     );
@@ -415,154 +426,100 @@ async fn session_cancel_returns_cancelled_and_leaves_the_elicitation_outstanding
 
 #[tokio::test]
 async fn two_identical_elicitations_are_in_flight_at_once_and_answered_independently() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
-    let prompt = agent.prompt(&session, "/e2e:two-identical").await;
-    let first = agent.method("elicitation/create").await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
+    let (prompt, first) = agent.elicited(&session, "/e2e:two-identical").await;
     let second = agent.method("elicitation/create").await;
     assert_ne!(first["id"], second["id"]);
     assert_eq!(first["params"], second["params"]);
 
     // Answer the second first: the scenario awaits e1 before e2.
     agent.reply(&second, json!({"action": "decline"})).await;
+    let answer = json!({"action": "accept", "content": {"question_0": "SQLite"}});
+    agent.reply(&first, answer).await;
     agent
-        .reply(
-            &first,
-            json!({"action": "accept", "content": {"question_0": "SQLite"}}),
-        )
+        .says(r#"elicitation e1 result: {"action":"accept","content":{"question_0":"SQLite"}}"#)
         .await;
-    assert_eq!(
-        agent.text().await,
-        r#"elicitation e1 result: {"action":"accept","content":{"question_0":"SQLite"}}"#
-    );
-    assert_eq!(
-        agent.text().await,
-        r#"elicitation e2 result: {"action":"decline"}"#
-    );
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert!(agent.finish().await.success());
+    agent
+        .says(r#"elicitation e2 result: {"action":"decline"}"#)
+        .await;
+    agent.ends(prompt, "end_turn").await;
 }
 
 #[tokio::test]
 async fn malformed_sends_a_bare_string_as_params_and_the_log_is_exactly_the_wire() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
-    let prompt = agent.prompt(&session, "/e2e:malformed").await;
-
-    let request = agent.method("elicitation/create").await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
+    let (prompt, request) = agent.elicited(&session, "/e2e:malformed").await;
     assert_eq!(request["params"], json!("this is not an elicitation"));
     agent.reply(&request, json!({"action": "decline"})).await;
-    assert_eq!(
-        agent.text().await,
-        r#"elicitation e1 result: {"action":"decline"}"#
-    );
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert!(agent.finish().await.success());
+    agent.says(E1_DECLINED).await;
+    agent.ends(prompt, "end_turn").await;
 
-    let log = agent.log();
-    let logged = |dir: &str| -> Vec<Value> {
-        log.iter()
-            .filter(|entry| entry["dir"] == dir)
-            .map(|entry| entry["frame"].clone())
-            .collect()
-    };
     assert_eq!(
-        logged("recv"),
+        agent.logged("recv"),
         agent.written,
         "recv frames are what we wrote"
     );
-    assert_eq!(logged("send"), agent.read, "send frames are what we read");
-    assert_eq!(log.len(), agent.written.len() + agent.read.len());
+    assert_eq!(
+        agent.logged("send"),
+        agent.read,
+        "send frames are what we read"
+    );
+    assert_eq!(agent.log().len(), agent.written.len() + agent.read.len());
 }
 
 #[tokio::test]
 async fn permission_scenario_asks_and_reports_the_outcome() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
     let prompt = agent.prompt(&session, "/e2e:permission").await;
     let request = agent.method("session/request_permission").await;
     assert_eq!(request["params"]["sessionId"], session.as_str());
     assert_eq!(request["params"]["toolCall"]["toolCallId"], "t1");
     assert_eq!(request["params"]["options"][0]["optionId"], "allow");
+    let outcome = json!({"outcome": {"outcome": "selected", "optionId": "allow"}});
+    agent.reply(&request, outcome).await;
     agent
-        .reply(
-            &request,
-            json!({"outcome": {"outcome": "selected", "optionId": "allow"}}),
-        )
+        .says(r#"permission t1 result: {"outcome":{"outcome":"selected","optionId":"allow"}}"#)
         .await;
-    assert_eq!(
-        agent.text().await,
-        r#"permission t1 result: {"outcome":{"outcome":"selected","optionId":"allow"}}"#
-    );
-    assert_eq!(agent.text().await, "Permission handled.");
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert!(agent.finish().await.success());
+    agent.says("Permission handled.").await;
+    agent.ends(prompt, "end_turn").await;
 }
 
 #[tokio::test]
 async fn unknown_scenario_is_reported_and_the_turn_ends() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
     let prompt = agent.prompt(&session, "/e2e:no-such-thing").await;
-    assert_eq!(agent.text().await, "unknown scenario no-such-thing");
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert!(agent.finish().await.success());
+    agent.says("unknown scenario no-such-thing").await;
+    agent.ends(prompt, "end_turn").await;
 }
 
 #[tokio::test]
 async fn crash_exits_with_code_3_after_eliciting() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
-    agent.prompt(&session, "/e2e:crash").await;
-    agent.method("elicitation/create").await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
+    agent.elicited(&session, "/e2e:crash").await;
     let status = agent.exit_status().await;
     assert_eq!(status.code(), Some(3));
 }
 
 #[tokio::test]
 async fn scenario_dir_and_default_scenario_flags_are_honoured() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        dir.path().join("custom.json"),
-        json!({"name": "custom", "steps": [
+    let dir = scenario_dir(
+        "custom",
+        json!([
             {"if_capability": "elicitation.form", "then": [{"text": "form in $SESSION_ID"}], "else": [{"text": "no form"}]},
             {"end_turn": "max_tokens"}
-        ]})
-        .to_string(),
-    )
-    .expect("write scenario");
-    let dir_arg = dir.path().to_str().expect("utf-8 path");
-    let mut agent = MockAgent::spawn(&["--scenario-dir", dir_arg, "--scenario", "custom"]);
-    let session = agent.start_session(form_caps()).await;
-    let prompt = agent.prompt(&session, "anything").await;
-    assert_eq!(agent.text().await, format!("form in {session}"));
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "max_tokens"})
+        ]),
     );
-    assert!(agent.finish().await.success());
+    let dir_arg = dir.path().to_str().expect("utf-8 path");
+    let args = ["--scenario-dir", dir_arg, "--scenario", "custom"];
+    let (mut agent, session) = MockAgent::form_session(&args).await;
+    let prompt = agent.prompt(&session, "anything").await;
+    agent.says(&format!("form in {session}")).await;
+    agent.ends(prompt, "max_tokens").await;
 }
 
 #[tokio::test]
 async fn an_unknown_default_scenario_is_refused_at_start() {
-    let output = Command::new(env!("CARGO_BIN_EXE_mock-agent"))
-        .args(["--scenario", "nope"])
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("runs");
+    let output = run_to_exit(&["--scenario", "nope"]).await;
     assert_eq!(output.status.code(), Some(2));
     assert!(output.stdout.is_empty(), "stdout is the protocol only");
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown scenario nope"));
@@ -570,11 +527,7 @@ async fn an_unknown_default_scenario_is_refused_at_start() {
 
 #[tokio::test]
 async fn list_scenarios_names_every_embedded_scenario() {
-    let output = Command::new(env!("CARGO_BIN_EXE_mock-agent"))
-        .arg("--list-scenarios")
-        .output()
-        .await
-        .expect("runs");
+    let output = run_to_exit(&["--list-scenarios"]).await;
     assert!(output.status.success());
     let listing = String::from_utf8_lossy(&output.stdout);
     for name in [
@@ -609,6 +562,20 @@ fn captured_form(name: &str, session_id: &str) -> Value {
     form
 }
 
+/// Runs `/e2e:<scenario>` in a fresh form session, hands `check` the params of its
+/// elicitation and the session id, declines it and sees the turn end; `reports` is
+/// what the agent must say about the decline, if anything.
+async fn declined_scenario(scenario: &str, reports: Option<&str>, check: impl Fn(&Value, &str)) {
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
+    let (prompt, request) = agent.elicited(&session, &format!("/e2e:{scenario}")).await;
+    check(&request["params"], &session);
+    agent.reply(&request, json!({"action": "decline"})).await;
+    if let Some(report) = reports {
+        assert_eq!(agent.text().await, report, "scenario {scenario}");
+    }
+    agent.ends(prompt, "end_turn").await;
+}
+
 #[tokio::test]
 async fn spec_c_scenarios_send_the_captured_bridge_forms_byte_for_byte() {
     for (scenario, captured) in [
@@ -617,22 +584,15 @@ async fn spec_c_scenarios_send_the_captured_bridge_forms_byte_for_byte() {
         ("mcp-apikey", "mcp"),
         ("refusal", "refusal"),
     ] {
-        let mut agent = MockAgent::spawn(&[]);
-        let session = agent.start_session(form_caps()).await;
-        let prompt = agent.prompt(&session, &format!("/e2e:{scenario}")).await;
-        let request = agent.method("elicitation/create").await;
-        // Serialized, so key order counts too (serde_json keeps it in this workspace).
-        assert_eq!(
-            request["params"].to_string(),
-            captured_form(captured, &session).to_string(),
-            "scenario {scenario}"
-        );
-        agent.reply(&request, json!({"action": "decline"})).await;
-        assert_eq!(
-            agent.response(prompt).await,
-            json!({"stopReason": "end_turn"})
-        );
-        assert!(agent.finish().await.success());
+        declined_scenario(scenario, None, |params, session| {
+            // Serialized, so key order counts too (serde_json keeps it in this workspace).
+            assert_eq!(
+                params.to_string(),
+                captured_form(captured, session).to_string(),
+                "scenario {scenario}"
+            );
+        })
+        .await;
     }
 }
 
@@ -671,44 +631,22 @@ async fn unsupported_shape_scenarios_send_what_their_names_say() {
         }),
     ];
     for (scenario, check) in cases {
-        let mut agent = MockAgent::spawn(&[]);
-        let session = agent.start_session(form_caps()).await;
-        let prompt = agent.prompt(&session, &format!("/e2e:{scenario}")).await;
-        let request = agent.method("elicitation/create").await;
-        check(&request["params"], &session);
-        agent.reply(&request, json!({"action": "decline"})).await;
-        assert_eq!(
-            agent.text().await,
-            r#"elicitation e1 result: {"action":"decline"}"#,
-            "scenario {scenario}"
-        );
-        assert_eq!(
-            agent.response(prompt).await,
-            json!({"stopReason": "end_turn"})
-        );
-        assert!(agent.finish().await.success());
+        declined_scenario(scenario, Some(E1_DECLINED), check).await;
     }
 }
 
 #[tokio::test]
 async fn an_error_answer_is_reported_as_error_json() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
-    let prompt = agent.prompt(&session, "/e2e:single").await;
-    let request = agent.method("elicitation/create").await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
+    let (prompt, request) = agent.elicited(&session, "/e2e:single").await;
+    let error = json!({"code": -32601, "message": "Method not found"});
     agent
-        .send(json!({"jsonrpc": "2.0", "id": request["id"].clone(),
-                     "error": {"code": -32601, "message": "Method not found"}}))
+        .send(json!({"jsonrpc": "2.0", "id": request["id"].clone(), "error": error}))
         .await;
-    assert_eq!(
-        agent.text().await,
-        r#"elicitation e1 result: {"error":{"code":-32601,"message":"Method not found"}}"#
-    );
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert!(agent.finish().await.success());
+    agent
+        .says(r#"elicitation e1 result: {"error":{"code":-32601,"message":"Method not found"}}"#)
+        .await;
+    agent.ends(prompt, "end_turn").await;
 }
 
 #[tokio::test]
@@ -725,15 +663,9 @@ async fn elicit_raw_sends_any_json_as_params_exactly() {
         .enumerate()
         .map(|(index, params)| json!({"elicit_raw": {"id": format!("r{index}"), "params": params}}))
         .collect();
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        dir.path().join("raws.json"),
-        json!({"name": "raws", "steps": steps}).to_string(),
-    )
-    .expect("write scenario");
+    let dir = scenario_dir("raws", Value::Array(steps));
     let dir_arg = dir.path().to_str().expect("utf-8 path");
-    let mut agent = MockAgent::spawn(&["--scenario-dir", dir_arg]);
-    let session = agent.start_session(form_caps()).await;
+    let (mut agent, session) = MockAgent::form_session(&["--scenario-dir", dir_arg]).await;
     let prompt = agent.prompt(&session, "/e2e:raws").await;
     for raw in &raws {
         let request = agent.method("elicitation/create").await;
@@ -743,36 +675,26 @@ async fn elicit_raw_sends_any_json_as_params_exactly() {
             .unwrap_or_else(|| panic!("params member present, even when null: {request}"));
         assert_eq!(params, raw);
     }
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert!(agent.finish().await.success());
+    agent.ends(prompt, "end_turn").await;
     let logged: Vec<Value> = agent
-        .log()
+        .logged("send")
         .into_iter()
-        .filter(|entry| entry["dir"] == "send" && entry["frame"]["method"] == "elicitation/create")
-        .map(|entry| entry["frame"]["params"].clone())
+        .filter(|frame| frame["method"] == "elicitation/create")
+        .map(|frame| frame["params"].clone())
         .collect();
     assert_eq!(logged, raws.to_vec());
 }
 
 #[tokio::test]
 async fn ask_without_an_mcp_server_reports_the_problem_and_the_turn_ends() {
-    let mut agent = MockAgent::spawn(&[]);
-    let session = agent.start_session(form_caps()).await;
+    let (mut agent, session) = MockAgent::form_session(&[]).await;
     let prompt = agent.prompt(&session, "/e2e:ask").await;
-    assert_eq!(agent.text().await, "I need a decision before I go on.");
-    assert_eq!(
-        agent.text().await,
-        r#"ask_user_question a1 result: {"error":"no MCP server was given in session/new"}"#
-    );
-    assert_eq!(agent.text().await, "Done.");
-    assert_eq!(
-        agent.response(prompt).await,
-        json!({"stopReason": "end_turn"})
-    );
-    assert!(agent.finish().await.success());
+    agent.says("I need a decision before I go on.").await;
+    agent
+        .says(r#"ask_user_question a1 result: {"error":"no MCP server was given in session/new"}"#)
+        .await;
+    agent.says("Done.").await;
+    agent.ends(prompt, "end_turn").await;
 }
 
 #[tokio::test]

@@ -1,9 +1,9 @@
 //! Runs `bridge.mjs` (the real `@agentclientprotocol/claude-agent-acp` builders)
 //! from Rust tests.
 //!
-//! A missing `node` or `npm` makes the conformance tests skip, with a `SKIPPED` line,
-//! outside CI; under `CI=true` it fails them ([`decide`]). Once both are there, any
-//! failure (npm, the network, the cache, the script) fails the test.
+//! The conformance tests that run it are ignored unless asked for (`just test` asks);
+//! a missing `node` or `npm` then fails them with the reason ([`Bridge::locate`]), as
+//! does any later failure (npm, the network, the cache, the script).
 
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
@@ -25,71 +25,36 @@ pub struct Bridge {
     cache: PathBuf,
 }
 
-/// What a conformance test does here.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Gate {
-    /// Every tool is there: run.
-    Run,
-    /// A tool is missing outside CI: say so and pass without checking anything.
-    Skip(String),
-    /// A tool is missing under CI: fail, so a CI machine without Node cannot go green.
-    Fail(String),
-}
-
-/// The gate for `missing` (why a tool is absent, if one is) on a CI run or not.
-pub fn decide(missing: Option<String>, ci: bool) -> Gate {
-    match missing {
-        None => Gate::Run,
-        Some(why) if ci => Gate::Fail(format!("{why}, and CI=true requires it")),
-        Some(why) => Gate::Skip(why),
-    }
-}
-
-/// Whether `CI` (its value, if set) marks a CI run: anything but empty, `0` or `false`,
-/// as e2e's `claude::bridge::in_ci` reads it.
-pub fn is_ci(value: Option<&str>) -> bool {
-    value.is_some_and(|v| !matches!(v.trim(), "" | "0" | "false"))
-}
-
-/// Why the conformance tests cannot run here, or `None` when every tool is on PATH.
-fn missing_tool() -> Option<String> {
-    static PROBE: OnceLock<Option<String>> = OnceLock::new();
-    PROBE
-        .get_or_init(|| {
-            TOOLS
-                .into_iter()
-                .find_map(|tool| match Command::new(tool).arg("--version").output() {
-                    Err(e) if e.kind() == ErrorKind::NotFound => Some(format!(
-                        "`{tool}` is not on PATH; the real-bridge conformance test needs it"
-                    )),
-                    Err(e) => panic!("{tool} is on PATH but could not be started: {e}"),
-                    Ok(out) if !out.status.success() => panic!(
-                        "`{tool} --version` failed: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    ),
-                    Ok(_) => None,
-                })
+/// Why the tools in `tools` cannot run here: the first one that is not on PATH, or
+/// `None` when every one answers `--version`.
+fn missing_tool(tools: &[&str]) -> Option<String> {
+    tools
+        .iter()
+        .find_map(|tool| match Command::new(tool).arg("--version").output() {
+            Err(e) if e.kind() == ErrorKind::NotFound => Some(format!(
+                "`{tool}` is not on PATH; the real-bridge conformance tests need node and npm"
+            )),
+            Err(e) => panic!("{tool} is on PATH but could not be started: {e}"),
+            Ok(out) if !out.status.success() => panic!(
+                "`{tool} --version` failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Ok(_) => None,
         })
-        .clone()
 }
 
 impl Bridge {
-    /// The driver, or `None` (after printing why) when a tool is absent outside CI.
+    /// The driver, with every bridge version fetched. The tests that call it are
+    /// `#[ignore = "needs node and npm; …"]`, so the runner reports them as ignored
+    /// unless asked for (`just test` asks).
     ///
     /// # Panics
-    /// When a tool is absent under `CI=true` ([`decide`]).
-    pub fn locate(test: &str) -> Option<Bridge> {
-        let ci = is_ci(std::env::var("CI").ok().as_deref());
-        match decide(missing_tool(), ci) {
-            Gate::Run => {}
-            Gate::Skip(reason) => {
-                // Straight to the process's stderr: the test harness captures (and, for
-                // a passing test, hides) what `println!`/`eprintln!` write.
-                let line = format!("SKIPPED {test}: {reason}\n");
-                let _ = std::io::stderr().write_all(line.as_bytes());
-                return None;
-            }
-            Gate::Fail(reason) => panic!("{test}: {reason}"),
+    /// When `node` or `npm` is missing, with the reason; then on any failure of npm,
+    /// the network, the cache or the script.
+    pub fn locate() -> Bridge {
+        static PROBE: OnceLock<Option<String>> = OnceLock::new();
+        if let Some(why) = PROBE.get_or_init(|| missing_tool(&TOOLS)) {
+            panic!("{why}");
         }
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
         // CARGO_TARGET_TMPDIR is `<target>/tmp`; the cache sits beside it, ignored by git.
@@ -102,7 +67,7 @@ impl Bridge {
             cache,
         };
         bridge.ensure_all();
-        Some(bridge)
+        bridge
     }
 
     /// Fetches every version once per test process, before any test uses it, so
@@ -180,31 +145,12 @@ pub fn read_fixture(name: &str) -> Value {
         .unwrap_or_else(|e| panic!("fixture {} is JSON: {e}", path.display()))
 }
 
-#[cfg(test)]
-mod gate_tests {
-    use super::*;
-
-    #[test]
-    fn a_missing_tool_fails_under_ci_and_skips_elsewhere() {
-        let why = || Some("`node` is not on PATH".to_owned());
-        assert!(
-            matches!(decide(why(), true), Gate::Fail(r) if r.contains("`node`") && r.contains("CI=true"))
-        );
-        assert_eq!(
-            decide(why(), false),
-            Gate::Skip("`node` is not on PATH".into())
-        );
-        assert_eq!(decide(None, true), Gate::Run);
-        assert_eq!(decide(None, false), Gate::Run);
-    }
-
-    #[test]
-    fn ci_is_any_value_but_empty_zero_or_false() {
-        for on in ["true", "1", "yes", " true "] {
-            assert!(is_ci(Some(on)), "{on:?}");
-        }
-        for off in [None, Some(""), Some("0"), Some("false"), Some(" ")] {
-            assert!(!is_ci(off), "{off:?}");
-        }
-    }
+#[test]
+fn a_tool_not_on_path_is_named_as_the_reason_and_present_tools_pass() {
+    let why = missing_tool(&["kandev-no-such-tool"]).expect("the tool is missing");
+    assert!(
+        why.contains("`kandev-no-such-tool` is not on PATH; the real-bridge conformance tests need node and npm"),
+        "{why}"
+    );
+    assert_eq!(missing_tool(&[]), None);
 }

@@ -1,7 +1,5 @@
 //! Shared helpers for the integration tests: fixtures and answer builders.
 
-#![allow(dead_code)]
-
 use kandev_elicitation::{
     Answer, ElicitationResponse, MappedElicitation, OperatorAnswer, build_response, map_request,
 };
