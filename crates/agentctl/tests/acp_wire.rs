@@ -1,10 +1,9 @@
 //! agentctl ⇄ mock-agent over real processes: capabilities, the elicitation handler, and
 //! the answers the agent receives, asserted on the mock agent's own wire log.
 
-mod support;
-
+use kandev_testkit::agentctl::{AgentCtl, Harness, choose, message_texts, pending_id};
+use kandev_testkit::{DEADLINE, FrameLog};
 use serde_json::{Value, json};
-use support::{Harness, MockLog, pending_id, start_payload, start_payload_for};
 
 fn fixture(name: &str) -> String {
     let path = format!(
@@ -17,32 +16,35 @@ fn fixture(name: &str) -> String {
         .to_owned()
 }
 
-/// The `clientCapabilities` the agent received in `initialize`.
-async fn received_capabilities(log: &MockLog) -> Value {
-    log.wait_until("initialize", |log| {
-        !log.received_requests("initialize").is_empty()
-    })
-    .await;
-    log.received_requests("initialize")[0]["params"]["clientCapabilities"].clone()
+/// `received` has no `elicitation` and serializes to the pinned fixture `name`, byte for byte.
+fn assert_is_fixture(received: &Value, name: &str) {
+    assert!(received.get("elicitation").is_none(), "{name}: {received}");
+    assert_eq!(
+        serde_json::to_string(received).expect("json"),
+        fixture(name)
+    );
 }
 
-async fn start_for(agent_id: &str, elicitation: bool) -> (support::AgentCtl, Value, Value) {
-    let agentctl = support::AgentCtl::start(&[]);
-    let stream = agentctl.connect().await;
-    let log = MockLog::new();
-    let started = stream
-        .ok(
-            "agent.session.start",
-            start_payload_for(agent_id, "s-1", "plain", elicitation, &log),
-        )
-        .await;
-    let received = received_capabilities(&log).await;
-    (agentctl, started, received)
+/// The `clientCapabilities` the agent received in `initialize`.
+async fn received_capabilities(log: &FrameLog) -> Value {
+    let initialize = log.wait_for_received("initialize").await;
+    initialize["params"]["clientCapabilities"].clone()
+}
+
+/// A `plain` session of agent `agent_id` with the flag at `elicitation`; returns it and the
+/// `clientCapabilities` its agent received.
+async fn start_for(agent_id: &str, elicitation: bool) -> (Harness, Value) {
+    let h = Harness::start_on(AgentCtl::start(&[]), "plain", elicitation, |payload| {
+        payload["agent"]["id"] = json!(agent_id);
+    })
+    .await;
+    let received = received_capabilities(&h.log).await;
+    (h, received)
 }
 
 #[tokio::test]
 async fn ac01_flag_on_initialize_advertises_elicitation_form_object() {
-    let (_agentctl, started, received) = start_for("claude-acp", true).await;
+    let (h, received) = start_for("claude-acp", true).await;
     assert!(
         received["elicitation"]["form"].is_object(),
         "initialize carried {received}"
@@ -52,53 +54,44 @@ async fn ac01_flag_on_initialize_advertises_elicitation_form_object() {
         "url is never advertised"
     );
     assert_eq!(
-        started["client_capabilities"], received,
+        h.started["client_capabilities"], received,
         "the start response reports exactly what was sent"
     );
-    assert!(
-        started["acp_session_id"]
-            .as_str()
-            .is_some_and(|id| !id.is_empty())
-    );
+    let session = h.started["acp_session_id"].as_str().unwrap_or_default();
+    assert!(!session.is_empty(), "{}", h.started);
+}
+
+/// Flag off, agent `agent_id`'s `initialize` carries its fixture `name` byte for byte, and
+/// the start response reports exactly that.
+async fn flag_off_initialize_is_the_fixture(agent_id: &str, name: &str) {
+    let (h, received) = start_for(agent_id, false).await;
+    assert_is_fixture(&received, name);
+    assert_eq!(h.started["client_capabilities"], received);
 }
 
 #[tokio::test]
 async fn ac02_flag_off_default_agent_initialize_matches_fixture_byte_for_byte() {
-    let (_agentctl, started, received) = start_for("claude-acp", false).await;
-    assert_eq!(
-        serde_json::to_string(&received).expect("json"),
-        fixture("default.json")
-    );
-    assert!(received.get("elicitation").is_none());
-    assert_eq!(started["client_capabilities"], received);
+    flag_off_initialize_is_the_fixture("claude-acp", "default.json").await;
 }
 
 #[tokio::test]
 async fn ac02_flag_off_cursor_initialize_matches_fixture_byte_for_byte() {
-    let (_agentctl, started, received) = start_for("cursor-acp", false).await;
-    assert_eq!(
-        serde_json::to_string(&received).expect("json"),
-        fixture("cursor-acp.json")
-    );
-    assert!(received.get("elicitation").is_none());
-    assert_eq!(started["client_capabilities"], received);
+    flag_off_initialize_is_the_fixture("cursor-acp", "cursor-acp.json").await;
 }
 
 #[tokio::test]
 async fn ac02a_flag_on_cursor_is_its_fixture_plus_form_and_nothing_else() {
-    let (_agentctl, _started, mut received) = start_for("cursor-acp", true).await;
+    let (_h, mut received) = start_for("cursor-acp", true).await;
     let elicitation = received
         .as_object_mut()
         .expect("object")
         .remove("elicitation");
     assert_eq!(elicitation, Some(json!({"form": {}})));
-    assert_eq!(
-        serde_json::to_string(&received).expect("json"),
-        fixture("cursor-acp.json")
-    );
+    assert_is_fixture(&received, "cursor-acp.json");
 }
 
-/// Runs `plain` (never elicits) to its end; returns the mock log.
+/// Runs `plain` (never elicits) to its end; returns the wire's method names, the
+/// `initialize` request and the kinds of the events that reached the backend.
 async fn plain_run(elicitation: bool) -> (Vec<String>, Value, Vec<Value>) {
     let mut h = Harness::start("plain", elicitation).await;
     h.prompt("hello").await;
@@ -111,11 +104,8 @@ async fn plain_run(elicitation: bool) -> (Vec<String>, Value, Vec<Value>) {
         .iter()
         .map(|f| f["payload"]["event"].clone())
         .collect();
-    (
-        h.log.method_sequence(),
-        h.log.received_requests("initialize")[0].clone(),
-        kinds,
-    )
+    let initialize = h.log.initialize().expect("initialize");
+    (h.log.methods(), initialize, kinds)
 }
 
 #[tokio::test]
@@ -126,28 +116,24 @@ async fn ac19_never_eliciting_agent_sees_the_same_wire_with_flag_on_and_off() {
         on_methods, off_methods,
         "ordered JSON-RPC method names differ"
     );
-    assert!(on_methods.contains(&"recv:session/prompt".to_owned()));
+    assert!(on_methods.contains(&"recv session/prompt".to_owned()));
     assert_eq!(
         on_events, off_events,
         "the events reaching the backend differ"
     );
     // The only permitted difference: initialize's clientCapabilities.
     // JSON-RPC ids are random per run.
-    on_init.as_object_mut().expect("frame").remove("id");
-    off_init.as_object_mut().expect("frame").remove("id");
-    let on_caps = on_init["params"]
-        .as_object_mut()
-        .expect("params")
-        .remove("clientCapabilities");
-    let off_caps = off_init["params"]
-        .as_object_mut()
-        .expect("params")
-        .remove("clientCapabilities");
+    let mut caps = Vec::new();
+    for init in [&mut on_init, &mut off_init] {
+        init.as_object_mut().expect("frame").remove("id");
+        let params = init["params"].as_object_mut().expect("params");
+        caps.push(params.remove("clientCapabilities"));
+    }
     assert_eq!(
         on_init, off_init,
         "initialize differs outside clientCapabilities"
     );
-    assert_ne!(on_caps, off_caps);
+    assert_ne!(caps[0], caps[1]);
 }
 
 #[tokio::test]
@@ -163,16 +149,12 @@ async fn ac03_elicitation_create_reaches_the_handler_not_method_not_found() {
     );
     // Parked, not answered: no response (and no MethodNotFound error) has reached the agent.
     // The event can overtake the agent's own log line, so wait for the line first.
-    wait_for_create(&h.log).await;
+    h.log.wait_for_elicitation_request(1, DEADLINE).await;
     let create = h.log.sent_requests("elicitation/create");
     assert_eq!(create.len(), 1);
     assert!(h.log.responses_to(&create[0]["id"]).is_empty());
     let reply = h
-        .respond(
-            &pending_id(&requested),
-            json!([{"question_id": "question_0", "selected_options": ["SQLite"]}]),
-            false,
-        )
+        .respond(&pending_id(&requested), choose("SQLite"), false)
         .await;
     assert_eq!(reply["payload"], json!({"success": true}));
     let (_, result) = h.log.elicitation_answer(1).await;
@@ -188,20 +170,39 @@ fn uuid_v4(id: &str) -> bool {
         && parts[2].starts_with('4')
 }
 
+/// A `scenario` session (flag on) whose first elicitation was answered with `answers`.
+struct Answered {
+    h: Harness,
+    /// The `elicitation_requested` payload.
+    requested: Value,
+    /// agentctl's answer frame to `agent.elicitations.respond`.
+    reply: Value,
+    /// The result the agent received (its one response).
+    result: Value,
+}
+
+async fn answered(scenario: &str, answers: Value) -> Answered {
+    let mut h = Harness::start(scenario, true).await;
+    let requested = h.prompt_until_elicitation("go").await;
+    let reply = h.respond(&pending_id(&requested), answers, false).await;
+    let (_, result) = h.log.elicitation_answer(1).await;
+    Answered {
+        h,
+        requested,
+        reply,
+        result,
+    }
+}
+
 #[tokio::test]
 async fn ac10_selected_option_is_sent_under_the_schema_key() {
-    let mut h = Harness::start("single", true).await;
-    let requested = h.prompt_until_elicitation("go").await;
-    let id = pending_id(&requested);
-    let reply = h
-        .respond(
-            &id,
-            json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
-            false,
-        )
-        .await;
+    let Answered {
+        mut h,
+        requested,
+        reply,
+        result,
+    } = answered("single", choose("Postgres")).await;
     assert_eq!(reply["type"], "response");
-    let (_, result) = h.log.elicitation_answer(1).await;
     assert_eq!(
         result,
         json!({"action": "accept", "content": {"question_0": "Postgres"}})
@@ -210,7 +211,7 @@ async fn ac10_selected_option_is_sent_under_the_schema_key() {
     assert_eq!(
         settled,
         json!({
-            "event": "elicitation_settled", "pending_id": id, "outcome": "answered", "response": result,
+            "event": "elicitation_settled", "pending_id": pending_id(&requested), "outcome": "answered", "response": result,
             // The answer as the backend sent it: the backend writes the record from this event.
             "answer": {"answers": [{"question_id": "question_0", "selected_options": ["Postgres"], "custom_text": ""}],
                        "rejected": false, "reject_reason": ""}
@@ -220,60 +221,35 @@ async fn ac10_selected_option_is_sent_under_the_schema_key() {
 
 #[tokio::test]
 async fn ac11_free_text_goes_to_the_marked_companion_key() {
-    let mut h = Harness::start("freeform", true).await;
-    let requested = h.prompt_until_elicitation("go").await;
-    assert_eq!(
-        requested["questions"].as_array().map(Vec::len),
-        Some(1),
-        "the companion is no question"
-    );
-    assert_eq!(
-        requested["questions"][0]["custom_answer"]["key"],
-        "answer_freeform"
-    );
-    h.respond(
-        &pending_id(&requested),
-        json!([{"question_id": "question_0", "custom_text": "CockroachDB"}]),
-        false,
-    )
-    .await;
-    let (_, result) = h.log.elicitation_answer(1).await;
-    assert_eq!(
-        result,
-        json!({"action": "accept", "content": {"answer_freeform": "CockroachDB"}})
-    );
+    let answers = json!([{"question_id": "question_0", "custom_text": "CockroachDB"}]);
+    let Answered {
+        requested, result, ..
+    } = answered("freeform", answers).await;
+    let questions = requested["questions"].as_array().map(Vec::len);
+    assert_eq!(questions, Some(1), "the companion is no question");
+    let key = &requested["questions"][0]["custom_answer"]["key"];
+    assert_eq!(key, "answer_freeform");
+    let content = json!({"answer_freeform": "CockroachDB"});
+    assert_eq!(result, json!({"action": "accept", "content": content}));
 }
 
 #[tokio::test]
 async fn ac12_multi_select_sends_an_array_in_declaration_order() {
-    let mut h = Harness::start("multi", true).await;
-    let requested = h.prompt_until_elicitation("go").await;
-    assert_eq!(requested["questions"][1]["kind"], "multi_select");
     // Clicked prod first: the wire still carries declaration order (F12).
-    h.respond(
-        &pending_id(&requested),
-        json!([{"question_id": "question_1", "selected_options": ["prod", "dev"]}]),
-        false,
-    )
-    .await;
-    let (_, result) = h.log.elicitation_answer(1).await;
-    assert_eq!(
-        result,
-        json!({"action": "accept", "content": {"question_1": ["dev", "prod"]}})
-    );
+    let answers = json!([{"question_id": "question_1", "selected_options": ["prod", "dev"]}]);
+    let Answered {
+        requested, result, ..
+    } = answered("multi", answers).await;
+    assert_eq!(requested["questions"][1]["kind"], "multi_select");
+    let content = json!({"question_1": ["dev", "prod"]});
+    assert_eq!(result, json!({"action": "accept", "content": content}));
 }
 
 #[tokio::test]
 async fn an_accepted_answer_is_confirmed_before_its_elicitation_settled() {
-    let mut h = Harness::start("two-identical", true).await;
-    h.prompt("go").await;
-    let first = h.stream.event("elicitation_requested").await;
+    let (mut h, first, _) = Harness::two_identical().await;
     let answer = h
-        .respond(
-            &pending_id(&first),
-            json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
-            false,
-        )
+        .respond(&pending_id(&first), choose("Postgres"), false)
         .await;
     assert_eq!(answer["type"], "response", "{answer}");
     let settled = h.stream.event("elicitation_settled").await;
@@ -294,22 +270,15 @@ async fn an_accepted_answer_is_confirmed_before_its_elicitation_settled() {
 
 #[tokio::test]
 async fn ac12f_identical_questions_get_two_pendings_answered_independently() {
-    let mut h = Harness::start("two-identical", true).await;
-    h.prompt("go").await;
-    let first = h.stream.event("elicitation_requested").await;
-    let second = h.stream.event("elicitation_requested").await;
+    let (h, first, second) = Harness::two_identical().await;
     assert_ne!(pending_id(&first), pending_id(&second));
     assert_eq!(
         first["questions"], second["questions"],
         "identical question text"
     );
 
-    h.respond(
-        &pending_id(&first),
-        json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
-        false,
-    )
-    .await;
+    h.respond(&pending_id(&first), choose("Postgres"), false)
+        .await;
     let (_, result) = h.log.elicitation_answer(1).await;
     assert_eq!(result["content"]["question_0"], "Postgres");
     let listed = h.stream.ok("agent.elicitations.list", json!({})).await;
@@ -325,56 +294,29 @@ async fn ac12f_identical_questions_get_two_pendings_answered_independently() {
         "the second is still awaiting"
     );
     // The mock agent logs a frame after writing it: an event can overtake its line.
-    h.log
-        .wait_until("the second elicitation/create", |log| {
-            log.sent_requests("elicitation/create").len() >= 2
-        })
-        .await;
-    let second_create = &h.log.sent_requests("elicitation/create")[1];
+    let second_create = h.log.wait_for_elicitation_request(2, DEADLINE).await;
     assert!(
         h.log.responses_to(&second_create["id"]).is_empty(),
         "answering the first settled the second"
     );
 
-    h.respond(
-        &pending_id(&second),
-        json!([{"question_id": "question_0", "selected_options": ["SQLite"]}]),
-        false,
-    )
-    .await;
+    h.respond(&pending_id(&second), choose("SQLite"), false)
+        .await;
     let (_, result) = h.log.elicitation_answer(2).await;
     assert_eq!(result["content"]["question_0"], "SQLite");
 }
 
 #[tokio::test]
 async fn d3_two_pendings_settle_independently_in_either_order() {
-    let mut h = Harness::start("two-identical", true).await;
-    h.prompt("go").await;
-    let first = pending_id(&h.stream.event("elicitation_requested").await);
-    let second = pending_id(&h.stream.event("elicitation_requested").await);
+    let (mut h, first, second) = Harness::two_identical().await;
+    let (first, second) = (pending_id(&first), pending_id(&second));
     // Answer the second first, then reject the first.
-    h.respond(
-        &second,
-        json!([{"question_id": "question_0", "selected_options": ["DynamoDB"]}]),
-        false,
-    )
-    .await;
-    let settled = h.stream.event("elicitation_settled").await;
-    assert_eq!(
-        (settled["pending_id"].as_str(), settled["outcome"].as_str()),
-        (Some(second.as_str()), Some("answered"))
-    );
-    assert!(
-        h.log
-            .responses_to(&h.log.sent_requests("elicitation/create")[0]["id"])
-            .is_empty()
-    );
+    h.respond(&second, choose("DynamoDB"), false).await;
+    h.stream.settled(&second, "answered").await;
+    let first_create = &h.log.sent_requests("elicitation/create")[0];
+    assert!(h.log.responses_to(&first_create["id"]).is_empty());
     h.respond(&first, json!([]), true).await;
-    let settled = h.stream.event("elicitation_settled").await;
-    assert_eq!(
-        (settled["pending_id"].as_str(), settled["outcome"].as_str()),
-        (Some(first.as_str()), Some("declined"))
-    );
+    h.stream.settled(&first, "declined").await;
     assert_eq!(
         h.log.elicitation_answer(1).await.1,
         json!({"action": "decline"})
@@ -383,22 +325,21 @@ async fn d3_two_pendings_settle_independently_in_either_order() {
         h.log.elicitation_answer(2).await.1,
         json!({"action": "accept", "content": {"question_0": "DynamoDB"}})
     );
-    assert_eq!(
-        h.stream.event("turn_completed").await["stop_reason"],
-        "end_turn"
-    );
+    h.stream.turn_ends("end_turn").await;
 }
 
 #[tokio::test]
 async fn ac12g_second_answer_is_not_found_and_the_agent_sees_one_response() {
-    let mut h = Harness::start("single", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
-    let answer = json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]);
-    assert_eq!(
-        h.respond(&id, answer.clone(), false).await["type"],
-        "response"
-    );
-    let again = h.respond(&id, answer, false).await;
+    let Answered {
+        mut h,
+        requested,
+        reply,
+        ..
+    } = answered("single", choose("Postgres")).await;
+    assert_eq!(reply["type"], "response");
+    let again = h
+        .respond(&pending_id(&requested), choose("Postgres"), false)
+        .await;
     assert_eq!(again["type"], "error");
     assert_eq!(again["payload"]["code"], "NOT_FOUND");
     h.stream.event("turn_completed").await;
@@ -408,25 +349,14 @@ async fn ac12g_second_answer_is_not_found_and_the_agent_sees_one_response() {
 
 #[tokio::test]
 async fn ac13_answer_continues_the_original_prompt_which_returns_the_stop_reason() {
-    let mut h = Harness::start("single", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
-    h.respond(
-        &id,
-        json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
-        false,
-    )
-    .await;
-    assert_eq!(
-        h.stream.event("turn_completed").await["stop_reason"],
-        "end_turn"
-    );
+    let Answered { mut h, .. } = answered("single", choose("Postgres")).await;
+    h.stream.turn_ends("end_turn").await;
 
     // turn_completed can overtake the agent's log line of its prompt response.
     h.log
         .wait_until("the prompt's response", |log| {
-            log.entries()
-                .iter()
-                .any(|e| e["dir"] == "send" && e["frame"]["result"].get("stopReason").is_some())
+            let sent = log.messages("send");
+            sent.iter().any(|f| f["result"].get("stopReason").is_some())
         })
         .await;
     let prompts = h.log.received_requests("session/prompt");
@@ -435,16 +365,19 @@ async fn ac13_answer_continues_the_original_prompt_which_returns_the_stop_reason
         1,
         "exactly one session/prompt for the whole exchange"
     );
-    let entries = h.log.entries();
-    let position = |pred: &dyn Fn(&Value) -> bool| entries.iter().position(pred).expect("present");
+    let frames = h.log.frames();
+    let position = |dir: &str, pred: &dyn Fn(&Value) -> bool| {
+        frames
+            .iter()
+            .position(|f| f.dir == dir && pred(&f.frame))
+            .expect("present")
+    };
     let create_id = h.log.sent_requests("elicitation/create")[0]["id"].clone();
-    let answered_at = position(&|e| {
-        e["dir"] == "recv" && e["frame"]["id"] == create_id && e["frame"].get("result").is_some()
+    let answered_at = position("recv", &|f| {
+        f["id"] == create_id && f.get("result").is_some()
     });
-    let prompt_done_at = position(&|e| {
-        e["dir"] == "send"
-            && e["frame"]["id"] == prompts[0]["id"]
-            && e["frame"]["result"]["stopReason"] == "end_turn"
+    let prompt_done_at = position("send", &|f| {
+        f["id"] == prompts[0]["id"] && f["result"]["stopReason"] == "end_turn"
     });
     assert!(
         answered_at < prompt_done_at,
@@ -455,7 +388,7 @@ async fn ac13_answer_continues_the_original_prompt_which_returns_the_stop_reason
 #[tokio::test]
 async fn ac14_reject_sends_decline() {
     let mut h = Harness::start("single", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let id = h.elicit().await;
     let reply = h.stream.ok(
         "agent.elicitations.respond",
         json!({"pending_id": id, "answers": [], "rejected": true, "reject_reason": "not now"}),
@@ -501,35 +434,29 @@ async fn declined_without_surface(scenario: &str, elicitation: bool, reason: &st
     assert_eq!(listed, json!({"pending": []}));
 }
 
-#[tokio::test]
-async fn ac16_url_mode_is_declined_without_surface() {
-    declined_without_surface("url-mode", true, "not_form_mode").await;
+/// One `#[tokio::test]` per row: `name: scenario, flag, reason;` runs
+/// [`declined_without_surface`].
+macro_rules! declined_without_surface {
+    ($($name:ident: $scenario:literal, $flag:literal, $reason:literal;)*) => {$(
+        #[tokio::test]
+        async fn $name() {
+            declined_without_surface($scenario, $flag, $reason).await;
+        }
+    )*};
 }
 
-#[tokio::test]
-async fn ac17_request_scope_is_declined_without_surface() {
-    declined_without_surface("request-scope", true, "request_scope").await;
-}
-
-#[tokio::test]
-async fn ac18_empty_properties_are_declined_without_surface() {
-    declined_without_surface("no-questions", true, "no_questions").await;
-}
-
-#[tokio::test]
-async fn ac18_malformed_body_is_declined_not_a_jsonrpc_error() {
-    declined_without_surface("malformed", true, "malformed").await;
-}
-
-#[tokio::test]
-async fn ac20_flag_off_declines_a_well_formed_elicitation_without_surface() {
-    declined_without_surface("single", false, "flag_off").await;
+declined_without_surface! {
+    ac16_url_mode_is_declined_without_surface: "url-mode", true, "not_form_mode";
+    ac17_request_scope_is_declined_without_surface: "request-scope", true, "request_scope";
+    ac18_empty_properties_are_declined_without_surface: "no-questions", true, "no_questions";
+    ac18_malformed_body_is_declined_not_a_jsonrpc_error: "malformed", true, "malformed";
+    ac20_flag_off_declines_a_well_formed_elicitation_without_surface: "single", false, "flag_off";
 }
 
 #[tokio::test]
 async fn f10_each_invalid_answer_is_refused_and_the_pending_stays_answerable() {
     let mut h = Harness::start("single", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let id = h.elicit().await;
     let invalid = [
         (
             json!([{"question_id": "nope", "selected_options": ["Postgres"]}]),
@@ -541,16 +468,8 @@ async fn f10_each_invalid_answer_is_refused_and_the_pending_stays_answerable() {
             false,
             "two choices",
         ),
-        (
-            json!([{"question_id": "question_0", "selected_options": ["Oracle"]}]),
-            false,
-            "undeclared option",
-        ),
-        (
-            json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
-            true,
-            "answers with rejected",
-        ),
+        (choose("Oracle"), false, "undeclared option"),
+        (choose("Postgres"), true, "answers with rejected"),
     ];
     for (answers, rejected, what) in invalid {
         let reply = h.respond(&id, answers, rejected).await;
@@ -559,29 +478,18 @@ async fn f10_each_invalid_answer_is_refused_and_the_pending_stays_answerable() {
             reply["payload"]["code"], "INVALID_ANSWER",
             "{what}: {reply}"
         );
-        assert!(
-            reply["payload"]["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty())
-        );
+        let message = reply["payload"]["message"].as_str().unwrap_or_default();
+        assert!(!message.is_empty(), "{what}: {reply}");
     }
-    wait_for_create(&h.log).await;
-    let create = &h.log.sent_requests("elicitation/create")[0];
+    let create = h.log.wait_for_elicitation_request(1, DEADLINE).await;
     assert!(
         h.log.responses_to(&create["id"]).is_empty(),
         "nothing was sent to the agent"
     );
     let listed = h.stream.ok("agent.elicitations.list", json!({})).await;
     assert_eq!(listed["pending"][0]["pending_id"], id.as_str());
-    assert_eq!(
-        h.respond(
-            &id,
-            json!([{"question_id": "question_0", "selected_options": ["SQLite"]}]),
-            false
-        )
-        .await["type"],
-        "response"
-    );
+    let reply = h.respond(&id, choose("SQLite"), false).await;
+    assert_eq!(reply["type"], "response");
     assert_eq!(
         h.log.elicitation_answer(1).await.1,
         json!({"action": "accept", "content": {"question_0": "SQLite"}})
@@ -591,7 +499,7 @@ async fn f10_each_invalid_answer_is_refused_and_the_pending_stays_answerable() {
 #[tokio::test]
 async fn f10_typed_answers_are_converted_and_unparseable_ones_refused() {
     let mut h = Harness::start("extended", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let id = h.elicit().await;
     let bad = h
         .respond(
             &id,
@@ -618,14 +526,10 @@ async fn f10_typed_answers_are_converted_and_unparseable_ones_refused() {
 #[tokio::test]
 async fn fifty_concurrent_submissions_have_exactly_one_success() {
     let mut h = Harness::start("single", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
+    let id = h.elicit().await;
     let submissions = (0..50).map(|i| {
         let option = ["Postgres", "SQLite", "DynamoDB"][i % 3];
-        h.respond(
-            &id,
-            json!([{"question_id": "question_0", "selected_options": [option]}]),
-            false,
-        )
+        h.respond(&id, choose(option), false)
     });
     let replies = futures::future::join_all(submissions).await;
     let successes = replies.iter().filter(|r| r["type"] == "response").count();
@@ -652,14 +556,12 @@ async fn fifty_concurrent_submissions_have_exactly_one_success() {
 
 #[tokio::test]
 async fn permission_requests_are_answered_by_the_session_policy() {
-    let agentctl = support::AgentCtl::start(&[]);
-    let mut stream = agentctl.connect().await;
-    let log = MockLog::new();
-    let mut payload = start_payload("s-1", "permission", true, &log);
-    payload["agent"]["permission_policy"] = json!("reject_once");
-    stream.ok("agent.session.start", payload).await;
-    stream.ok("agent.prompt", json!({"text": "go"})).await;
-    let resolved = stream.event("permission_resolved").await;
+    let mut h = Harness::start_on(AgentCtl::start(&[]), "permission", true, |payload| {
+        payload["agent"]["permission_policy"] = json!("reject_once");
+    })
+    .await;
+    h.prompt("go").await;
+    let resolved = h.stream.event("permission_resolved").await;
     assert_eq!(
         (
             resolved["tool_call_id"].as_str(),
@@ -667,21 +569,19 @@ async fn permission_requests_are_answered_by_the_session_policy() {
         ),
         (Some("t1"), Some("reject"))
     );
-    log.wait_until("the permission answer", |log| {
-        log.sent_requests("session/request_permission")
-            .first()
-            .is_some_and(|r| !log.responses_to(&r["id"]).is_empty())
-    })
-    .await;
-    let request = &log.sent_requests("session/request_permission")[0];
+    h.log
+        .wait_until("the permission answer", |log| {
+            log.sent_requests("session/request_permission")
+                .first()
+                .is_some_and(|r| !log.responses_to(&r["id"]).is_empty())
+        })
+        .await;
+    let request = &h.log.sent_requests("session/request_permission")[0];
     assert_eq!(
-        log.responses_to(&request["id"])[0]["result"],
+        h.log.responses_to(&request["id"])[0]["result"],
         json!({"outcome": {"outcome": "selected", "optionId": "reject"}})
     );
-    assert_eq!(
-        stream.event("turn_completed").await["stop_reason"],
-        "end_turn"
-    );
+    h.stream.turn_ends("end_turn").await;
 }
 
 #[tokio::test]
@@ -696,14 +596,14 @@ async fn session_updates_are_forwarded_verbatim() {
         .collect();
     let sent: Vec<Value> = h
         .log
-        .frames("send")
+        .messages("send")
         .into_iter()
         .filter(|f| f["method"] == "session/update")
         .map(|f| f["params"].clone())
         .collect();
     assert_eq!(forwarded, sent);
     assert_eq!(
-        support::message_texts(&events),
+        message_texts(&events),
         [
             "Looking at the repository.",
             "All done; nothing here needs your input."
@@ -713,59 +613,30 @@ async fn session_updates_are_forwarded_verbatim() {
 
 #[tokio::test]
 async fn f5_agentctl_reads_the_flag_from_session_start_never_from_its_environment() {
-    let h = Harness::start_env(
-        "single",
-        false,
-        &[("KANDEV_FEATURES_ACP_ELICITATION", "true")],
-    )
-    .await;
-    let received = received_capabilities(&h.log).await;
-    assert!(
-        received.get("elicitation").is_none(),
-        "the env var leaked into initialize: {received}"
-    );
-    assert_eq!(
-        serde_json::to_string(&received).expect("json"),
-        fixture("default.json")
-    );
-}
-
-/// Waits until the agent's log shows its `elicitation/create` (the agentctl event announcing
-/// it can arrive before the agent has written the line).
-async fn wait_for_create(log: &MockLog) {
-    log.wait_until("the elicitation/create", |log| {
-        !log.sent_requests("elicitation/create").is_empty()
-    })
-    .await;
+    // The env var must not leak into initialize.
+    let env = [("KANDEV_FEATURES_ACP_ELICITATION", "true")];
+    let h = Harness::start_env("single", false, &env).await;
+    assert_is_fixture(&received_capabilities(&h.log).await, "default.json");
 }
 
 #[tokio::test]
 async fn an_operator_cancel_answers_the_agent_cancel_once() {
-    let mut h = Harness::start("two-identical", true).await;
-    h.prompt("go").await;
-    let first = pending_id(&h.stream.event("elicitation_requested").await);
-    let second = pending_id(&h.stream.event("elicitation_requested").await);
-    assert_eq!(
-        h.stream
-            .ok("agent.elicitations.cancel", json!({"pending_id": first}))
-            .await,
-        json!({"success": true})
-    );
-    let settled = h.stream.event("elicitation_settled").await;
-    assert_eq!(
-        (settled["pending_id"].as_str(), settled["outcome"].as_str()),
-        (Some(first.as_str()), Some("operator_cancelled"))
-    );
+    let (mut h, first, second) = Harness::two_identical().await;
+    let (first, second) = (pending_id(&first), pending_id(&second));
+    let cancel = json!({"pending_id": first});
+    let reply = h
+        .stream
+        .ok("agent.elicitations.cancel", cancel.clone())
+        .await;
+    assert_eq!(reply, json!({"success": true}));
+    let settled = h.stream.settled(&first, "operator_cancelled").await;
     assert_eq!(settled["response"], json!({"action": "cancel"}));
     assert_eq!(
         h.log.elicitation_answer(1).await.1,
         json!({"action": "cancel"})
     );
     // Exactly once: a second cancel, or an answer after it, finds nothing.
-    let again = h
-        .stream
-        .err("agent.elicitations.cancel", json!({"pending_id": first}))
-        .await;
+    let again = h.stream.err("agent.elicitations.cancel", cancel).await;
     assert_eq!(again["code"], "NOT_FOUND");
     let late = h
         .stream
@@ -783,22 +654,22 @@ async fn an_operator_cancel_answers_the_agent_cancel_once() {
     );
 }
 
+/// A `single` pending settled by `action` with `payload` (plus its `pending_id`), which
+/// agentctl accepts; returns the `elicitation_settled` payload.
+async fn settled_by(action: &str, mut payload: Value) -> Value {
+    let mut h = Harness::start("single", true).await;
+    payload["pending_id"] = json!(h.elicit().await);
+    let reply = h.stream.request(action, payload).await;
+    assert_eq!(reply["type"], "response", "{reply}");
+    h.stream.event("elicitation_settled").await
+}
+
 /// The backend writes a record only from `elicitation_settled`, so agentctl echoes who
 /// answered or cancelled, as the request named them.
 #[tokio::test]
 async fn the_settlement_echoes_who_answered_and_who_cancelled() {
-    let mut h = Harness::start("single", true).await;
-    let requested = h.prompt_until_elicitation("go").await;
-    let id = pending_id(&requested);
-    let reply = h
-        .stream
-        .request(
-            "agent.elicitations.cancel",
-            json!({"pending_id": id, "cancelled_by": "bob"}),
-        )
-        .await;
-    assert_eq!(reply["type"], "response");
-    let settled = h.stream.event("elicitation_settled").await;
+    let cancelled = json!({"cancelled_by": "bob"});
+    let settled = settled_by("agent.elicitations.cancel", cancelled).await;
     assert_eq!(
         (
             &settled["outcome"],
@@ -808,19 +679,9 @@ async fn the_settlement_echoes_who_answered_and_who_cancelled() {
         (&json!("operator_cancelled"), &json!("bob"), None)
     );
 
-    let mut h = Harness::start("single", true).await;
-    let requested = h.prompt_until_elicitation("go").await;
-    let id = pending_id(&requested);
-    let reply = h
-        .stream
-        .request(
-            "agent.elicitations.respond",
-            json!({"pending_id": id, "answers": [{"question_id": "question_0", "selected_options": ["Postgres"]}],
-                   "rejected": false, "reject_reason": "", "answered_by": "alice"}),
-        )
-        .await;
-    assert_eq!(reply["type"], "response");
-    let settled = h.stream.event("elicitation_settled").await;
+    let answer = json!({"answers": choose("Postgres"), "rejected": false, "reject_reason": "",
+                        "answered_by": "alice"});
+    let settled = settled_by("agent.elicitations.respond", answer).await;
     assert_eq!(
         (&settled["outcome"], &settled["answered_by"]),
         (&json!("answered"), &json!("alice"))

@@ -3,28 +3,23 @@
 //! input rules, the wait for `agent.questions.respond`, turn cancel, the deadline, and
 //! the `agentctl mcp-stdio` bridge.
 
-mod support;
-
 use std::process::Stdio;
 use std::time::Duration;
 
+use kandev_testkit::agentctl::{AgentCtl, Harness, TOKEN, message_texts};
+use kandev_testkit::{DEADLINE, bins};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
+use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
-use support::{DEADLINE, Harness, agentctl_bin};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::task::JoinHandle;
 
 /// The `mcpServers` entry the agent received in `session/new`.
 async fn mcp_server(h: &Harness) -> Value {
-    h.log
-        .wait_until("session/new", |log| {
-            !log.received_requests("session/new").is_empty()
-        })
-        .await;
-    let new = h.log.received_requests("session/new")[0].clone();
+    let new = h.log.wait_for_received("session/new").await;
     let servers = new["params"]["mcpServers"].as_array().expect("mcpServers");
     assert_eq!(servers.len(), 1, "{servers:?}");
     servers[0].clone()
@@ -38,7 +33,9 @@ fn token_of(server: &Value) -> String {
         .to_owned()
 }
 
-async fn client(url: &str, token: &str) -> RunningService<RoleClient, ()> {
+type Mcp = RunningService<RoleClient, ()>;
+
+async fn client(url: &str, token: &str) -> Mcp {
     // rmcp's HTTP client is reqwest, built without a rustls provider of its own.
     kandev_tls::install_process_provider();
     let transport = StreamableHttpClientTransport::from_config(
@@ -48,6 +45,15 @@ async fn client(url: &str, token: &str) -> RunningService<RoleClient, ()> {
         .await
         .expect("MCP initialize in time")
         .expect("MCP initialize")
+}
+
+/// A `plain` session (flag off) on agentctl with `env`, and an MCP client of the server
+/// its agent was given.
+async fn with_mcp(env: &[(&str, &str)]) -> (Harness, Mcp) {
+    let h = Harness::start_env("plain", false, env).await;
+    let server = mcp_server(&h).await;
+    let mcp = client(server["url"].as_str().expect("url"), &token_of(&server)).await;
+    (h, mcp)
 }
 
 fn args(value: Value) -> Map<String, Value> {
@@ -72,10 +78,46 @@ fn one_question() -> Value {
         "context": "Setting up storage"})
 }
 
+type Call = JoinHandle<Result<CallToolResult, ServiceError>>;
+
+/// Calls the tool with [`one_question`] in the background and waits for its
+/// `ask_user_question_requested`; returns the call in flight and the event's payload.
+async fn ask(h: &mut Harness, mcp: &Mcp) -> (Call, Value) {
+    let peer = mcp.peer().clone();
+    let pending = tokio::spawn(async move { peer.call_tool(call(one_question())).await });
+    let requested = h.stream.event("ask_user_question_requested").await;
+    (pending, requested)
+}
+
+/// The result of a call in flight, once it returns (within [`DEADLINE`]).
+async fn returned(pending: Call) -> CallToolResult {
+    tokio::time::timeout(DEADLINE, pending)
+        .await
+        .expect("returned in time")
+        .expect("task")
+        .expect("tools/call")
+}
+
+/// The next `ask_user_question_settled` settles `request_id` with `outcome`.
+async fn question_settled(h: &mut Harness, request_id: &Value, outcome: &str) {
+    assert_eq!(
+        h.stream.event("ask_user_question_settled").await,
+        json!({"event": "ask_user_question_settled", "request_id": request_id, "outcome": outcome})
+    );
+}
+
+/// The call ends as a tool error with `status` = `outcome`, and its
+/// `ask_user_question_settled` says the same.
+async fn ends_as(h: &mut Harness, result: CallToolResult, request_id: &Value, outcome: &str) {
+    assert_eq!(result.is_error, Some(true), "{outcome}");
+    assert_eq!(text_of(&result)["status"], outcome);
+    question_settled(h, request_id, outcome).await;
+}
+
 /// A `tools/list` POST to the MCP endpoint with `authorization` (or none); returns the
 /// status code.
 async fn post_tools_list(url: &str, authorization: Option<&str>) -> u16 {
-    let mut request = support::http::client()
+    let mut request = kandev_testkit::http::client()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -83,7 +125,8 @@ async fn post_tools_list(url: &str, authorization: Option<&str>) -> u16 {
     if let Some(value) = authorization {
         request = request.header("authorization", value);
     }
-    support::http::send(request).await.0
+    let response = request.send().await.expect("an HTTP response");
+    response.status().as_u16()
 }
 
 #[tokio::test]
@@ -94,13 +137,12 @@ async fn session_new_lists_the_http_server_and_it_needs_the_token() {
     assert_eq!(server["name"], "kandev");
     let url = server["url"].as_str().expect("url");
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    assert_eq!(post_tools_list(url, None).await, 401);
-    assert_eq!(post_tools_list(url, Some("Bearer wrong")).await, 401);
     // The agent-stream token is not this server's token.
-    assert_eq!(
-        post_tools_list(url, Some(&format!("Bearer {}", support::TOKEN))).await,
-        401
-    );
+    let stream_token = format!("Bearer {TOKEN}");
+    for authorization in [None, Some("Bearer wrong"), Some(stream_token.as_str())] {
+        let status = post_tools_list(url, authorization).await;
+        assert_eq!(status, 401, "{authorization:?}");
+    }
 
     let mcp = client(url, &token_of(&server)).await;
     let tools = mcp.list_tools(None).await.expect("tools/list");
@@ -110,9 +152,7 @@ async fn session_new_lists_the_http_server_and_it_needs_the_token() {
 
 #[tokio::test]
 async fn each_input_violation_is_a_tool_error_with_a_clear_message() {
-    let mut h = Harness::start("plain", false).await;
-    let server = mcp_server(&h).await;
-    let mcp = client(server["url"].as_str().expect("url"), &token_of(&server)).await;
+    let (mut h, mcp) = with_mcp(&[]).await;
     let q = |prompt: &str, n: usize| json!({"prompt": prompt, "options": (0..n).map(|i| json!({"label": format!("o{i}")})).collect::<Vec<_>>()});
     let cases = [
         (json!({}), "`questions` is required"),
@@ -155,17 +195,10 @@ async fn each_input_violation_is_a_tool_error_with_a_clear_message() {
 
 #[tokio::test]
 async fn a_call_waits_for_agent_questions_respond_and_returns_the_answer_once() {
-    let mut h = Harness::start("plain", false).await;
-    let server = mcp_server(&h).await;
-    let mcp = client(server["url"].as_str().expect("url"), &token_of(&server)).await;
-    let peer = mcp.peer().clone();
-    let pending = tokio::spawn(async move { peer.call_tool(call(one_question())).await });
-
-    let requested = h.stream.event("ask_user_question_requested").await;
-    let request_id = requested["request_id"]
-        .as_str()
-        .expect("request_id")
-        .to_owned();
+    let (mut h, mcp) = with_mcp(&[]).await;
+    let (pending, requested) = ask(&mut h, &mcp).await;
+    let request_id = &requested["request_id"];
+    assert!(request_id.is_string(), "{requested}");
     assert_eq!(requested["acp_session_id"], h.started["acp_session_id"]);
     assert_eq!(requested["context"], "Setting up storage");
     assert_eq!(
@@ -176,7 +209,7 @@ async fn a_call_waits_for_agent_questions_respond_and_returns_the_answer_once() 
             "custom_answer": null, "required": true, "default": null, "constraints": {"max_length": 2000}}])
     );
     let listed = h.stream.ok("agent.questions.list", json!({})).await;
-    assert_eq!(listed["pending"][0]["request_id"], request_id.as_str());
+    assert_eq!(&listed["pending"][0]["request_id"], request_id);
     assert!(
         !pending.is_finished(),
         "the call must wait for the operator"
@@ -188,21 +221,14 @@ async fn a_call_waits_for_agent_questions_respond_and_returns_the_answer_once() 
         h.stream.ok("agent.questions.respond", answer.clone()).await,
         json!({"success": true})
     );
-    let result = tokio::time::timeout(DEADLINE, pending)
-        .await
-        .expect("returned in time")
-        .expect("task")
-        .expect("tools/call");
+    let result = returned(pending).await;
     assert_eq!(result.is_error, Some(false));
     assert_eq!(
         text_of(&result),
         json!({"status": "answered", "answers": [{"question_id": "q1", "prompt": "Which database?",
             "selected_option": "SQLite", "custom_text": null}]})
     );
-    assert_eq!(
-        h.stream.event("ask_user_question_settled").await,
-        json!({"event": "ask_user_question_settled", "request_id": request_id, "outcome": "answered"})
-    );
+    question_settled(&mut h, request_id, "answered").await;
     // Exactly once: the second verdict finds nothing.
     let again = h.stream.err("agent.questions.respond", answer).await;
     assert_eq!(again["code"], "NOT_FOUND");
@@ -210,9 +236,7 @@ async fn a_call_waits_for_agent_questions_respond_and_returns_the_answer_once() 
 
 #[tokio::test]
 async fn a_rejected_bundle_returns_rejected_and_custom_text_comes_back_verbatim() {
-    let mut h = Harness::start("plain", false).await;
-    let server = mcp_server(&h).await;
-    let mcp = client(server["url"].as_str().expect("url"), &token_of(&server)).await;
+    let (mut h, mcp) = with_mcp(&[]).await;
     for (result, expected) in [
         (
             json!({"answers": [], "rejected": true, "reject_reason": "skipped"}),
@@ -223,21 +247,14 @@ async fn a_rejected_bundle_returns_rejected_and_custom_text_comes_back_verbatim(
             json!({"status": "answered", "answers": [{"question_id": "q1", "prompt": "Which database?", "selected_option": null, "custom_text": "CockroachDB"}]}),
         ),
     ] {
-        let peer = mcp.peer().clone();
-        let pending = tokio::spawn(async move { peer.call_tool(call(one_question())).await });
-        let requested = h.stream.event("ask_user_question_requested").await;
+        let (pending, requested) = ask(&mut h, &mcp).await;
         h.stream
             .ok(
                 "agent.questions.respond",
                 json!({"request_id": requested["request_id"], "result": result}),
             )
             .await;
-        let got = tokio::time::timeout(DEADLINE, pending)
-            .await
-            .expect("in time")
-            .expect("task")
-            .expect("tools/call");
-        let got = text_of(&got);
+        let got = text_of(&returned(pending).await);
         for (key, value) in expected.as_object().expect("object") {
             assert_eq!(&got[key], value, "{got}");
         }
@@ -246,27 +263,14 @@ async fn a_rejected_bundle_returns_rejected_and_custom_text_comes_back_verbatim(
 
 #[tokio::test]
 async fn turn_cancel_releases_a_blocked_tool_call() {
-    let mut h = Harness::start("plain", false).await;
-    let server = mcp_server(&h).await;
-    let mcp = client(server["url"].as_str().expect("url"), &token_of(&server)).await;
-    let peer = mcp.peer().clone();
-    let pending = tokio::spawn(async move { peer.call_tool(call(one_question())).await });
-    let requested = h.stream.event("ask_user_question_requested").await;
+    let (mut h, mcp) = with_mcp(&[]).await;
+    let (pending, requested) = ask(&mut h, &mcp).await;
     assert_eq!(
         h.stream.ok("agent.cancel", json!({})).await,
         json!({"success": true})
     );
-    let result = tokio::time::timeout(DEADLINE, pending)
-        .await
-        .expect("released in time")
-        .expect("task")
-        .expect("tools/call");
-    assert_eq!(result.is_error, Some(true));
-    assert_eq!(text_of(&result)["status"], "turn_cancelled");
-    assert_eq!(
-        h.stream.event("ask_user_question_settled").await,
-        json!({"event": "ask_user_question_settled", "request_id": requested["request_id"], "outcome": "turn_cancelled"})
-    );
+    let result = returned(pending).await;
+    ends_as(&mut h, result, &requested["request_id"], "turn_cancelled").await;
     assert_eq!(
         h.stream.ok("agent.questions.list", json!({})).await,
         json!({"pending": []})
@@ -275,39 +279,20 @@ async fn turn_cancel_releases_a_blocked_tool_call() {
 
 #[tokio::test]
 async fn an_unanswered_call_times_out_at_its_own_deadline() {
-    let mut h = Harness::start_env(
-        "plain",
-        false,
-        &[("KANDEV_ASK_USER_QUESTION_TIMEOUT", "300ms")],
-    )
-    .await;
-    let server = mcp_server(&h).await;
-    let mcp = client(server["url"].as_str().expect("url"), &token_of(&server)).await;
+    let env = [("KANDEV_ASK_USER_QUESTION_TIMEOUT", "300ms")];
+    let (mut h, mcp) = with_mcp(&env).await;
     let result = tokio::time::timeout(DEADLINE, mcp.call_tool(call(one_question())))
         .await
         .expect("returned in time")
         .expect("tools/call");
-    assert_eq!(result.is_error, Some(true));
-    assert_eq!(text_of(&result)["status"], "timed_out");
     let requested = h.stream.event("ask_user_question_requested").await;
-    assert_eq!(
-        h.stream.event("ask_user_question_settled").await,
-        json!({"event": "ask_user_question_settled", "request_id": requested["request_id"], "outcome": "timed_out"})
-    );
+    ends_as(&mut h, result, &requested["request_id"], "timed_out").await;
 }
 
-/// One JSON-RPC line to the bridge, and the next line back with that id.
-async fn bridge_rpc(
-    stdin: &mut tokio::process::ChildStdin,
-    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    message: Value,
-) -> Option<Value> {
-    let id = message.get("id").cloned();
-    stdin
-        .write_all(format!("{message}\n").as_bytes())
-        .await
-        .expect("write");
-    let id = id?;
+type BridgeLines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+
+/// The next line from the bridge that carries JSON-RPC id `id`.
+async fn bridge_answer(lines: &mut BridgeLines, id: &Value) -> Value {
     loop {
         let line = tokio::time::timeout(DEADLINE, lines.next_line())
             .await
@@ -315,17 +300,25 @@ async fn bridge_rpc(
             .expect("read")
             .expect("bridge stdout open");
         let frame: Value = serde_json::from_str(&line).expect("JSON line");
-        if frame.get("id") == Some(&id) {
-            return Some(frame);
+        if frame.get("id") == Some(id) {
+            return frame;
         }
     }
+}
+
+/// Writes one JSON-RPC line to the bridge.
+async fn bridge_send(stdin: &mut tokio::process::ChildStdin, message: &Value) {
+    stdin
+        .write_all(format!("{message}\n").as_bytes())
+        .await
+        .expect("write");
 }
 
 #[tokio::test]
 async fn the_stdio_bridge_relays_to_the_http_server() {
     let mut h = Harness::start("plain", false).await;
     let server = mcp_server(&h).await;
-    let mut bridge = tokio::process::Command::new(agentctl_bin())
+    let mut bridge = tokio::process::Command::new(bins::agentctl())
         .arg("mcp-stdio")
         .env("KANDEV_MCP_URL", server["url"].as_str().expect("url"))
         .env("KANDEV_MCP_TOKEN", token_of(&server))
@@ -337,24 +330,19 @@ async fn the_stdio_bridge_relays_to_the_http_server() {
         .expect("agentctl mcp-stdio");
     let mut stdin = bridge.stdin.take().expect("stdin");
     let mut lines = BufReader::new(bridge.stdout.take().expect("stdout")).lines();
-    let init = bridge_rpc(&mut stdin, &mut lines, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
-        .await
-        .expect("answer");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    bridge_send(&mut stdin, &init).await;
+    let init = bridge_answer(&mut lines, &json!(1)).await;
     assert!(init.get("result").is_some(), "{init}");
-    bridge_rpc(
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    bridge_send(&mut stdin, &initialized).await;
+    bridge_send(
         &mut stdin,
-        &mut lines,
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
     )
     .await;
-    let tools = bridge_rpc(
-        &mut stdin,
-        &mut lines,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-    )
-    .await
-    .expect("answer");
+    let tools = bridge_answer(&mut lines, &json!(2)).await;
     assert_eq!(
         tools["result"]["tools"][0]["name"], "ask_user_question_kandev",
         "{tools}"
@@ -362,10 +350,7 @@ async fn the_stdio_bridge_relays_to_the_http_server() {
     // A call through the bridge reaches agentctl and returns the operator's answer.
     let call_line = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "ask_user_question_kandev", "arguments": one_question()}});
-    stdin
-        .write_all(format!("{call_line}\n").as_bytes())
-        .await
-        .expect("write");
+    bridge_send(&mut stdin, &call_line).await;
     let requested = h.stream.event("ask_user_question_requested").await;
     h.stream
         .ok(
@@ -374,17 +359,7 @@ async fn the_stdio_bridge_relays_to_the_http_server() {
                 {"question_id": "q1", "selected_options": ["Postgres"], "custom_text": ""}]}}),
         )
         .await;
-    let answer = loop {
-        let line = tokio::time::timeout(DEADLINE, lines.next_line())
-            .await
-            .expect("in time")
-            .expect("read")
-            .expect("open");
-        let frame: Value = serde_json::from_str(&line).expect("JSON");
-        if frame["id"] == 3 {
-            break frame;
-        }
-    };
+    let answer = bridge_answer(&mut lines, &json!(3)).await;
     let text: Value = serde_json::from_str(
         answer["result"]["content"][0]["text"]
             .as_str()
@@ -400,105 +375,82 @@ async fn the_stdio_bridge_relays_to_the_http_server() {
     assert!(status.success(), "{status}");
 }
 
-/// agentctl + mock-agent playing `scenario`, with extra agent environment.
-async fn mock_session(
-    agent_env: &[(&str, &str)],
-) -> (support::AgentCtl, support::Stream, support::MockLog) {
-    let agentctl = support::AgentCtl::start(&[]);
-    let stream = agentctl.connect().await;
-    let log = support::MockLog::new();
-    let mut payload = support::start_payload("s-1", "plain", true, &log);
-    for (key, value) in agent_env {
-        payload["agent"]["env"][*key] = json!(value);
-    }
-    stream.ok("agent.session.start", payload).await;
-    (agentctl, stream, log)
+/// agentctl + mock-agent playing `plain` (flag on), with extra agent environment.
+async fn mock_session(agent_env: &[(&str, &str)]) -> Harness {
+    Harness::start_on(AgentCtl::start(&[]), "plain", true, |payload| {
+        for (key, value) in agent_env {
+            payload["agent"]["env"][*key] = json!(value);
+        }
+    })
+    .await
 }
 
-async fn mock_agent_asks_and_gets_the_answer(agent_env: &[(&str, &str)]) -> Value {
-    let (_agentctl, mut stream, log) = mock_session(agent_env).await;
-    stream.ok("agent.prompt", json!({"text": "/e2e:ask"})).await;
-    let requested = stream.event("ask_user_question_requested").await;
+/// The mock agent's `/e2e:ask` calls the tool; answers it with custom text; returns the
+/// tool result the agent reported.
+async fn mock_agent_asks_and_gets_the_answer(h: &mut Harness) -> Value {
+    h.prompt("/e2e:ask").await;
+    let requested = h.stream.event("ask_user_question_requested").await;
     assert_eq!(
         requested["context"],
         "Choosing the storage for the new service"
     );
     assert_eq!(requested["questions"][0]["id"], "q1");
-    stream
+    h.stream
         .ok(
             "agent.questions.respond",
             json!({"request_id": requested["request_id"], "result": {"answers": [
                 {"question_id": "q1", "selected_options": [], "custom_text": "CockroachDB"}]}}),
         )
         .await;
-    let events = stream.events_until("turn_completed").await;
-    let texts = support::message_texts(&events);
+    let events = h.stream.events_until("turn_completed").await;
+    let texts = message_texts(&events);
     let reported = texts
         .iter()
         .find_map(|t| t.strip_prefix("ask_user_question a1 result: "))
         .unwrap_or_else(|| panic!("no tool result reported: {texts:?}"));
-    let _ = log;
-    serde_json::from_str(reported).expect("JSON")
+    let result: Value = serde_json::from_str(reported).expect("JSON");
+    assert_eq!(result["status"], "answered");
+    assert_eq!(result["answers"][0]["custom_text"], "CockroachDB");
+    result
 }
 
 #[tokio::test]
 async fn mock_agent_calls_the_tool_over_http() {
-    let result = mock_agent_asks_and_gets_the_answer(&[]).await;
-    assert_eq!(result["status"], "answered");
-    assert_eq!(result["answers"][0]["custom_text"], "CockroachDB");
+    let mut h = mock_session(&[]).await;
+    mock_agent_asks_and_gets_the_answer(&mut h).await;
 }
 
 #[tokio::test]
 async fn an_agent_without_http_mcp_gets_the_stdio_bridge_and_the_same_answer() {
-    let (_agentctl, _stream, log) = mock_session(&[("MOCK_AGENT_NO_HTTP_MCP", "1")]).await;
-    log.wait_until("session/new", |log| {
-        !log.received_requests("session/new").is_empty()
-    })
-    .await;
-    let server = log.received_requests("session/new")[0]["params"]["mcpServers"][0].clone();
+    let mut h = mock_session(&[("MOCK_AGENT_NO_HTTP_MCP", "1")]).await;
+    let new = h.log.wait_for_received("session/new").await;
+    let server = &new["params"]["mcpServers"][0];
     assert!(server.get("type").is_none(), "{server}");
     assert_eq!(server["args"], json!(["mcp-stdio"]));
     assert_eq!(
         server["command"].as_str().map(std::path::PathBuf::from),
-        Some(agentctl_bin().canonicalize().expect("agentctl path"))
+        Some(bins::agentctl().canonicalize().expect("agentctl path"))
     );
-    let result = mock_agent_asks_and_gets_the_answer(&[("MOCK_AGENT_NO_HTTP_MCP", "1")]).await;
-    assert_eq!(result["status"], "answered");
-    assert_eq!(result["answers"][0]["custom_text"], "CockroachDB");
+    mock_agent_asks_and_gets_the_answer(&mut h).await;
 }
 
 #[tokio::test]
 async fn an_operator_cancel_returns_the_call_as_cancelled_once() {
-    let mut h = Harness::start("plain", false).await;
-    let server = mcp_server(&h).await;
-    let mcp = client(server["url"].as_str().expect("url"), &token_of(&server)).await;
-    let peer = mcp.peer().clone();
-    let pending = tokio::spawn(async move { peer.call_tool(call(one_question())).await });
-    let requested = h.stream.event("ask_user_question_requested").await;
-    let request_id = requested["request_id"]
-        .as_str()
-        .expect("request_id")
-        .to_owned();
+    let (mut h, mcp) = with_mcp(&[]).await;
+    let (pending, requested) = ask(&mut h, &mcp).await;
+    let cancel = json!({"request_id": requested["request_id"]});
     assert_eq!(
-        h.stream
-            .ok("agent.questions.cancel", json!({"request_id": request_id}))
-            .await,
+        h.stream.ok("agent.questions.cancel", cancel.clone()).await,
         json!({"success": true})
     );
-    let result = tokio::time::timeout(DEADLINE, pending)
-        .await
-        .expect("returned in time")
-        .expect("task")
-        .expect("tools/call");
-    assert_eq!(result.is_error, Some(true));
-    assert_eq!(text_of(&result)["status"], "operator_cancelled");
-    assert_eq!(
-        h.stream.event("ask_user_question_settled").await,
-        json!({"event": "ask_user_question_settled", "request_id": request_id, "outcome": "operator_cancelled"})
-    );
-    let again = h
-        .stream
-        .err("agent.questions.cancel", json!({"request_id": request_id}))
-        .await;
+    let result = returned(pending).await;
+    ends_as(
+        &mut h,
+        result,
+        &requested["request_id"],
+        "operator_cancelled",
+    )
+    .await;
+    let again = h.stream.err("agent.questions.cancel", cancel).await;
     assert_eq!(again["code"], "NOT_FOUND");
 }

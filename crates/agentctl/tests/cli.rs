@@ -1,15 +1,15 @@
 //! The `agentctl` command line: refusing bad configurations, and the
 //! `elicitation map` / `elicitation respond` debugging subcommands.
 
-mod support;
-
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+use kandev_testkit::agentctl::{AgentCtl, Stream, TOKEN};
+use kandev_testkit::bins;
 use serde_json::{Value, json};
 
 fn agentctl(args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
-    let mut command = Command::new(support::agentctl_bin());
+    let mut command = Command::new(bins::agentctl());
     command
         .args(args)
         .env_remove("AGENTCTL_TOKEN")
@@ -113,9 +113,8 @@ fn serve_refuses_an_unparseable_duration() {
 
 #[tokio::test]
 async fn insecure_no_token_serves_without_authentication() {
-    let agentctl =
-        support::AgentCtl::start_with(&[("AGENTCTL_TOKEN", "")], &["--insecure-no-token"]);
-    let stream = support::Stream::connect(&agentctl.url(), None)
+    let agentctl = AgentCtl::start_with(&[("AGENTCTL_TOKEN", "")], &["--insecure-no-token"]);
+    let stream = Stream::connect(&agentctl.url(), None)
         .await
         .expect("no token needed");
     let refused = stream.err("agent.elicitations.list", json!({})).await;
@@ -130,16 +129,14 @@ async fn token_file_holds_the_stream_token() {
     let file = dir.path().join("agentctl-token");
     std::fs::write(&file, "from-the-file\n").expect("write");
     let path = file.display().to_string();
-    let served = support::AgentCtl::start_with(&[], &["--token-file", &path]);
+    let served = AgentCtl::start_with(&[], &["--token-file", &path]);
     assert!(
-        support::Stream::connect(&served.url(), Some("from-the-file"))
+        Stream::connect(&served.url(), Some("from-the-file"))
             .await
             .is_ok()
     );
     assert!(
-        support::Stream::connect(&served.url(), Some(support::TOKEN))
-            .await
-            .is_err(),
+        Stream::connect(&served.url(), Some(TOKEN)).await.is_err(),
         "the file wins over AGENTCTL_TOKEN"
     );
     drop(served);

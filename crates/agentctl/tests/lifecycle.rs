@@ -1,129 +1,101 @@
 //! Settlement paths (F7), deadlines, cancel, shutdown, agent exit, and the stream itself:
 //! auth, bad frames, dropped and re-attached streams.
 
-mod support;
-
+use kandev_testkit::FrameLog;
+use kandev_testkit::agentctl::{
+    AgentCtl, Harness, Stream, TOKEN, choose, message_texts, pending_id, start_payload,
+    start_payload_in,
+};
 use serde_json::{Value, json};
-use support::{AgentCtl, Harness, MockLog, Stream, TOKEN, pending_id, start_payload};
 
 const SHORT_DEADLINES: &[(&str, &str)] = &[
     ("KANDEV_ELICITATION_ANSWER_TIMEOUT", "300ms"),
     ("KANDEV_ACP_IDLE_TIMEOUT", "1s"),
 ];
 
-#[tokio::test]
-async fn ac15_turn_cancel_answers_cancel_and_withdraws_the_surface() {
-    let mut h = Harness::start("single", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
-    assert_eq!(
-        h.stream.ok("agent.cancel", json!({})).await,
-        json!({"success": true})
-    );
-    let settled = h.stream.event("elicitation_settled").await;
+/// The ACP `cancel` answer.
+fn cancel() -> Value {
+    json!({"action": "cancel"})
+}
+
+/// agentctl with `env` and a `scenario` session (flag on) whose first elicitation is
+/// pending; returns it and the pending id.
+async fn elicited(scenario: &str, env: &[(&str, &str)]) -> (Harness, String) {
+    let mut h = Harness::start_env(scenario, true, env).await;
+    let id = h.elicit().await;
+    (h, id)
+}
+
+/// `action` (empty payload) answers `{"success": true}`.
+async fn succeeds(h: &Harness, action: &str) {
+    let reply = h.stream.ok(action, json!({})).await;
+    assert_eq!(reply, json!({"success": true}), "{action}");
+}
+
+/// The next `elicitation_settled` settles `id` with `outcome` and `response`, and nothing
+/// else; a non-null `response` is also the one answer the agent received.
+async fn settled(h: &mut Harness, id: &str, outcome: &str, response: Value) {
+    let settled = h.stream.settled(id, outcome).await;
     assert_eq!(
         settled,
-        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "turn_cancelled", "response": {"action": "cancel"}})
+        json!({"event": "elicitation_settled", "pending_id": id, "outcome": outcome, "response": response})
     );
-    assert_eq!(
-        h.log.elicitation_answer(1).await.1,
-        json!({"action": "cancel"})
-    );
-    assert_eq!(
-        h.stream.event("turn_completed").await["stop_reason"],
-        "cancelled"
-    );
+    if !response.is_null() {
+        assert_eq!(h.log.elicitation_answer(1).await.1, response, "{outcome}");
+    }
+}
+
+#[tokio::test]
+async fn ac15_turn_cancel_answers_cancel_and_withdraws_the_surface() {
+    let (mut h, id) = elicited("single", &[]).await;
+    succeeds(&h, "agent.cancel").await;
+    settled(&mut h, &id, "turn_cancelled", cancel()).await;
+    h.stream.turn_ends("cancelled").await;
     let cancels: Vec<Value> = h
         .log
-        .frames("recv")
+        .messages("recv")
         .into_iter()
         .filter(|f| f["method"] == "session/cancel")
         .collect();
     assert_eq!(cancels.len(), 1);
-    assert_eq!(
-        cancels[0]["params"]["sessionId"],
-        h.started["acp_session_id"]
-    );
-    assert_eq!(
-        h.stream.ok("agent.elicitations.list", json!({})).await,
-        json!({"pending": []})
-    );
+    let session = &h.started["acp_session_id"];
+    assert_eq!(&cancels[0]["params"]["sessionId"], session);
+    let listed = h.stream.ok("agent.elicitations.list", json!({})).await;
+    assert_eq!(listed, json!({"pending": []}));
 }
 
 #[tokio::test]
 async fn ac64_unanswered_elicitation_is_declined_at_the_deadline_and_the_turn_continues() {
-    let mut h = Harness::start_env("single", true, SHORT_DEADLINES).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
-    let settled = h.stream.event("elicitation_settled").await;
-    assert_eq!(
-        settled,
-        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "timed_out", "response": {"action": "decline"}})
-    );
-    assert_eq!(
-        h.log.elicitation_answer(1).await.1,
-        json!({"action": "decline"}),
-        "decline, not cancel"
-    );
-    let events = h.stream.events_until("turn_completed").await;
-    assert_eq!(
-        events.last().expect("turn_completed")["payload"]["stop_reason"],
-        "end_turn",
-        "the turn continued"
-    );
-    assert_eq!(
-        h.respond(&id, json!([]), true).await["payload"]["code"],
-        "NOT_FOUND"
-    );
+    let (mut h, id) = elicited("single", SHORT_DEADLINES).await;
+    // Declined, not cancelled.
+    settled(&mut h, &id, "timed_out", json!({"action": "decline"})).await;
+    // The turn continued.
+    h.stream.turn_ends("end_turn").await;
+    let late = h.respond(&id, json!([]), true).await;
+    assert_eq!(late["payload"]["code"], "NOT_FOUND");
 }
 
 #[tokio::test]
 async fn f7_agent_cancel_request_settles_agent_cancelled() {
-    let mut h = Harness::start("agent-cancel", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
-    let settled = h.stream.event("elicitation_settled").await;
-    assert_eq!(
-        settled,
-        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "agent_cancelled", "response": {"action": "cancel"}})
-    );
+    let (mut h, id) = elicited("agent-cancel", &[]).await;
+    settled(&mut h, &id, "agent_cancelled", cancel()).await;
     h.log
         .wait_until("$/cancel_request", |log| {
-            log.frames("send")
-                .iter()
-                .any(|f| f["method"] == "$/cancel_request")
+            let sent = log.messages("send");
+            sent.iter().any(|f| f["method"] == "$/cancel_request")
         })
         .await;
-    assert_eq!(
-        h.log.elicitation_answer(1).await.1,
-        json!({"action": "cancel"})
-    );
     // A late operator answer is discarded (D5).
-    let late = h
-        .respond(
-            &id,
-            json!([{"question_id": "question_0", "selected_options": ["Postgres"]}]),
-            false,
-        )
-        .await;
+    let late = h.respond(&id, choose("Postgres"), false).await;
     assert_eq!(late["payload"]["code"], "NOT_FOUND");
     h.stream.event("turn_completed").await;
 }
 
 #[tokio::test]
 async fn f7_agent_shutdown_answers_cancel_then_stops_the_agent() {
-    let mut h = Harness::start("single", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
-    assert_eq!(
-        h.stream.ok("agent.shutdown", json!({})).await,
-        json!({"success": true})
-    );
-    let settled = h.stream.event("elicitation_settled").await;
-    assert_eq!(
-        settled,
-        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "shutdown", "response": {"action": "cancel"}})
-    );
-    assert_eq!(
-        h.log.elicitation_answer(1).await.1,
-        json!({"action": "cancel"})
-    );
+    let (mut h, id) = elicited("single", &[]).await;
+    succeeds(&h, "agent.shutdown").await;
+    settled(&mut h, &id, "shutdown", cancel()).await;
     h.stream.event("agent_exited").await;
     let refused = h.stream.err("agent.prompt", json!({"text": "again"})).await;
     assert_eq!(refused["code"], "BAD_REQUEST");
@@ -131,16 +103,10 @@ async fn f7_agent_shutdown_answers_cancel_then_stops_the_agent() {
 
 #[tokio::test]
 async fn f7_agent_exit_settles_agent_exited_with_no_response() {
-    let mut h = Harness::start("crash", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
-    let settled = h.stream.event("elicitation_settled").await;
-    assert_eq!(
-        settled,
-        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "agent_exited", "response": null})
-    );
+    let (mut h, id) = elicited("crash", &[]).await;
+    settled(&mut h, &id, "agent_exited", Value::Null).await;
     assert_eq!(h.stream.event("agent_exited").await["code"], 3);
-    let turn = h.stream.event("turn_completed").await;
-    assert_eq!(turn["stop_reason"], "error", "{turn}");
+    h.stream.turn_ends("error").await;
     let create = &h.log.sent_requests("elicitation/create")[0];
     assert!(
         h.log.responses_to(&create["id"]).is_empty(),
@@ -148,22 +114,25 @@ async fn f7_agent_exit_settles_agent_exited_with_no_response() {
     );
 }
 
-#[tokio::test]
-async fn f7_sigterm_answers_cancel_emits_shutdown_and_exits() {
-    let mut h = Harness::start("single", true).await;
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
-    h.agentctl.sigterm();
-    let settled = h.stream.event("elicitation_settled").await;
-    assert_eq!(
-        settled,
-        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "shutdown", "response": {"action": "cancel"}})
-    );
-    assert_eq!(
-        h.log.elicitation_answer(1).await.1,
-        json!({"action": "cancel"})
-    );
+/// Elicits on `agentctl`, then `stop`s it: the pending settles `shutdown` with `cancel`
+/// reaching the agent, the stream closes and agentctl exits 0.
+async fn stopping_answers_cancel_and_exits(agentctl: AgentCtl, stop: fn(&mut AgentCtl)) {
+    let mut h = Harness::start_on(agentctl, "single", true, |_| {}).await;
+    let id = h.elicit().await;
+    stop(&mut h.agentctl);
+    settled(&mut h, &id, "shutdown", cancel()).await;
     h.stream.closed().await;
     assert_eq!(h.agentctl.wait_exit().await, Some(0));
+}
+
+/// `agentctl serve --exit-on-stdin-eof`, as the backend's local executor starts it.
+fn exiting_on_stdin_eof() -> AgentCtl {
+    AgentCtl::start_with(&[], &["--exit-on-stdin-eof"])
+}
+
+#[tokio::test]
+async fn f7_sigterm_answers_cancel_emits_shutdown_and_exits() {
+    stopping_answers_cancel_and_exits(AgentCtl::start(&[]), |a| a.sigterm()).await;
 }
 
 /// The backend's local executor holds agentctl's stdin: when the backend dies (even by
@@ -171,99 +140,44 @@ async fn f7_sigterm_answers_cancel_emits_shutdown_and_exits() {
 /// an orphan with its agent and an unanswerable pending.
 #[tokio::test]
 async fn stdin_eof_with_exit_on_stdin_eof_answers_cancel_emits_shutdown_and_exits() {
-    let agentctl = AgentCtl::start_with(&[], &["--exit-on-stdin-eof"]);
-    let stream = agentctl.connect().await;
-    let log = MockLog::new();
-    let started = stream
-        .ok(
-            "agent.session.start",
-            start_payload("s-1", "single", true, &log),
-        )
-        .await;
-    let mut h = Harness {
-        agentctl,
-        stream,
-        log,
-        started,
-    };
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
-    h.agentctl.close_stdin();
-    let settled = h.stream.event("elicitation_settled").await;
-    assert_eq!(
-        settled,
-        json!({"event": "elicitation_settled", "pending_id": id, "outcome": "shutdown", "response": {"action": "cancel"}})
-    );
-    assert_eq!(
-        h.log.elicitation_answer(1).await.1,
-        json!({"action": "cancel"})
-    );
-    assert_eq!(h.agentctl.wait_exit().await, Some(0));
+    stopping_answers_cancel_and_exits(exiting_on_stdin_eof(), AgentCtl::close_stdin).await;
 }
 
 /// With `--exit-on-stdin-eof` a blocking stdin read is in flight; a SIGTERM while the
 /// backend still holds the pipe must not wait for it (it held the exit until the backend
-/// killed agentctl five seconds later).
+/// killed agentctl five seconds later): it exits 0 while stdin is still open.
 #[tokio::test]
 async fn sigterm_with_exit_on_stdin_eof_exits_while_stdin_is_still_open() {
-    let agentctl = AgentCtl::start_with(&[], &["--exit-on-stdin-eof"]);
-    let stream = agentctl.connect().await;
-    let log = MockLog::new();
-    let started = stream
-        .ok(
-            "agent.session.start",
-            start_payload("s-1", "single", true, &log),
-        )
-        .await;
-    let mut h = Harness {
-        agentctl,
-        stream,
-        log,
-        started,
-    };
-    let id = pending_id(&h.prompt_until_elicitation("go").await);
-    h.agentctl.sigterm();
-    let settled = h.stream.event("elicitation_settled").await;
-    assert_eq!(settled["pending_id"], id.as_str());
-    assert_eq!(settled["outcome"], "shutdown");
-    assert_eq!(
-        h.log.elicitation_answer(1).await.1,
-        json!({"action": "cancel"})
-    );
-    assert_eq!(h.agentctl.wait_exit().await, Some(0), "stdin is still open");
+    stopping_answers_cancel_and_exits(exiting_on_stdin_eof(), |a| a.sigterm()).await;
 }
 
 #[tokio::test]
 async fn idle_agent_past_the_idle_timeout_is_given_up() {
     let mut h = Harness::start_env("sleepy", false, SHORT_DEADLINES).await;
     h.prompt("go").await;
-    let turn = h.stream.event("turn_completed").await;
-    assert_eq!(turn["stop_reason"], "error");
-    assert!(
-        turn["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("KANDEV_ACP_IDLE_TIMEOUT")),
-        "{turn}"
-    );
+    let turn = h.stream.turn_ends("error").await;
+    let error = turn["error"].as_str().unwrap_or_default();
+    assert!(error.contains("KANDEV_ACP_IDLE_TIMEOUT"), "{turn}");
     h.stream.event("agent_exited").await;
+}
+
+/// The next `agent_stderr` event whose line satisfies `matches`; returns the line.
+async fn stderr_line(stream: &mut Stream, matches: impl Fn(&str) -> bool) -> String {
+    let event = stream
+        .event_where("agent_stderr", |e| e["line"].as_str().is_some_and(&matches))
+        .await;
+    event["line"].as_str().unwrap_or_default().to_owned()
 }
 
 #[tokio::test]
 async fn agent_stderr_lines_become_events() {
-    let agentctl = AgentCtl::start(&[]);
-    let mut stream = agentctl.connect().await;
-    let log = MockLog::new();
-    let mut payload = start_payload("s-1", "plain", false, &log);
-    payload["agent"]["env"]["RUST_LOG"] = json!("info");
-    stream.ok("agent.session.start", payload).await;
-    stream.ok("agent.prompt", json!({"text": "go"})).await;
-    let line = stream
-        .event_where("agent_stderr", |e| {
-            e["line"]
-                .as_str()
-                .is_some_and(|l| l.contains("playing scenario"))
-        })
-        .await;
-    assert!(!line["line"].as_str().unwrap_or("").ends_with('\n'));
+    let mut h = Harness::start_on(AgentCtl::start(&[]), "plain", false, |payload| {
+        payload["agent"]["env"]["RUST_LOG"] = json!("info");
+    })
+    .await;
+    h.prompt("go").await;
+    let line = stderr_line(&mut h.stream, |l| l.contains("playing scenario")).await;
+    assert!(!line.ends_with('\n'));
 }
 
 #[tokio::test]
@@ -272,8 +186,7 @@ async fn stream_without_or_with_a_wrong_token_is_refused_with_401() {
     for token in [None, Some("wrong-token"), Some("")] {
         let refused = Stream::connect(&agentctl.url(), token)
             .await
-            .err()
-            .expect("refused");
+            .expect_err("refused");
         match refused {
             tokio_tungstenite::tungstenite::Error::Http(response) => {
                 assert_eq!(response.status(), 401, "{token:?}")
@@ -292,7 +205,13 @@ async fn stream_without_or_with_a_wrong_token_is_refused_with_401() {
 async fn healthz_needs_no_token() {
     let agentctl = AgentCtl::start(&[]);
     let url = format!("http://{}/healthz", agentctl.addr);
-    let (status, body) = support::http::send(support::http::client().get(url)).await;
+    let response = kandev_testkit::http::client()
+        .get(url)
+        .send()
+        .await
+        .expect("an HTTP response");
+    let status = response.status().as_u16();
+    let body = response.text().await.expect("the body");
     assert_eq!(status, 200, "{body}");
     assert_eq!(body, r#"{"status":"ok"}"#);
 }
@@ -304,43 +223,43 @@ async fn bad_frames_get_errors_and_the_stream_stays_up() {
     stream.send_text("this is not json");
     let error = stream.error_frame().await;
     assert_eq!(error["payload"]["code"], "BAD_REQUEST", "{error}");
-    stream.send_text(r#"{"id": "x1", "type": "request"}"#);
-    let error = stream.error_frame().await;
-    assert_eq!(
-        (error["id"].as_str(), error["payload"]["code"].as_str()),
-        (Some("x1"), Some("BAD_REQUEST")),
-        "{error}"
-    );
-    stream
-        .send_text(r#"{"id": "x2", "type": "response", "action": "agent.prompt", "payload": {}}"#);
-    let error = stream.error_frame().await;
-    assert_eq!(
-        (error["id"].as_str(), error["payload"]["code"].as_str()),
-        (Some("x2"), Some("BAD_REQUEST")),
-        "{error}"
-    );
+    for (id, frame) in [
+        ("x1", r#"{"id": "x1", "type": "request"}"#),
+        (
+            "x2",
+            r#"{"id": "x2", "type": "response", "action": "agent.prompt", "payload": {}}"#,
+        ),
+    ] {
+        stream.send_text(frame);
+        let error = stream.error_frame().await;
+        assert_eq!(
+            (error["id"].as_str(), error["payload"]["code"].as_str()),
+            (Some(id), Some("BAD_REQUEST")),
+            "{error}"
+        );
+    }
 
-    let unknown = stream.err("agent.frobnicate", json!({})).await;
-    assert_eq!(unknown["code"], "UNKNOWN_ACTION");
-    let unbound = stream.err("agent.prompt", json!({"text": "hi"})).await;
-    assert_eq!(unbound["code"], "BAD_REQUEST");
-    let bad_payload = stream
-        .err("agent.session.start", json!({"session_id": 7}))
-        .await;
-    assert_eq!(bad_payload["code"], "BAD_REQUEST");
-    let missing = stream
-        .err("agent.session.attach", json!({"session_id": "nope"}))
-        .await;
-    assert_eq!(missing["code"], "NOT_FOUND");
-    let spawn_failure = stream
-        .err(
+    let spawn_failure = json!({"session_id": "s-9", "agent": {"id": "x", "command": ["/nonexistent/agent"]}, "flags": {}});
+    for (action, payload, code) in [
+        ("agent.frobnicate", json!({}), "UNKNOWN_ACTION"),
+        ("agent.prompt", json!({"text": "hi"}), "BAD_REQUEST"),
+        (
             "agent.session.start",
-            json!({"session_id": "s-9", "agent": {"id": "x", "command": ["/nonexistent/agent"]}, "flags": {}}),
-        )
-        .await;
-    assert_eq!(spawn_failure["code"], "BAD_REQUEST", "{spawn_failure}");
+            json!({"session_id": 7}),
+            "BAD_REQUEST",
+        ),
+        (
+            "agent.session.attach",
+            json!({"session_id": "nope"}),
+            "NOT_FOUND",
+        ),
+        ("agent.session.start", spawn_failure, "BAD_REQUEST"),
+    ] {
+        let refused = stream.err(action, payload).await;
+        assert_eq!(refused["code"], code, "{action}: {refused}");
+    }
     // Still up and usable after all of that.
-    let log = MockLog::new();
+    let log = FrameLog::in_temp_dir();
     stream
         .ok(
             "agent.session.start",
@@ -356,12 +275,9 @@ async fn bad_frames_get_errors_and_the_stream_stays_up() {
     assert_eq!(unknown_pending["code"], "NOT_FOUND");
 }
 
-#[tokio::test]
-async fn a_dropped_stream_keeps_pending_elicitations_answerable() {
-    let mut h = Harness::start("two-identical", true).await;
-    h.prompt("go").await;
-    let first = pending_id(&h.stream.event("elicitation_requested").await);
-    let second = pending_id(&h.stream.event("elicitation_requested").await);
+/// Closes the session's stream from this side and waits until agentctl has seen it go;
+/// returns agentctl and the agent's log.
+async fn detach(h: Harness) -> (AgentCtl, FrameLog) {
     let Harness {
         agentctl,
         stream,
@@ -369,11 +285,24 @@ async fn a_dropped_stream_keeps_pending_elicitations_answerable() {
         ..
     } = h;
     stream.close();
+    agentctl.wait_stderr("agent stream detached").await;
+    (agentctl, log)
+}
 
-    let mut again = agentctl.connect().await;
-    let attached = again
-        .ok("agent.session.attach", json!({"session_id": "s-1"}))
-        .await;
+/// The sequence number of an event frame (its `id`).
+fn seq(frame: &Value) -> u64 {
+    frame["id"].as_str().expect("id").parse().expect("seq")
+}
+
+#[tokio::test]
+async fn a_dropped_stream_keeps_pending_elicitations_answerable() {
+    let mut h = Harness::start("two-identical", true).await;
+    h.prompt("go").await;
+    let first = pending_id(&h.stream.event("elicitation_requested").await);
+    let second = pending_id(&h.stream.event("elicitation_requested").await);
+    let (agentctl, log) = detach(h).await;
+
+    let (mut again, attached) = agentctl.attach(None).await;
     let listed: Vec<&str> = attached["pending"]
         .as_array()
         .expect("pending")
@@ -382,23 +311,15 @@ async fn a_dropped_stream_keeps_pending_elicitations_answerable() {
         .collect();
     assert_eq!(listed, [first.as_str(), second.as_str()]);
     for (id, option) in [(&first, "Postgres"), (&second, "SQLite")] {
-        let reply = again
-            .ok("agent.elicitations.respond", json!({"pending_id": id, "answers": [{"question_id": "question_0", "selected_options": [option]}]}))
-            .await;
+        let payload = json!({"pending_id": id, "answers": choose(option)});
+        let reply = again.ok("agent.elicitations.respond", payload).await;
         assert_eq!(reply, json!({"success": true}));
     }
-    assert_eq!(
-        log.elicitation_answer(1).await.1["content"]["question_0"],
-        "Postgres"
-    );
-    assert_eq!(
-        log.elicitation_answer(2).await.1["content"]["question_0"],
-        "SQLite"
-    );
-    assert_eq!(
-        again.event("turn_completed").await["stop_reason"],
-        "end_turn"
-    );
+    for (n, option) in [(1, "Postgres"), (2, "SQLite")] {
+        let (_, result) = log.elicitation_answer(n).await;
+        assert_eq!(result["content"]["question_0"], option);
+    }
+    again.turn_ends("end_turn").await;
 }
 
 #[tokio::test]
@@ -411,37 +332,19 @@ async fn events_while_detached_are_flushed_in_order_on_attach() {
     let mut h = Harness::start_env("single", true, &deadlines).await;
     h.prompt("go").await;
     h.stream.event("elicitation_requested").await;
-    let last_seen: u64 = h.stream.seen.last().expect("seen")["id"]
-        .as_str()
-        .expect("id")
-        .parse()
-        .expect("seq");
-    let Harness {
-        agentctl,
-        stream,
-        log,
-        ..
-    } = h;
-    stream.close();
-    agentctl.wait_stderr("agent stream detached").await;
+    let last_seen = seq(h.stream.seen.last().expect("seen"));
+    let (agentctl, log) = detach(h).await;
     // While detached: the deadline declines, the agent reports it and ends its turn.
     log.wait_until("the end of the turn", |log| {
-        log.frames("send")
-            .iter()
-            .any(|f| f["result"]["stopReason"] == "end_turn")
+        let sent = log.messages("send");
+        sent.iter().any(|f| f["result"]["stopReason"] == "end_turn")
     })
     .await;
 
-    let mut again = agentctl.connect().await;
-    let attached = again
-        .ok("agent.session.attach", json!({"session_id": "s-1"}))
-        .await;
+    let (mut again, attached) = agentctl.attach(None).await;
     assert_eq!(attached["pending"], json!([]));
     let flushed = again.events_until("turn_completed").await;
-    let ids: Vec<u64> = flushed
-        .iter()
-        .map(|f| f["id"].as_str().expect("id").parse().expect("seq"))
-        .collect();
+    let ids: Vec<u64> = flushed.iter().map(seq).collect();
     let expected: Vec<u64> = (last_seen + 1..last_seen + 1 + ids.len() as u64).collect();
     assert_eq!(ids, expected, "no event lost, none reordered");
     let kinds: Vec<&str> = flushed
@@ -450,7 +353,7 @@ async fn events_while_detached_are_flushed_in_order_on_attach() {
         .collect();
     assert_eq!(kinds.first(), Some(&"elicitation_settled"));
     assert!(
-        support::message_texts(&flushed)
+        message_texts(&flushed)
             .iter()
             .any(|t| t.contains("\"action\":\"decline\"")),
         "{flushed:#?}"
@@ -460,36 +363,22 @@ async fn events_while_detached_are_flushed_in_order_on_attach() {
 #[tokio::test]
 async fn a_new_stream_attaching_replaces_the_old_one() {
     let h = Harness::start("plain", false).await;
-    let mut newer = h.agentctl.connect().await;
-    newer
-        .ok("agent.session.attach", json!({"session_id": "s-1"}))
-        .await;
+    let (mut newer, _) = h.agentctl.attach(None).await;
     assert_eq!(h.stream.closed().await, "replaced by a newer agent stream");
     newer.ok("agent.prompt", json!({"text": "go"})).await;
-    assert_eq!(
-        newer.event("turn_completed").await["stop_reason"],
-        "end_turn"
-    );
+    newer.turn_ends("end_turn").await;
 }
 
 #[tokio::test]
 async fn a_running_session_cannot_be_started_twice() {
     let h = Harness::start("plain", false).await;
     let other = h.agentctl.connect().await;
-    let log = MockLog::new();
-    let refused = other
-        .err(
-            "agent.session.start",
-            start_payload("s-1", "plain", false, &log),
-        )
-        .await;
+    let log = FrameLog::in_temp_dir();
+    let payload = start_payload("s-1", "plain", false, &log);
+    let refused = other.err("agent.session.start", payload).await;
     assert_eq!(refused["code"], "BAD_REQUEST");
-    assert!(
-        refused["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("agent.session.attach")),
-        "{refused}"
-    );
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(message.contains("agent.session.attach"), "{refused}");
 }
 
 #[tokio::test]
@@ -500,15 +389,9 @@ async fn one_turn_at_a_time() {
     let second = h.stream.err("agent.prompt", json!({"text": "again"})).await;
     assert_eq!(second["code"], "BAD_REQUEST", "{second}");
     h.stream.ok("agent.cancel", json!({})).await;
-    assert_eq!(
-        h.stream.event("turn_completed").await["stop_reason"],
-        "cancelled"
-    );
+    h.stream.turn_ends("cancelled").await;
     h.prompt("/e2e:plain").await;
-    assert_eq!(
-        h.stream.event("turn_completed").await["stop_reason"],
-        "end_turn"
-    );
+    h.stream.turn_ends("end_turn").await;
 }
 
 #[tokio::test]
@@ -516,26 +399,12 @@ async fn attach_with_after_seq_replays_events_a_dying_stream_may_have_lost() {
     let mut h = Harness::start("plain", false).await;
     h.prompt("go").await;
     let first_run = h.stream.events_until("turn_completed").await;
-    let ids: Vec<String> = first_run
-        .iter()
-        .map(|f| f["id"].as_str().expect("id").to_owned())
-        .collect();
+    let ids: Vec<u64> = first_run.iter().map(seq).collect();
     assert!(ids.len() >= 3, "{first_run:#?}");
     // Suppose the backend processed only the first event before its stream broke.
-    let after: u64 = ids[0].parse().expect("seq");
-    let Harness {
-        agentctl, stream, ..
-    } = h;
-    stream.close();
-    agentctl.wait_stderr("agent stream detached").await;
+    let (agentctl, _log) = detach(h).await;
 
-    let mut again = agentctl.connect().await;
-    again
-        .ok(
-            "agent.session.attach",
-            json!({"session_id": "s-1", "after_seq": after}),
-        )
-        .await;
+    let (mut again, _) = agentctl.attach(Some(ids[0])).await;
     let replayed = again.events_until("turn_completed").await;
     assert_eq!(
         replayed,
@@ -544,56 +413,53 @@ async fn attach_with_after_seq_replays_events_a_dying_stream_may_have_lost() {
     );
 
     // Without after_seq, only events no stream was given are flushed: none here.
-    let mut third = agentctl.connect().await;
-    let attached = third
-        .ok("agent.session.attach", json!({"session_id": "s-1"}))
-        .await;
+    let (mut third, attached) = agentctl.attach(None).await;
     assert_eq!(attached["pending"], json!([]));
     third.ok("agent.prompt", json!({"text": "go"})).await;
     let next = third.events_until("turn_completed").await;
-    let first_new: u64 = next[0]["id"].as_str().expect("id").parse().expect("seq");
-    let last_old: u64 = ids.last().expect("last").parse().expect("seq");
+    let last_old = *ids.last().expect("last");
     assert_eq!(
-        first_new,
+        seq(&next[0]),
         last_old + 1,
         "no replay without after_seq, and no gap"
     );
 }
 
+/// Runs the agent's command inside `sh -c`, as the script `wrap` makes of the quoted
+/// command line.
+fn in_shell(payload: &mut Value, wrap: impl FnOnce(&str) -> String) {
+    let quoted = payload["agent"]["command"]
+        .as_array()
+        .expect("argv")
+        .iter()
+        .map(|a| format!("'{}'", a.as_str().expect("str")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    payload["agent"]["command"] = json!(["sh", "-c", wrap(&quoted)]);
+}
+
 #[tokio::test]
 async fn an_agent_that_ignores_stdin_eof_is_killed_after_the_grace_period() {
-    let agentctl = AgentCtl::start(&[]);
-    let mut stream = agentctl.connect().await;
-    let log = MockLog::new();
-    let mut payload = start_payload("s-1", "single", true, &log);
     // The shell becomes `sleep` once the mock agent exits on EOF, so the process lingers.
-    let quoted = shell_quoted(&payload["agent"]["command"]);
-    payload["agent"]["command"] = json!(["sh", "-c", format!("{quoted}; exec sleep 60")]);
-    stream.ok("agent.session.start", payload).await;
-    stream.ok("agent.prompt", json!({"text": "go"})).await;
-    stream.event("elicitation_requested").await;
+    let mut h = Harness::start_on(AgentCtl::start(&[]), "single", true, |payload| {
+        in_shell(payload, |agent| format!("{agent}; exec sleep 60"));
+    })
+    .await;
+    h.elicit().await;
     let started = std::time::Instant::now();
     assert_eq!(
-        stream.ok("agent.shutdown", json!({})).await,
+        h.stream.ok("agent.shutdown", json!({})).await,
         json!({"success": true})
     );
     assert!(
         started.elapsed() < std::time::Duration::from_secs(15),
         "killed after the grace period, not waited out"
     );
-    assert_eq!(
-        stream.event("elicitation_settled").await["outcome"],
-        "shutdown"
-    );
-    assert_eq!(
-        stream.event("agent_exited").await["code"],
-        Value::Null,
-        "killed by a signal"
-    );
-    assert_eq!(
-        log.elicitation_answer(1).await.1,
-        json!({"action": "cancel"})
-    );
+    let settled = h.stream.event("elicitation_settled").await;
+    assert_eq!(settled["outcome"], "shutdown");
+    let exited = h.stream.event("agent_exited").await;
+    assert_eq!(exited["code"], Value::Null, "killed by a signal");
+    assert_eq!(h.log.elicitation_answer(1).await.1, cancel());
 }
 
 #[tokio::test]
@@ -616,11 +482,11 @@ async fn two_hundred_pendings_are_each_answered_exactly_once_with_their_own_answ
 
     let agentctl = AgentCtl::start(&[]);
     let mut stream = agentctl.connect().await;
-    let log = MockLog::new();
+    let log = FrameLog::in_temp_dir();
     stream
         .ok(
             "agent.session.start",
-            support::start_payload_in("mock", "s-1", "many", dir.path(), true, &log),
+            start_payload_in("mock", "s-1", "many", dir.path(), true, &log),
         )
         .await;
     stream.ok("agent.prompt", json!({"text": "go"})).await;
@@ -639,7 +505,7 @@ async fn two_hundred_pendings_are_each_answered_exactly_once_with_their_own_answ
     // Answer all at once, each twice; question i gets option i % 3.
     let submissions = (0..N).flat_map(|i| {
         let id = by_message[&format!("Question {i}")].clone();
-        let answer = json!({"pending_id": id, "answers": [{"question_id": "question_0", "selected_options": [options[i % 3]]}]});
+        let answer = json!({"pending_id": id, "answers": choose(options[i % 3])});
         [answer.clone(), answer]
     });
     let replies = futures::future::join_all(
@@ -658,10 +524,7 @@ async fn two_hundred_pendings_are_each_answered_exactly_once_with_their_own_answ
         N
     );
 
-    assert_eq!(
-        stream.event("turn_completed").await["stop_reason"],
-        "end_turn"
-    );
+    stream.turn_ends("end_turn").await;
     let requests = log.sent_requests("elicitation/create");
     assert_eq!(requests.len(), N);
     for request in &requests {
@@ -680,23 +543,14 @@ async fn two_hundred_pendings_are_each_answered_exactly_once_with_their_own_answ
 
 #[tokio::test]
 async fn the_agent_never_sees_the_stream_token() {
-    let agentctl = AgentCtl::start(&[]);
-    let mut stream = agentctl.connect().await;
-    let log = MockLog::new();
-    let mut payload = start_payload("s-1", "plain", false, &log);
-    let quoted = shell_quoted(&payload["agent"]["command"]);
-    payload["agent"]["command"] = json!([
-        "sh",
-        "-c",
-        format!("echo \"token=[${{AGENTCTL_TOKEN:-}}]\" >&2; exec {quoted}")
-    ]);
-    stream.ok("agent.session.start", payload).await;
-    let line = stream
-        .event_where("agent_stderr", |e| {
-            e["line"].as_str().is_some_and(|l| l.starts_with("token="))
-        })
-        .await;
-    assert_eq!(line["line"], "token=[]");
+    let mut h = Harness::start_on(AgentCtl::start(&[]), "plain", false, |payload| {
+        in_shell(payload, |agent| {
+            format!("echo \"token=[${{AGENTCTL_TOKEN:-}}]\" >&2; exec {agent}")
+        });
+    })
+    .await;
+    let line = stderr_line(&mut h.stream, |l| l.starts_with("token=")).await;
+    assert_eq!(line, "token=[]");
 }
 
 #[tokio::test]
@@ -710,14 +564,10 @@ async fn a_failed_handshake_is_reported_and_the_session_id_stays_free() {
         )
         .await;
     assert_eq!(failed["code"], "INTERNAL", "{failed}");
-    assert!(
-        failed["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("handshake")),
-        "{failed}"
-    );
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(message.contains("handshake"), "{failed}");
     // The same stream and id can start a working agent afterwards.
-    let log = MockLog::new();
+    let log = FrameLog::in_temp_dir();
     let started = stream
         .ok(
             "agent.session.start",
@@ -725,14 +575,4 @@ async fn a_failed_handshake_is_reported_and_the_session_id_stays_free() {
         )
         .await;
     assert!(started["acp_session_id"].is_string());
-}
-
-/// The agent's argv as one single-quoted shell command line, to wrap it in `sh -c`.
-fn shell_quoted(argv: &Value) -> String {
-    argv.as_array()
-        .expect("argv")
-        .iter()
-        .map(|a| format!("'{}'", a.as_str().expect("str")))
-        .collect::<Vec<_>>()
-        .join(" ")
 }

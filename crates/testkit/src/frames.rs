@@ -2,11 +2,12 @@
 //! `{"dir": "recv"|"send", "frame": <JSON-RPC message>}` per line.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::wait::poll_until;
+use crate::wait::{DEADLINE, poll, poll_until};
 
 /// One logged frame.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,12 +29,17 @@ impl Frame {
 #[derive(Debug, Clone)]
 pub struct FrameLog {
     path: PathBuf,
+    /// The temp directory holding the log, when the log owns one ([`FrameLog::in_temp_dir`]).
+    _dir: Option<Arc<tempfile::TempDir>>,
 }
 
 impl FrameLog {
     /// The log at `path`.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        Self {
+            path: path.into(),
+            _dir: None,
+        }
     }
 
     /// Where it is.
@@ -145,6 +151,101 @@ impl FrameLog {
             .collect::<Vec<_>>()
             .join("\n")
     }
+
+    /// A fresh, empty log location in a temp directory of its own (removed when the last
+    /// clone is dropped), for an agent the test starts itself (its `MOCK_AGENT_LOG`).
+    pub fn in_temp_dir() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Self {
+            path: dir.path().join("mock-agent.jsonl"),
+            _dir: Some(Arc::new(dir)),
+        }
+    }
+
+    /// The JSON-RPC messages in one direction (`recv` or `send`), in wire order.
+    pub fn messages(&self, dir: &str) -> Vec<Value> {
+        self.frames()
+            .into_iter()
+            .filter(|f| f.dir == dir)
+            .map(|f| f.frame)
+            .collect()
+    }
+
+    /// The requests with `method` the agent received (client → agent), in order.
+    pub fn received_requests(&self, method: &str) -> Vec<Value> {
+        self.requests("recv", method)
+    }
+
+    /// The requests with `method` the agent sent (agent → client), in order.
+    pub fn sent_requests(&self, method: &str) -> Vec<Value> {
+        self.requests("send", method)
+    }
+
+    fn requests(&self, dir: &str, method: &str) -> Vec<Value> {
+        self.messages(dir)
+            .into_iter()
+            .filter(|f| f["method"] == method && f.get("id").is_some())
+            .collect()
+    }
+
+    /// The responses the agent received to its request `id`.
+    pub fn responses_to(&self, id: &Value) -> Vec<Value> {
+        self.messages("recv")
+            .into_iter()
+            .filter(|f| f.get("method").is_none() && f.get("id") == Some(id))
+            .collect()
+    }
+
+    /// Waits for the first request with `method` the agent received; returns it.
+    ///
+    /// # Panics
+    /// When [`DEADLINE`] passes first.
+    pub async fn wait_for_received(&self, method: &str) -> Value {
+        poll_until(
+            &format!("{method} at the agent ({})", self.path.display()),
+            DEADLINE,
+            || async { self.received_requests(method).into_iter().next() },
+        )
+        .await
+    }
+
+    /// Polls until `ready` holds for the log.
+    ///
+    /// # Panics
+    /// When [`DEADLINE`] passes first, naming `what` and showing the log's tail.
+    pub async fn wait_until(&self, what: &str, ready: impl Fn(&FrameLog) -> bool) {
+        if poll(DEADLINE, || async { ready(self).then_some(()) })
+            .await
+            .is_none()
+        {
+            panic!(
+                "the frame log never showed {what}; its tail:\n{}",
+                self.tail(40)
+            );
+        }
+    }
+
+    /// Waits for the agent's `n`-th (1-based) `elicitation/create` and its response;
+    /// returns `(request, the response's result)`.
+    ///
+    /// # Panics
+    /// When the deadline passes first, or the agent received more than one response to it.
+    pub async fn elicitation_answer(&self, n: usize) -> (Value, Value) {
+        self.wait_until("an elicitation response", |log| {
+            log.sent_requests("elicitation/create")
+                .get(n - 1)
+                .is_some_and(|req| !log.responses_to(&req["id"]).is_empty())
+        })
+        .await;
+        let request = self.sent_requests("elicitation/create")[n - 1].clone();
+        let responses = self.responses_to(&request["id"]);
+        assert_eq!(
+            responses.len(),
+            1,
+            "exactly one response per elicitation/create: {responses:?}"
+        );
+        (request, responses[0]["result"].clone())
+    }
 }
 
 #[cfg(test)]
@@ -174,5 +275,33 @@ mod tests {
             vec!["recv initialize", "send elicitation/create"]
         );
         assert!(log.initialize().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_temp_dir_log_finds_requests_and_the_one_answer_to_each() {
+        let log = FrameLog::in_temp_dir();
+        let lines = [
+            r#"{"dir":"recv","frame":{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}}"#,
+            r#"{"dir":"recv","frame":{"jsonrpc":"2.0","method":"session/cancel","params":{}}}"#,
+            r#"{"dir":"send","frame":{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{}}}"#,
+            r#"{"dir":"recv","frame":{"jsonrpc":"2.0","id":"e1","result":{"action":"cancel"}}}"#,
+        ];
+        std::fs::write(log.path(), lines.join("\n")).expect("write");
+        let copy = log.clone();
+        drop(log);
+        assert!(copy.path().is_file(), "a clone keeps the temp dir");
+        assert_eq!(copy.messages("recv").len(), 3);
+        assert_eq!(copy.received_requests("initialize").len(), 1);
+        assert!(
+            copy.received_requests("session/cancel").is_empty(),
+            "a notification"
+        );
+        let initialize = copy.wait_for_received("initialize").await;
+        assert_eq!(initialize["id"], 0);
+        let (request, result) = copy.elicitation_answer(1).await;
+        assert_eq!(copy.sent_requests("elicitation/create"), vec![request]);
+        assert_eq!(result, serde_json::json!({"action": "cancel"}));
+        copy.wait_until("the cancel", |log| !log.messages("recv").is_empty())
+            .await;
     }
 }

@@ -15,8 +15,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// One client for the whole process. No idle connections are kept: each
 /// `#[tokio::test]` has its own runtime, which a pooled connection would outlive, and an
 /// idle keep-alive connection would hold kandev's graceful shutdown open. No proxy: the
-/// suite talks to loopback only.
-fn client() -> &'static reqwest::Client {
+/// suite talks to loopback only. [`HttpClient`] sends through it; a test calls it directly
+/// for a request HttpClient does not shape (its own headers, a non-JSON body).
+pub fn client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
         // reqwest is built with rustls but no provider of its own (the workspace picks ring).

@@ -13,6 +13,9 @@
 //! - [`poll_until`] (and [`poll`]) wait for an API condition with a deadline (never a
 //!   fixed sleep); [`HttpClient`] is the operator API over `reqwest`.
 //! - [`FrameLog`] reads the agent's JSON-RPC frames.
+//! - [`agentctl::AgentCtl`] runs one `agentctl serve` on its own, [`agentctl::Stream`] speaks its
+//!   agent stream as the backend does, and [`agentctl::Harness`] starts a mock-agent session on
+//!   it (agentctl's integration tests).
 //! - [`FaultProxy`] sits between `kandev` and a remote `agentctl` and can be cut.
 //! - [`claude`] runs the real claude-agent-acp bridge and CLI against a fake model.
 //! - [`postgres`] is a throwaway PostgreSQL cluster (Debian's binaries, a temp dir), a fresh
@@ -21,6 +24,7 @@
 //! The binaries come from `target/debug` (`just e2e` builds them first), or from the profile
 //! [`bins::use_profile`] names (the bench uses `target/release`).
 
+pub mod agentctl;
 pub mod bins;
 pub mod claude;
 pub mod database;

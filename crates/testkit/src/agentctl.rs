@@ -1,15 +1,10 @@
-//! Test harness: a real `agentctl serve` process, the real `mock-agent`, a real WebSocket.
+//! agentctl on its own, the harness of agentctl's integration tests
+//! (`crates/agentctl/tests`): a real `agentctl serve` ([`AgentCtl`]), its agent stream as
+//! the backend speaks it ([`Stream`]), and a session of the real mock agent
+//! ([`Harness`], [`start_payload`]) whose wire is read from its [`FrameLog`].
 //!
 //! Nothing here sleeps and hopes: every wait is for a frame, a log line or a process exit,
-//! with a deadline; conditions that cannot be awaited are polled by [`wait`] alone, and
-//! HTTP goes through [`http`].
-
-#![allow(dead_code)] // each test binary uses a different part of the harness
-
-pub mod http;
-pub mod wait;
-
-pub use wait::{poll, wait_for};
+//! with [`DEADLINE`]; conditions that cannot be awaited are polled by [`poll`].
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
@@ -17,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -26,36 +20,28 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-/// How long any single wait may take before the test fails.
-pub const DEADLINE: Duration = Duration::from_secs(20);
-/// The token every harness agentctl is started with.
+use crate::bins;
+use crate::frames::FrameLog;
+use crate::wait::{DEADLINE, poll, poll_until};
+
+/// The token every [`AgentCtl`] is started with (`AGENTCTL_TOKEN`).
 pub const TOKEN: &str = "test-token-7f3a";
 
-/// The agentctl binary under test.
-pub fn agentctl_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_agentctl"))
-}
-
-/// The mock-agent binary, a sibling of agentctl in the target dir.
-pub fn mock_agent_bin() -> PathBuf {
-    let path = agentctl_bin().with_file_name("mock-agent");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build --workspace --bins` (or `cargo build -p kandev-mock-agent`) first",
-        path.display()
-    );
-    path
-}
-
-/// Extra scenarios of these tests.
+/// `crates/agentctl/tests/scenarios`: the extra mock-agent scenarios of agentctl's tests
+/// (`--scenario-dir` of every [`start_payload`]).
 pub fn scenario_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
+    bins::repo_root()
+        .join("crates")
+        .join("agentctl")
+        .join("tests")
+        .join("scenarios")
 }
 
-/// A running `agentctl serve`, killed on drop.
+/// A running `agentctl serve` on `127.0.0.1:0`, killed on drop.
+#[derive(Debug)]
 pub struct AgentCtl {
     child: Child,
-    /// The bound address.
+    /// The bound address (`host:port`).
     pub addr: String,
     /// Where its stderr goes (for failure messages).
     pub stderr_path: PathBuf,
@@ -63,17 +49,23 @@ pub struct AgentCtl {
 }
 
 impl AgentCtl {
-    /// Starts agentctl on 127.0.0.1:0 with the harness token and `env`.
+    /// Starts agentctl with [`TOKEN`] and `env` added to its environment.
+    ///
+    /// # Panics
+    /// When it does not print its `AGENTCTL_LISTENING` line within [`DEADLINE`].
     pub fn start(env: &[(&str, &str)]) -> Self {
         Self::start_with(env, &[])
     }
 
-    /// Same, with extra `serve` arguments.
+    /// Like [`AgentCtl::start`], with extra `serve` arguments.
+    ///
+    /// # Panics
+    /// When it does not print its `AGENTCTL_LISTENING` line within [`DEADLINE`].
     pub fn start_with(env: &[(&str, &str)], args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let stderr_path = dir.path().join("agentctl.stderr");
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
-        let mut command = Command::new(agentctl_bin());
+        let mut command = Command::new(bins::agentctl());
         command
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
@@ -121,16 +113,29 @@ impl AgentCtl {
         drop(self.child.stdin.take());
     }
 
-    /// The stream URL.
+    /// The agent stream's URL.
     pub fn url(&self) -> String {
         format!("ws://{}/api/v1/agent/stream", self.addr)
     }
 
-    /// Opens an authenticated stream.
+    /// Opens a stream authenticated with [`TOKEN`].
     pub async fn connect(&self) -> Stream {
         Stream::connect(&self.url(), Some(TOKEN))
             .await
             .expect("stream connects")
+    }
+
+    /// Opens a stream and attaches it to session `s-1`, asking for a replay of the events
+    /// after `after_seq` when given; returns the stream and the attach payload
+    /// (`{"pending": [...]}`).
+    pub async fn attach(&self, after_seq: Option<u64>) -> (Stream, Value) {
+        let stream = self.connect().await;
+        let mut payload = json!({"session_id": "s-1"});
+        if let Some(after) = after_seq {
+            payload["after_seq"] = json!(after);
+        }
+        let attached = stream.ok("agent.session.attach", payload).await;
+        (stream, attached)
     }
 
     /// agentctl's stderr so far.
@@ -138,11 +143,16 @@ impl AgentCtl {
         read(&self.stderr_path)
     }
 
-    /// Polls agentctl's stderr (every 20 ms, up to the deadline) until it contains `needle`.
+    /// Polls agentctl's stderr until it contains `needle`.
+    ///
+    /// # Panics
+    /// When [`DEADLINE`] passes first, showing the stderr.
     pub async fn wait_stderr(&self, needle: &str) {
-        if poll(|| async { self.stderr().contains(needle).then_some(()) })
-            .await
-            .is_none()
+        if poll(DEADLINE, || async {
+            self.stderr().contains(needle).then_some(())
+        })
+        .await
+        .is_none()
         {
             panic!(
                 "agentctl never logged {needle:?}; stderr:\n{}",
@@ -157,18 +167,24 @@ impl AgentCtl {
     }
 
     /// Sends SIGTERM.
+    ///
+    /// # Panics
+    /// When kill(1) fails.
     pub fn sigterm(&self) {
         let status = Command::new("kill")
             .args(["-TERM", &self.pid().to_string()])
             .status()
             .expect("kill");
-        assert!(status.success());
+        assert!(status.success(), "kill -TERM {}", self.pid());
     }
 
-    /// Waits for the process to exit; returns its exit code.
+    /// Waits for the process to exit; returns its exit code (`None`: killed by a signal).
+    ///
+    /// # Panics
+    /// When it is still running after [`DEADLINE`].
     pub async fn wait_exit(&mut self) -> Option<i32> {
         let child = &mut self.child;
-        let exited = poll(|| {
+        let exited = poll(DEADLINE, || {
             let status = child.try_wait().expect("try_wait");
             async move { status }
         })
@@ -191,24 +207,25 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-/// One frame from agentctl.
-pub type Frame = Value;
+type Waiters = Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>;
 
-/// A WebSocket agent stream with request/response correlation and an event queue.
+/// An agent stream (the WebSocket the backend speaks to agentctl) with request/response
+/// correlation and a queue of the events (`notification` frames).
+#[derive(Debug)]
 pub struct Stream {
     out: mpsc::UnboundedSender<Message>,
-    waiters: Arc<Mutex<HashMap<String, oneshot::Sender<Frame>>>>,
-    events: mpsc::UnboundedReceiver<Frame>,
+    waiters: Waiters,
+    events: mpsc::UnboundedReceiver<Value>,
     /// Every event taken from the queue so far, in order.
-    pub seen: Vec<Frame>,
-    parked: VecDeque<Frame>,
+    pub seen: Vec<Value>,
+    parked: VecDeque<Value>,
     closed: Arc<Mutex<Option<String>>>,
     next_id: AtomicU64,
     arrivals: Arc<Mutex<Vec<String>>>,
 }
 
 impl Stream {
-    /// Connects with `token` as bearer (none: no header).
+    /// Connects to `url` with `token` as bearer (none: no `Authorization` header).
     pub async fn connect(
         url: &str,
         token: Option<&str>,
@@ -230,7 +247,7 @@ impl Stream {
                 }
             }
         });
-        let waiters: Arc<Mutex<HashMap<String, oneshot::Sender<Frame>>>> = Arc::default();
+        let waiters: Waiters = Arc::default();
         let closed: Arc<Mutex<Option<String>>> = Arc::default();
         let arrivals: Arc<Mutex<Vec<String>>> = Arc::default();
         let (events_tx, events) = mpsc::unbounded_channel();
@@ -242,7 +259,7 @@ impl Stream {
                 while let Some(message) = source.next().await {
                     match message {
                         Ok(Message::Text(text)) => {
-                            let frame: Frame =
+                            let frame: Value =
                                 serde_json::from_str(&text).expect("agentctl sends JSON");
                             let id = frame["id"].as_str().unwrap_or("").to_owned();
                             let kind = frame["type"].as_str().unwrap_or("");
@@ -300,7 +317,10 @@ impl Stream {
     }
 
     /// Sends a request and waits for its `response` or `error` frame.
-    pub async fn request(&self, action: &str, payload: Value) -> Frame {
+    ///
+    /// # Panics
+    /// When no answer comes within [`DEADLINE`] or the stream closes first.
+    pub async fn request(&self, action: &str, payload: Value) -> Value {
         let id = format!("r{}", self.next_id.fetch_add(1, Ordering::SeqCst));
         let (tx, rx) = oneshot::channel();
         self.waiters.lock().expect("lock").insert(id.clone(), tx);
@@ -313,6 +333,9 @@ impl Stream {
     }
 
     /// A request that must succeed; returns its payload.
+    ///
+    /// # Panics
+    /// When the answer is not a `response` to `action`.
     pub async fn ok(&self, action: &str, payload: Value) -> Value {
         let frame = self.request(action, payload).await;
         assert_eq!(frame["type"], "response", "{action} failed: {frame}");
@@ -321,6 +344,9 @@ impl Stream {
     }
 
     /// A request that must fail; returns its error payload `{code, message}`.
+    ///
+    /// # Panics
+    /// When the answer is not an `error`.
     pub async fn err(&self, action: &str, payload: Value) -> Value {
         let frame = self.request(action, payload).await;
         assert_eq!(
@@ -332,6 +358,9 @@ impl Stream {
 
     /// Waits for the next event (in stream order) whose `payload.event` is `name` and that
     /// satisfies `matches`; other events stay queued for later waits. Returns the payload.
+    ///
+    /// # Panics
+    /// When none comes within [`DEADLINE`] or the stream closes first.
     pub async fn event_where(&mut self, name: &str, matches: impl Fn(&Value) -> bool) -> Value {
         if let Some(pos) = self
             .parked
@@ -364,7 +393,10 @@ impl Stream {
     }
 
     /// Waits for the next uncorrelated `error` frame (an undecodable request); returns it.
-    pub async fn error_frame(&mut self) -> Frame {
+    ///
+    /// # Panics
+    /// When none comes within [`DEADLINE`] or the stream closes first.
+    pub async fn error_frame(&mut self) -> Value {
         if let Some(pos) = self.parked.iter().position(|f| f["type"] == "error") {
             return self.parked.remove(pos).expect("present");
         }
@@ -379,14 +411,21 @@ impl Stream {
         }
     }
 
-    /// Waits for the next `name` event.
+    /// Waits for the next `name` event; returns its payload.
+    ///
+    /// # Panics
+    /// As [`Stream::event_where`].
     pub async fn event(&mut self, name: &str) -> Value {
         self.event_where(name, |_| true).await
     }
 
-    /// Collects every event that arrives until `name` arrives (inclusive), in order.
-    pub async fn events_until(&mut self, name: &str) -> Vec<Frame> {
-        let mut got: Vec<Frame> = self.parked.drain(..).collect();
+    /// Collects every event (whole frames) that arrives until `name` arrives (inclusive),
+    /// in order.
+    ///
+    /// # Panics
+    /// When `name` does not come within [`DEADLINE`] or the stream closes first.
+    pub async fn events_until(&mut self, name: &str) -> Vec<Value> {
+        let mut got: Vec<Value> = self.parked.drain(..).collect();
         if let Some(pos) = got.iter().position(|f| f["payload"]["event"] == name) {
             let rest = got.split_off(pos + 1);
             self.parked.extend(rest);
@@ -409,9 +448,34 @@ impl Stream {
         }
     }
 
+    /// Waits for the next `turn_completed` and asserts its `stop_reason`; returns its payload.
+    ///
+    /// # Panics
+    /// As [`Stream::event`], or when the stop reason differs.
+    pub async fn turn_ends(&mut self, stop_reason: &str) -> Value {
+        let turn = self.event("turn_completed").await;
+        assert_eq!(turn["stop_reason"], stop_reason, "{turn}");
+        turn
+    }
+
+    /// Waits for the next `elicitation_settled` and asserts it settles `pending_id` with
+    /// `outcome`; returns its payload.
+    ///
+    /// # Panics
+    /// As [`Stream::event`], or when it settles another pending or another way.
+    pub async fn settled(&mut self, pending_id: &str, outcome: &str) -> Value {
+        let settled = self.event("elicitation_settled").await;
+        assert_eq!(
+            (settled["pending_id"].as_str(), settled["outcome"].as_str()),
+            (Some(pending_id), Some(outcome)),
+            "{settled}"
+        );
+        settled
+    }
+
     /// Every event received and not yet taken, without waiting.
-    pub fn drain_now(&mut self) -> Vec<Frame> {
-        let mut got: Vec<Frame> = self.parked.drain(..).collect();
+    pub fn drain_now(&mut self) -> Vec<Value> {
+        let mut got: Vec<Value> = self.parked.drain(..).collect();
         while let Ok(frame) = self.events.try_recv() {
             got.push(frame);
         }
@@ -419,8 +483,11 @@ impl Stream {
     }
 
     /// Waits until agentctl closes the stream; returns the close reason.
+    ///
+    /// # Panics
+    /// When it is still open after [`DEADLINE`].
     pub async fn closed(&self) -> String {
-        wait_for("the stream to close", || async {
+        poll_until("the stream to close", DEADLINE, || async {
             self.closed.lock().expect("lock").clone()
         })
         .await
@@ -432,119 +499,12 @@ impl Stream {
     }
 }
 
-/// The `MOCK_AGENT_LOG` file of one agent.
-pub struct MockLog {
-    /// The log's path.
-    pub path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl MockLog {
-    /// A fresh, empty log location.
-    pub fn new() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        Self {
-            path: dir.path().join("mock-agent.jsonl"),
-            _dir: dir,
-        }
-    }
-
-    /// Every entry so far: `{"dir": "recv"|"send", "frame": {...}}`.
-    pub fn entries(&self) -> Vec<Value> {
-        read(&self.path)
-            .lines()
-            .filter(|line| !line.trim().is_empty())
-            .map(|line| serde_json::from_str(line).expect("mock log line is JSON"))
-            .collect()
-    }
-
-    /// Frames in one direction.
-    pub fn frames(&self, dir: &str) -> Vec<Value> {
-        self.entries()
-            .into_iter()
-            .filter(|e| e["dir"] == dir)
-            .map(|e| e["frame"].clone())
-            .collect()
-    }
-
-    /// Requests the agent received with `method` (client → agent).
-    pub fn received_requests(&self, method: &str) -> Vec<Value> {
-        self.frames("recv")
-            .into_iter()
-            .filter(|f| f["method"] == method && f.get("id").is_some())
-            .collect()
-    }
-
-    /// Requests the agent sent with `method` (agent → client).
-    pub fn sent_requests(&self, method: &str) -> Vec<Value> {
-        self.frames("send")
-            .into_iter()
-            .filter(|f| f["method"] == method && f.get("id").is_some())
-            .collect()
-    }
-
-    /// Responses the agent received for its request `id`.
-    pub fn responses_to(&self, id: &Value) -> Vec<Value> {
-        self.frames("recv")
-            .into_iter()
-            .filter(|f| f.get("method").is_none() && f.get("id") == Some(id))
-            .collect()
-    }
-
-    /// The ordered JSON-RPC method names on the wire (both directions), responses skipped.
-    pub fn method_sequence(&self) -> Vec<String> {
-        self.entries()
-            .iter()
-            .filter_map(|e| {
-                e["frame"]["method"]
-                    .as_str()
-                    .map(|m| format!("{}:{m}", e["dir"].as_str().unwrap_or("")))
-            })
-            .collect()
-    }
-
-    /// Polls (every 20 ms, up to the deadline) until `ready` holds for the entries.
-    pub async fn wait_until(&self, what: &str, ready: impl Fn(&MockLog) -> bool) {
-        if poll(|| async { ready(self).then_some(()) }).await.is_none() {
-            panic!("mock log never showed {what}; log:\n{}", read(&self.path));
-        }
-    }
-
-    /// Waits for the agent's `n`-th (1-based) `elicitation/create` and its single response;
-    /// returns `(request, response result)`.
-    pub async fn elicitation_answer(&self, n: usize) -> (Value, Value) {
-        self.wait_until("an elicitation response", |log| {
-            log.sent_requests("elicitation/create")
-                .get(n - 1)
-                .is_some_and(|req| !log.responses_to(&req["id"]).is_empty())
-        })
-        .await;
-        let request = self.sent_requests("elicitation/create")[n - 1].clone();
-        let responses = self.responses_to(&request["id"]);
-        assert_eq!(
-            responses.len(),
-            1,
-            "exactly one response per elicitation/create: {responses:?}"
-        );
-        (request, responses[0]["result"].clone())
-    }
-}
-
-/// An `agent.session.start` payload for the mock agent playing `scenario`.
-pub fn start_payload(session_id: &str, scenario: &str, elicitation: bool, log: &MockLog) -> Value {
-    start_payload_for("mock", session_id, scenario, elicitation, log)
-}
-
-/// Same, with an explicit agent id (client capabilities are scoped by it).
-pub fn start_payload_for(
-    agent_id: &str,
-    session_id: &str,
-    scenario: &str,
-    elicitation: bool,
-    log: &MockLog,
-) -> Value {
+/// An `agent.session.start` payload for the mock agent (agent id `mock`) playing
+/// `scenario` from [`scenario_dir`], with the elicitation flag set to `elicitation` and its
+/// wire logged to `log`.
+pub fn start_payload(session_id: &str, scenario: &str, elicitation: bool, log: &FrameLog) -> Value {
     start_payload_in(
-        agent_id,
+        "mock",
         session_id,
         scenario,
         &scenario_dir(),
@@ -553,37 +513,39 @@ pub fn start_payload_for(
     )
 }
 
-/// Same, loading extra scenarios from `dir`.
+/// Like [`start_payload`], with agent id `agent_id` (client capabilities are scoped by it)
+/// and extra scenarios loaded from `dir`.
 pub fn start_payload_in(
     agent_id: &str,
     session_id: &str,
     scenario: &str,
     dir: &Path,
     elicitation: bool,
-    log: &MockLog,
+    log: &FrameLog,
 ) -> Value {
     json!({
         "session_id": session_id,
         "agent": {
             "id": agent_id,
             "command": [
-                mock_agent_bin(), "--scenario", scenario,
+                bins::mock_agent(), "--scenario", scenario,
                 "--scenario-dir", dir,
             ],
-            "env": {"MOCK_AGENT_LOG": log.path, "RUST_LOG": "warn"},
+            "env": {"MOCK_AGENT_LOG": log.path(), "RUST_LOG": "warn"},
         },
         "flags": {"features.acpElicitation": elicitation},
     })
 }
 
-/// A started session: agentctl, the stream bound to it, the mock log.
+/// A started session `s-1`: agentctl, the stream that started it, the mock agent's wire.
+#[derive(Debug)]
 pub struct Harness {
     /// agentctl.
     pub agentctl: AgentCtl,
     /// The stream that started the session.
     pub stream: Stream,
     /// The mock agent's wire log.
-    pub log: MockLog,
+    pub log: FrameLog,
     /// The `agent.session.start` response payload.
     pub started: Value,
 }
@@ -594,17 +556,27 @@ impl Harness {
         Self::start_env(scenario, elicitation, &[]).await
     }
 
-    /// Same, with agentctl's environment extended by `env`.
+    /// Like [`Harness::start`], with agentctl's environment extended by `env`.
     pub async fn start_env(scenario: &str, elicitation: bool, env: &[(&str, &str)]) -> Self {
-        let agentctl = AgentCtl::start(env);
+        Self::start_on(AgentCtl::start(env), scenario, elicitation, |_| {}).await
+    }
+
+    /// A session on `agentctl` playing `scenario`, its [`start_payload`] changed by `edit`
+    /// before it is sent (the agent's command, env, permission policy, MCP servers).
+    ///
+    /// # Panics
+    /// When the start fails.
+    pub async fn start_on(
+        agentctl: AgentCtl,
+        scenario: &str,
+        elicitation: bool,
+        edit: impl FnOnce(&mut Value),
+    ) -> Self {
         let stream = agentctl.connect().await;
-        let log = MockLog::new();
-        let started = stream
-            .ok(
-                "agent.session.start",
-                start_payload("s-1", scenario, elicitation, &log),
-            )
-            .await;
+        let log = FrameLog::in_temp_dir();
+        let mut payload = start_payload("s-1", scenario, elicitation, &log);
+        edit(&mut payload);
+        let started = stream.ok("agent.session.start", payload).await;
         Self {
             agentctl,
             stream,
@@ -613,20 +585,35 @@ impl Harness {
         }
     }
 
+    /// agentctl + the mock agent's `two-identical` scenario (flag on), prompted until both
+    /// its elicitations are pending; returns the two `elicitation_requested` payloads.
+    pub async fn two_identical() -> (Self, Value, Value) {
+        let mut h = Self::start("two-identical", true).await;
+        h.prompt("go").await;
+        let first = h.stream.event("elicitation_requested").await;
+        let second = h.stream.event("elicitation_requested").await;
+        (h, first, second)
+    }
+
     /// Sends `agent.prompt` and checks it was accepted at once.
     pub async fn prompt(&self, text: &str) {
         let accepted = self.stream.ok("agent.prompt", json!({"text": text})).await;
         assert_eq!(accepted, json!({"accepted": true}));
     }
 
-    /// Prompts and waits for the first `elicitation_requested`.
+    /// Prompts and waits for the first `elicitation_requested`; returns its payload.
     pub async fn prompt_until_elicitation(&mut self, text: &str) -> Value {
         self.prompt(text).await;
         self.stream.event("elicitation_requested").await
     }
 
+    /// Prompts `go` and waits for the first `elicitation_requested`; returns its pending id.
+    pub async fn elicit(&mut self) -> String {
+        pending_id(&self.prompt_until_elicitation("go").await)
+    }
+
     /// `agent.elicitations.respond` with `answers`; returns the whole answer frame.
-    pub async fn respond(&self, pending_id: &str, answers: Value, rejected: bool) -> Frame {
+    pub async fn respond(&self, pending_id: &str, answers: Value, rejected: bool) -> Value {
         self.stream
             .request(
                 "agent.elicitations.respond",
@@ -644,8 +631,14 @@ pub fn pending_id(requested: &Value) -> String {
         .to_owned()
 }
 
-/// The text of every `agent_message_chunk` in `events`.
-pub fn message_texts(events: &[Frame]) -> Vec<String> {
+/// The `answers` of an `agent.elicitations.respond` choosing `option` for `question_0`
+/// (the question of the mock agent's single-question scenarios).
+pub fn choose(option: &str) -> Value {
+    json!([{"question_id": "question_0", "selected_options": [option]}])
+}
+
+/// The text of every `agent_message_chunk` in `events` (whole frames).
+pub fn message_texts(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .filter(|f| f["payload"]["event"] == "session_update")
