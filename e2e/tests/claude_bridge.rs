@@ -66,13 +66,12 @@ fn position(frames: &FrameLog, pred: impl Fn(&str, &Value) -> bool) -> Option<us
 /// to elicitation `n` — the answer continued the same request — and stopped `stop`.
 async fn assert_answer_inside_prompt(frames: &FrameLog, n: usize, stop: &str) {
     let prompt = frames.prompt_requests()[n - 1].clone();
-    let ended =
-        kandev_testkit::poll_until("the session/prompt response", TURN_DEADLINE, || async {
-            position(frames, |dir, f| {
-                dir == "send" && f.get("method").is_none() && f["id"] == prompt["id"]
-            })
+    let ended = kandev_testkit::poll_until("the session/prompt response", TURN_DEADLINE, || async {
+        position(frames, |dir, f| {
+            dir == "send" && f.get("method").is_none() && f["id"] == prompt["id"]
         })
-        .await;
+    })
+    .await;
     let elicitation = frames.elicitation_requests()[n - 1].clone();
     let answered = position(frames, |dir, f| {
         dir == "recv" && f.get("method").is_none() && f["id"] == elicitation["id"]

@@ -41,9 +41,7 @@ pub fn durable_cluster() -> Result<&'static Cluster, &'static Unavailable> {
 /// `#[ignore = "needs PostgreSQL …"]`, so the test runner reports it as ignored unless it
 /// is asked for (`just test` runs ignored tests); it never passes without running.
 pub fn shared() -> &'static Cluster {
-    cluster().unwrap_or_else(|why| {
-        panic!("this test needs PostgreSQL (`just pg-deps` installs it): {why}")
-    })
+    cluster().unwrap_or_else(|why| panic!("this test needs PostgreSQL (`just pg-deps` installs it): {why}"))
 }
 
 /// A fresh, empty database's URL (`postgres://postgres@127.0.0.1:PORT/t_…`).
@@ -63,8 +61,9 @@ pub async fn database(test: &str) -> String {
 /// # Panics
 /// When PostgreSQL cannot start here.
 pub fn private_cluster(test: &str) -> Cluster {
-    Cluster::start()
-        .unwrap_or_else(|why| panic!("{test} needs PostgreSQL (`just pg-deps` installs it): {why}"))
+    Cluster::start().unwrap_or_else(|why| {
+        panic!("{test} needs PostgreSQL (`just pg-deps` installs it): {why}")
+    })
 }
 
 #[cfg(test)]

@@ -81,8 +81,7 @@ async fn readiness_follows_the_sqlite_file_and_its_migrations() {
 #[tokio::test]
 #[ignore = "needs PostgreSQL (Debian's postgresql); `just test` runs it"]
 async fn readiness_follows_the_postgres_server() {
-    let mut cluster =
-        kandev_testkit::postgres::private_cluster("readiness_follows_the_postgres_server");
+    let mut cluster = kandev_testkit::postgres::private_cluster("readiness_follows_the_postgres_server");
     let url = cluster.create_database().await.expect("a database");
     let kandev = Kandev::start_with(Options::default().database(url)).await;
     let (status, body) = readyz(&kandev).await;

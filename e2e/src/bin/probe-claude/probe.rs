@@ -135,7 +135,9 @@ pub async fn run(bridge: &Bridge, node: &Path, flag: bool) -> Result<Run, ProbeE
         .take()
         .ok_or_else(|| ProbeError::Protocol("no stdout".into()))?;
     let mut lines = BufReader::new(stdout).lines();
-    let mut out = Run { ..Run::default() };
+    let mut out = Run {
+        ..Run::default()
+    };
     let conversation = async {
         send(
             &mut stdin,
