@@ -302,21 +302,12 @@ where
     within(what, std::time::Duration::from_secs(2), check).await
 }
 
-/// Polls `check` until it returns `Some`, failing after `within`, naming `what`.
-pub async fn within<T, F, Fut>(what: &str, within: std::time::Duration, mut check: F) -> T
+/// Polls `check` until it returns `Some`, failing after `within`, naming `what`: the test
+/// kit's one poll loop ([`kandev_testkit::wait::poll_until`]).
+pub async fn within<T, F, Fut>(what: &str, within: std::time::Duration, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    kandev_testkit::wait::poll_until(what, within, check).await
 }

@@ -10,6 +10,7 @@ use kandev_agent_stream::response::{PromptAccepted, SessionAttached, SessionStar
 use kandev_agent_stream::{
     AgentEvent, ElicitationRequested, Envelope, ErrorCode, ErrorPayload, FrameType, action,
 };
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -25,6 +26,8 @@ use super::*;
 const WAIT: Duration = Duration::from_secs(5);
 const SESSION: &str = "s-1";
 const TOKEN: &str = "test-token";
+
+type Events = mpsc::UnboundedReceiver<LinkEvent>;
 
 /// Accepts TCP connections and hands them to the test, which decides when (and
 /// whether) to complete the WebSocket upgrade.
@@ -96,6 +99,14 @@ impl TestServer {
             .expect("the link sends the right token")
     }
 
+    /// Drops `conn`, sees the link report `Disconnected`, and takes the connection it
+    /// dials next.
+    async fn redialed(&mut self, events: &mut Events, conn: Conn) -> Conn {
+        drop(conn);
+        assert_eq!(next_event(events).await, LinkEvent::Disconnected);
+        self.next_conn().await
+    }
+
     /// Stops listening: further connects are refused.
     async fn stop_listening(&mut self) {
         self.acceptor.abort();
@@ -124,11 +135,28 @@ impl Conn {
         }
     }
 
+    /// The next frame, which must be a request of `action` (`why` otherwise).
+    async fn expect(&mut self, action: &str, why: &str) -> Envelope {
+        let request = self.recv().await;
+        assert_eq!(request.action, action, "{why}");
+        request
+    }
+
     async fn send(&mut self, envelope: &Envelope) {
         self.ws
             .send(Message::text(envelope.to_text()))
             .await
             .expect("send");
+    }
+
+    /// Answers `request` with `payload`.
+    async fn reply(&mut self, request: &Envelope, payload: &impl Serialize) {
+        self.send(&Envelope::response_to(request, payload)).await;
+    }
+
+    /// Answers `request` with an error frame.
+    async fn refuse(&mut self, request: &Envelope, code: ErrorCode, message: &str) {
+        self.send(&Envelope::error_to(request, code, message)).await;
     }
 
     async fn event(&mut self, seq: u64, event: &AgentEvent) {
@@ -138,6 +166,13 @@ impl Conn {
             event,
         ))
         .await;
+    }
+
+    /// Sends each `(sequence, event)`.
+    async fn events(&mut self, events: &[(u64, AgentEvent)]) {
+        for (seq, event) in events {
+            self.event(*seq, event).await;
+        }
     }
 
     /// Waits until the link closes this stream, failing on any further text frame.
@@ -161,6 +196,11 @@ fn update(n: u64) -> AgentEvent {
     }
 }
 
+/// `(n, update(n))` for each `n`.
+fn updates(ns: impl IntoIterator<Item = u64>) -> Vec<(u64, AgentEvent)> {
+    ns.into_iter().map(|n| (n, update(n))).collect()
+}
+
 fn pending(id: &str) -> ElicitationRequested {
     ElicitationRequested {
         pending_id: id.into(),
@@ -173,19 +213,67 @@ fn pending(id: &str) -> ElicitationRequested {
     }
 }
 
-async fn next_event(events: &mut mpsc::UnboundedReceiver<LinkEvent>) -> LinkEvent {
+fn attached(pending: Vec<ElicitationRequested>) -> SessionAttached {
+    SessionAttached {
+        acp_session_id: "acp-1".into(),
+        pending,
+    }
+}
+
+/// The `Reattached` of a link whose elicitation list held `pending_ids` and whose
+/// question list held no call.
+fn reattached(pending_ids: &[&str]) -> LinkEvent {
+    LinkEvent::Reattached {
+        pending: pending_ids.iter().map(|id| pending(id)).collect(),
+        questions: Some(Vec::new()),
+    }
+}
+
+async fn next_event(events: &mut Events) -> LinkEvent {
     tokio::time::timeout(WAIT, events.recv())
         .await
         .expect("an event within 5 s")
         .expect("the event channel is open")
 }
 
+/// Asserts the next events are `expected`, in order.
+async fn next_events(events: &mut Events, expected: impl IntoIterator<Item = LinkEvent>) {
+    for event in expected {
+        assert_eq!(next_event(events).await, event);
+    }
+}
+
+/// `Agent(update(n))` for each `n`.
+fn agent_updates(ns: impl IntoIterator<Item = u64>) -> Vec<LinkEvent> {
+    ns.into_iter()
+        .map(|n| LinkEvent::Agent(update(n)))
+        .collect()
+}
+
 /// Waits until the receiver ends (the supervisor has stopped).
-async fn expect_end(events: &mut mpsc::UnboundedReceiver<LinkEvent>) {
+async fn expect_end(events: &mut Events) {
     let next = tokio::time::timeout(WAIT, events.recv())
         .await
         .expect("the link ends within 5 s");
     assert_eq!(next, None, "no event after the end");
+}
+
+/// The next event is `Lost`, with a reason naming `why`; nothing follows it.
+async fn expect_lost(events: &mut Events, why: &str) {
+    match next_event(events).await {
+        LinkEvent::Lost { reason } => assert!(reason.contains(why), "{reason}"),
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    expect_end(events).await;
+}
+
+/// A request of `action` fails `NotConnected`: the link has given up for good.
+async fn refused(link: &AgentLink, action: &str, payload: &impl Serialize) {
+    let refused = link.request::<_, Value>(action, payload).await;
+    assert!(
+        matches!(refused, Err(LinkError::NotConnected)),
+        "{refused:?}"
+    );
 }
 
 fn quick() -> LinkOptions {
@@ -195,17 +283,24 @@ fn quick() -> LinkOptions {
     }
 }
 
-async fn linked(
-    server: &mut TestServer,
-    options: LinkOptions,
-) -> (AgentLink, mpsc::UnboundedReceiver<LinkEvent>, Conn) {
+/// A server, a link connected to it with `options`, the link's events and the server's
+/// side of the stream.
+async fn linked(options: LinkOptions) -> (TestServer, AgentLink, Events, Conn) {
+    let mut server = TestServer::start().await;
     let executor = server.executor(TOKEN);
     let (link, conn) = tokio::join!(
         AgentLink::connect_with(&executor, SESSION, options),
         server.next_conn()
     );
     let (link, events) = link.expect("connect");
-    (link, events, conn)
+    (server, link, events, conn)
+}
+
+/// [`linked`] with [`quick`] options and a started session.
+async fn started() -> (TestServer, AgentLink, Events, Conn) {
+    let (server, link, events, mut conn) = linked(quick()).await;
+    start_session(&link, &mut conn).await;
+    (server, link, events, conn)
 }
 
 /// Sends `agent.session.start` through the link and answers it, binding the stream.
@@ -227,14 +322,13 @@ async fn start_session(link: &AgentLink, conn: &mut Conn) {
     let (started, ()) = tokio::join!(
         link.request::<_, SessionStarted>(action::SESSION_START, &start),
         async {
-            let request = conn.recv().await;
-            assert_eq!(request.action, action::SESSION_START);
+            let request = conn.expect(action::SESSION_START, "the start").await;
             let answer = SessionStarted {
                 acp_session_id: "acp-1".into(),
                 client_capabilities: json!({}),
                 agent_info: None,
             };
-            conn.send(&Envelope::response_to(&request, &answer)).await;
+            conn.reply(&request, &answer).await;
         }
     );
     assert_eq!(started.expect("started").acp_session_id, "acp-1");
@@ -251,43 +345,32 @@ async fn answer_attach(
     after: &[AgentEvent],
     pending_ids: &[&str],
 ) {
-    let attach = conn.recv().await;
-    assert_eq!(
-        attach.action,
-        action::SESSION_ATTACH,
-        "attach comes before anything else"
-    );
+    let attach = conn
+        .expect(action::SESSION_ATTACH, "attach comes before anything else")
+        .await;
     assert_eq!(attach.payload, json!({"session_id": SESSION}));
     for (seq, event) in before.iter().enumerate() {
         conn.event(100 + seq as u64, event).await;
     }
-    let answer = SessionAttached {
-        acp_session_id: "acp-1".into(),
-        pending: vec![pending("stale")],
-    };
-    conn.send(&Envelope::response_to(&attach, &answer)).await;
+    conn.reply(&attach, &attached(vec![pending("stale")])).await;
     for (seq, event) in after.iter().enumerate() {
         conn.event(200 + seq as u64, event).await;
     }
-    let list = conn.recv().await;
-    assert_eq!(
-        list.action,
-        action::ELICITATIONS_LIST,
-        "the fresh snapshot is asked next"
-    );
+    answer_lists(conn, "the fresh snapshot is asked next", pending_ids).await;
+}
+
+/// Answers the `agent.elicitations.list` that must come next (`why` otherwise) with
+/// `pending_ids`, then the question list with no call.
+async fn answer_lists(conn: &mut Conn, why: &str, pending_ids: &[&str]) {
+    let list = conn.expect(action::ELICITATIONS_LIST, why).await;
     let pending: Vec<ElicitationRequested> = pending_ids.iter().map(|id| pending(id)).collect();
-    conn.send(&Envelope::response_to(
-        &list,
-        &json!({ "pending": pending }),
-    ))
-    .await;
+    conn.reply(&list, &json!({ "pending": pending })).await;
     answer_questions_list(conn, &[], &[]).await;
 }
 
 #[tokio::test]
 async fn concurrent_requests_each_get_their_own_answer() {
-    let mut server = TestServer::start().await;
-    let (link, _events, mut conn) = linked(&mut server, quick()).await;
+    let (_server, link, _events, mut conn) = linked(quick()).await;
     let ask = |text: &'static str| {
         let link = link.clone();
         async move {
@@ -302,11 +385,8 @@ async fn concurrent_requests_each_get_their_own_answer() {
         }
         // Answer in reverse order, echoing each request's own text.
         for request in requests.iter().rev() {
-            conn.send(&Envelope::response_to(
-                request,
-                &json!({"echo": request.payload["text"]}),
-            ))
-            .await;
+            conn.reply(request, &json!({"echo": request.payload["text"]}))
+                .await;
         }
     };
     let (a, b, c, ()) = tokio::join!(ask("a"), ask("b"), ask("c"), server_side);
@@ -317,19 +397,14 @@ async fn concurrent_requests_each_get_their_own_answer() {
 
 #[tokio::test]
 async fn an_error_frame_is_a_remote_error_carrying_its_payload() {
-    let mut server = TestServer::start().await;
-    let (link, _events, mut conn) = linked(&mut server, quick()).await;
+    let (_server, link, _events, mut conn) = linked(quick()).await;
     let respond = json!({"pending_id": "p-1"});
     let (answer, ()) = tokio::join!(
         link.request::<_, Success>(action::ELICITATIONS_RESPOND, &respond),
         async {
             let request = conn.recv().await;
-            conn.send(&Envelope::error_to(
-                &request,
-                ErrorCode::InvalidAnswer,
-                "not an option",
-            ))
-            .await;
+            conn.refuse(&request, ErrorCode::InvalidAnswer, "not an option")
+                .await;
         }
     );
     match answer {
@@ -349,18 +424,13 @@ async fn an_error_frame_is_a_remote_error_carrying_its_payload() {
 
 #[tokio::test]
 async fn an_undecodable_answer_is_a_protocol_error() {
-    let mut server = TestServer::start().await;
-    let (link, _events, mut conn) = linked(&mut server, quick()).await;
+    let (_server, link, _events, mut conn) = linked(quick()).await;
     let prompt = Prompt { text: "hi".into() };
     let (answer, ()) = tokio::join!(
         link.request::<_, PromptAccepted>(action::PROMPT, &prompt),
         async {
             let request = conn.recv().await;
-            conn.send(&Envelope::response_to(
-                &request,
-                &json!({"accepted": "maybe"}),
-            ))
-            .await;
+            conn.reply(&request, &json!({"accepted": "maybe"})).await;
         }
     );
     assert!(matches!(answer, Err(LinkError::Protocol(_))), "{answer:?}");
@@ -368,12 +438,11 @@ async fn an_undecodable_answer_is_a_protocol_error() {
 
 #[tokio::test]
 async fn an_unanswered_request_times_out_and_its_late_answer_is_ignored() {
-    let mut server = TestServer::start().await;
     let options = LinkOptions {
         request_timeout: Duration::from_millis(200),
         ..quick()
     };
-    let (link, _events, mut conn) = linked(&mut server, options).await;
+    let (_server, link, _events, mut conn) = linked(options).await;
 
     let slow = link
         .request::<_, Value>(
@@ -392,33 +461,22 @@ async fn an_unanswered_request_times_out_and_its_late_answer_is_ignored() {
     let (next, ()) = tokio::join!(link.request::<_, Value>(action::PROMPT, &prompt), async {
         let next = conn.recv().await;
         // The late answer first: it must not be taken for the second request's.
-        conn.send(&Envelope::response_to(
-            &unanswered,
-            &json!({"which": "late"}),
-        ))
-        .await;
-        conn.send(&Envelope::response_to(&next, &json!({"which": "next"})))
-            .await;
+        conn.reply(&unanswered, &json!({"which": "late"})).await;
+        conn.reply(&next, &json!({"which": "next"})).await;
     });
     assert_eq!(next.expect("next answered"), json!({"which": "next"}));
 }
 
 #[tokio::test]
 async fn events_arrive_in_order_interleaved_with_answers() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    let (_server, link, mut events, mut conn) = linked(quick()).await;
     let (answer, ()) = tokio::join!(
         link.request::<_, Value>(action::ELICITATIONS_LIST, &Empty {}),
         async {
-            for n in 0..100 {
-                conn.event(n, &update(n)).await;
-            }
+            conn.events(&updates(0..100)).await;
             let request = conn.recv().await;
-            conn.send(&Envelope::response_to(&request, &json!({"pending": []})))
-                .await;
-            for n in 100..200 {
-                conn.event(n, &update(n)).await;
-            }
+            conn.reply(&request, &json!({"pending": []})).await;
+            conn.events(&updates(100..200)).await;
             // A notification of another action and an undecodable event are skipped.
             conn.send(&Envelope::notification("x", "agent.other", &json!({})))
                 .await;
@@ -432,24 +490,19 @@ async fn events_arrive_in_order_interleaved_with_answers() {
         }
     );
     assert_eq!(answer.expect("list"), json!({"pending": []}));
-    for n in 0..=200 {
-        assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(n)));
-    }
+    next_events(&mut events, agent_updates(0..=200)).await;
 }
 
 #[tokio::test]
 async fn a_drop_fails_in_flight_requests_refuses_new_ones_then_reattaches() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
-    start_session(&link, &mut conn).await;
+    let (mut server, link, mut events, mut conn) = started().await;
 
     // A request is sent, then the stream dies before its answer.
     let prompt = Prompt {
         text: "lost".into(),
     };
     let (in_flight, ()) = tokio::join!(link.request::<_, Value>(action::PROMPT, &prompt), async {
-        let request = conn.recv().await;
-        assert_eq!(request.action, action::PROMPT);
+        conn.expect(action::PROMPT, "the prompt").await;
         drop(conn);
     });
     assert!(
@@ -464,22 +517,15 @@ async fn a_drop_fails_in_flight_requests_refuses_new_ones_then_reattaches() {
     let prompt = Prompt {
         text: "while down".into(),
     };
-    let refused = link.request::<_, Value>(action::PROMPT, &prompt).await;
-    assert!(matches!(refused, Err(LinkError::NotConnected)));
+    refused(&link, action::PROMPT, &prompt).await;
 
     let mut conn = TestServer::upgrade(held).await.expect("upgrade");
     // The first frame on the new stream is the attach: the refused prompt was never sent.
     answer_attach(&mut conn, &[update(1)], &[update(2)], &["p-1"]).await;
     // The kept events first, then the snapshot taken after them, then live events.
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(1)));
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(2)));
-    assert_eq!(
-        next_event(&mut events).await,
-        LinkEvent::Reattached {
-            pending: vec![pending("p-1")],
-            questions: Some(Vec::new()),
-        }
-    );
+    let mut expected = agent_updates(1..=2);
+    expected.push(reattached(&["p-1"]));
+    next_events(&mut events, expected).await;
     conn.event(300, &update(3)).await;
     assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(3)));
 
@@ -487,137 +533,88 @@ async fn a_drop_fails_in_flight_requests_refuses_new_ones_then_reattaches() {
     let prompt = Prompt {
         text: "again".into(),
     };
+    let accepted = PromptAccepted { accepted: true };
     let (again, ()) = tokio::join!(
         link.request::<_, PromptAccepted>(action::PROMPT, &prompt),
         async {
             let request = conn.recv().await;
             assert_eq!(request.payload, json!({"text": "again"}));
-            conn.send(&Envelope::response_to(
-                &request,
-                &PromptAccepted { accepted: true },
-            ))
-            .await;
+            conn.reply(&request, &accepted).await;
         }
     );
-    assert_eq!(
-        again.expect("answered after re-attach"),
-        PromptAccepted { accepted: true }
-    );
+    assert_eq!(again.expect("answered after re-attach"), accepted);
 }
 
 #[tokio::test]
 async fn a_stream_with_no_session_reconnects_without_attaching() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, conn) = linked(&mut server, quick()).await;
-    drop(conn);
-    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
-    let mut conn = server.next_conn().await;
-    assert_eq!(
-        next_event(&mut events).await,
-        LinkEvent::Reattached {
-            pending: vec![],
-            questions: None,
-        }
-    );
+    let (mut server, link, mut events, conn) = linked(quick()).await;
+    let mut conn = server.redialed(&mut events, conn).await;
+    let unknown = LinkEvent::Reattached {
+        pending: vec![],
+        questions: None,
+    };
+    assert_eq!(next_event(&mut events).await, unknown);
     let (answer, ()) = tokio::join!(link.request::<_, Value>(action::CANCEL, &Empty {}), async {
-        let request = conn.recv().await;
-        assert_eq!(
-            request.action,
-            action::CANCEL,
-            "no attach without a started session"
-        );
-        conn.send(&Envelope::response_to(&request, &Success::OK))
+        let request = conn
+            .expect(action::CANCEL, "no attach without a started session")
             .await;
+        conn.reply(&request, &Success::OK).await;
     });
     assert_eq!(answer.expect("cancel"), json!({"success": true}));
 }
 
 #[tokio::test]
 async fn a_refused_reattach_loses_the_link() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
-    start_session(&link, &mut conn).await;
-    drop(conn);
-    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
-
-    let mut conn = server.next_conn().await;
-    let attach = conn.recv().await;
-    assert_eq!(attach.action, action::SESSION_ATTACH);
-    conn.send(&Envelope::error_to(
-        &attach,
-        ErrorCode::NotFound,
-        "no such session",
-    ))
-    .await;
-    match next_event(&mut events).await {
-        LinkEvent::Lost { reason } => assert!(reason.contains("no such session"), "{reason}"),
-        other => panic!("expected Lost, got {other:?}"),
-    }
-    expect_end(&mut events).await;
-    assert!(!link.is_connected());
-    let after = link
-        .request::<_, Value>(action::PROMPT, &Prompt { text: "x".into() })
+    let (mut server, link, mut events, conn) = started().await;
+    let mut conn = server.redialed(&mut events, conn).await;
+    let attach = conn.expect(action::SESSION_ATTACH, "the attach").await;
+    conn.refuse(&attach, ErrorCode::NotFound, "no such session")
         .await;
-    assert!(matches!(after, Err(LinkError::NotConnected)));
+    expect_lost(&mut events, "no such session").await;
+    assert!(!link.is_connected());
+    refused(&link, action::PROMPT, &Prompt { text: "x".into() }).await;
 }
 
 #[tokio::test]
 async fn giving_up_reconnecting_loses_the_link() {
-    let mut server = TestServer::start().await;
     let options = LinkOptions {
         reconnect_window: Duration::from_millis(300),
         ..quick()
     };
-    let (link, mut events, mut conn) = linked(&mut server, options).await;
+    let (mut server, link, mut events, mut conn) = linked(options).await;
     start_session(&link, &mut conn).await;
     server.stop_listening().await;
     drop(conn);
     assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
-    match next_event(&mut events).await {
-        LinkEvent::Lost { reason } => assert!(reason.contains("within 300ms"), "{reason}"),
-        other => panic!("expected Lost, got {other:?}"),
-    }
-    expect_end(&mut events).await;
-    assert!(matches!(
-        link.request::<_, Value>(action::CANCEL, &Empty {}).await,
-        Err(LinkError::NotConnected)
-    ));
+    expect_lost(&mut events, "within 300ms").await;
+    refused(&link, action::CANCEL, &Empty {}).await;
 }
 
 #[tokio::test]
 async fn shutdown_asks_agentctl_to_stop_then_closes_for_good() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
-    start_session(&link, &mut conn).await;
+    let (_server, link, mut events, mut conn) = started().await;
     let ((), ()) = tokio::join!(link.shutdown(), async {
-        let request = conn.recv().await;
-        assert_eq!(request.action, action::SHUTDOWN);
-        conn.send(&Envelope::response_to(&request, &Success::OK))
-            .await;
+        let request = conn.expect(action::SHUTDOWN, "the shutdown").await;
+        conn.reply(&request, &Success::OK).await;
         conn.expect_closed().await;
     });
     // No Disconnected, no reconnect: the receiver simply ends.
     expect_end(&mut events).await;
     assert!(!link.is_connected());
-    assert!(matches!(
-        link.request::<_, Value>(action::CANCEL, &Empty {}).await,
-        Err(LinkError::NotConnected)
-    ));
+    refused(&link, action::CANCEL, &Empty {}).await;
     link.shutdown().await; // a second call is harmless
 }
 
 #[tokio::test]
 async fn shutdown_before_any_session_sends_nothing() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    let (_server, link, mut events, mut conn) = linked(quick()).await;
     let ((), ()) = tokio::join!(link.shutdown(), conn.expect_closed());
     expect_end(&mut events).await;
 }
 
 #[tokio::test]
 async fn dropping_every_clone_closes_the_stream() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
+    let (_server, link, mut events, mut conn) = linked(quick()).await;
     drop(link);
     conn.expect_closed().await;
     expect_end(&mut events).await;
@@ -650,8 +647,7 @@ async fn a_wrong_token_is_unreachable_with_a_clear_message() {
 
 #[tokio::test]
 async fn frames_carry_the_envelope_shape() {
-    let mut server = TestServer::start().await;
-    let (link, _events, mut conn) = linked(&mut server, quick()).await;
+    let (_server, link, _events, mut conn) = linked(quick()).await;
     let prompt = Prompt {
         text: "shape".into(),
     };
@@ -660,19 +656,17 @@ async fn frames_carry_the_envelope_shape() {
         assert_eq!(request.frame_type, FrameType::Request);
         assert!(!request.id.is_empty());
         assert_eq!(request.payload, json!({"text": "shape"}));
-        conn.send(&Envelope::response_to(&request, &json!({})))
-            .await;
+        conn.reply(&request, &json!({})).await;
     });
 }
 
 #[tokio::test]
 async fn a_silent_peer_is_dropped_after_missed_heartbeats() {
-    let mut server = TestServer::start().await;
     let options = LinkOptions {
         heartbeat_interval: Duration::from_millis(50),
         ..quick()
     };
-    let (_link, mut events, mut conn) = linked(&mut server, options).await;
+    let (_server, _link, mut events, mut conn) = linked(options).await;
     // The server never reads, so it never answers the pings.
     assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
     let mut pings = 0;
@@ -689,9 +683,7 @@ async fn a_replaced_stream_is_lost_without_reconnecting() {
     use tokio_tungstenite::tungstenite::protocol::CloseFrame;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
-    start_session(&link, &mut conn).await;
+    let (_server, link, mut events, mut conn) = started().await;
     let close = CloseFrame {
         code: CloseCode::Normal,
         reason: supervisor::REPLACED_REASON.into(),
@@ -700,11 +692,7 @@ async fn a_replaced_stream_is_lost_without_reconnecting() {
         .send(Message::Close(Some(close)))
         .await
         .expect("close");
-    match next_event(&mut events).await {
-        LinkEvent::Lost { reason } => assert!(reason.contains("took over"), "{reason}"),
-        other => panic!("expected Lost, got {other:?}"),
-    }
-    expect_end(&mut events).await;
+    expect_lost(&mut events, "took over").await;
     assert!(!link.is_connected());
 }
 
@@ -722,47 +710,28 @@ fn the_remote_token_never_shows_in_debug_output() {
 /// the link attaches again instead; a refused question list is only "unknown".
 #[tokio::test]
 async fn a_refused_pending_list_attaches_again_instead_of_trusting_the_older_attach_list() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
-    start_session(&link, &mut conn).await;
-    drop(conn);
-    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
-    let mut conn = server.next_conn().await;
-    let attach = conn.recv().await;
-    assert_eq!(attach.action, action::SESSION_ATTACH);
-    let stale = SessionAttached {
-        acp_session_id: "acp-1".into(),
-        pending: vec![pending("p-9")],
-    };
-    conn.send(&Envelope::response_to(&attach, &stale)).await;
-    let list = conn.recv().await;
-    assert_eq!(list.action, action::ELICITATIONS_LIST);
-    conn.send(&Envelope::error_to(
-        &list,
-        ErrorCode::UnknownAction,
-        "unknown action",
-    ))
-    .await;
+    let (mut server, link, mut events, conn) = started().await;
+    let mut conn = server.redialed(&mut events, conn).await;
+    let stale = attached(vec![pending("p-9")]);
+    // On each stream: the attach, answered with the stale list; then the pending list.
+    let attach = conn.expect(action::SESSION_ATTACH, "the attach").await;
+    conn.reply(&attach, &stale).await;
+    let list = conn.expect(action::ELICITATIONS_LIST, "the list").await;
+    conn.refuse(&list, ErrorCode::UnknownAction, "unknown action")
+        .await;
     // A second stream, whose list is answered.
     let mut conn = server.next_conn().await;
-    let attach = conn.recv().await;
-    assert_eq!(attach.action, action::SESSION_ATTACH);
-    conn.send(&Envelope::response_to(&attach, &stale)).await;
-    let list = conn.recv().await;
-    assert_eq!(list.action, action::ELICITATIONS_LIST);
-    conn.send(&Envelope::response_to(
+    let attach = conn.expect(action::SESSION_ATTACH, "the attach").await;
+    conn.reply(&attach, &stale).await;
+    let list = conn.expect(action::ELICITATIONS_LIST, "the list").await;
+    conn.reply(
         &list,
         &json!({"pending": [pending("p-9"), pending("p-10")]}),
-    ))
+    )
     .await;
-    let questions = conn.recv().await;
-    assert_eq!(questions.action, action::QUESTIONS_LIST);
-    conn.send(&Envelope::error_to(
-        &questions,
-        ErrorCode::UnknownAction,
-        "unknown action",
-    ))
-    .await;
+    let questions = conn.expect(action::QUESTIONS_LIST, "the questions").await;
+    conn.refuse(&questions, ErrorCode::UnknownAction, "unknown action")
+        .await;
     // Nothing was reported for the first stream: the only snapshot is the list's. No
     // question list is "unknown", never "none held": nothing may be withdrawn on it.
     assert_eq!(
@@ -777,9 +746,7 @@ async fn a_refused_pending_list_attaches_again_instead_of_trusting_the_older_att
 
 #[tokio::test]
 async fn shutdown_while_reconnecting_stops_for_good() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
-    start_session(&link, &mut conn).await;
+    let (mut server, link, mut events, conn) = started().await;
     server.stop_listening().await;
     drop(conn);
     assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
@@ -797,15 +764,13 @@ async fn shutdown_while_reconnecting_stops_for_good() {
 /// answer and answers the pending list with `pending_ids`.
 async fn reattach_with_replay(
     server: &mut TestServer,
-    events: &mut mpsc::UnboundedReceiver<LinkEvent>,
+    events: &mut Events,
     conn: Conn,
     after_seq: Option<u64>,
     replay: &[(u64, AgentEvent)],
     pending_ids: &[&str],
 ) -> Conn {
-    drop(conn);
-    assert_eq!(next_event(events).await, LinkEvent::Disconnected);
-    let mut conn = server.next_conn().await;
+    let mut conn = server.redialed(events, conn).await;
     answer_attach_after(&mut conn, after_seq, replay, pending_ids).await;
     conn
 }
@@ -818,8 +783,7 @@ async fn answer_attach_after(
     replay: &[(u64, AgentEvent)],
     pending_ids: &[&str],
 ) {
-    let attach = conn.recv().await;
-    assert_eq!(attach.action, action::SESSION_ATTACH);
+    let attach = conn.expect(action::SESSION_ATTACH, "the attach").await;
     let mut expected = json!({"session_id": SESSION});
     if let Some(after) = after_seq {
         expected["after_seq"] = json!(after);
@@ -828,67 +792,36 @@ async fn answer_attach_after(
         attach.payload, expected,
         "the attach names the last delivered event"
     );
-    let answer = SessionAttached {
-        acp_session_id: "acp-1".into(),
-        pending: Vec::new(),
-    };
-    conn.send(&Envelope::response_to(&attach, &answer)).await;
-    for (seq, event) in replay {
-        conn.event(*seq, event).await;
-    }
-    let list = conn.recv().await;
-    assert_eq!(list.action, action::ELICITATIONS_LIST);
-    let pending: Vec<ElicitationRequested> = pending_ids.iter().map(|id| pending(id)).collect();
-    conn.send(&Envelope::response_to(
-        &list,
-        &json!({ "pending": pending }),
-    ))
-    .await;
-    answer_questions_list(conn, &[], &[]).await;
+    conn.reply(&attach, &attached(Vec::new())).await;
+    conn.events(replay).await;
+    answer_lists(conn, "the list", pending_ids).await;
 }
 
 #[tokio::test]
 async fn a_reattach_asks_for_what_followed_the_last_delivered_event_and_drops_replays() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
-    start_session(&link, &mut conn).await;
+    let (mut server, _link, mut events, mut conn) = started().await;
     for n in 1..=3 {
         conn.event(n, &update(n)).await;
         assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(n)));
     }
     // agentctl replays from further back than asked: 2 and 3 are not delivered again.
-    let replay: Vec<(u64, AgentEvent)> = (2..=5).map(|n| (n, update(n))).collect();
+    let replay = updates(2..=5);
     let mut conn =
         reattach_with_replay(&mut server, &mut events, conn, Some(3), &replay, &["p-1"]).await;
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(4)));
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(5)));
-    assert_eq!(
-        next_event(&mut events).await,
-        LinkEvent::Reattached {
-            pending: vec![pending("p-1")],
-            questions: Some(Vec::new()),
-        }
-    );
+    let mut expected = agent_updates(4..=5);
+    expected.push(reattached(&["p-1"]));
+    next_events(&mut events, expected).await;
     // A live duplicate is dropped as well; the next new event comes through.
-    conn.event(5, &update(5)).await;
-    conn.event(6, &update(6)).await;
+    conn.events(&updates(5..=6)).await;
     assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(6)));
     // The next drop asks from the newest event delivered.
     let _conn = reattach_with_replay(&mut server, &mut events, conn, Some(6), &[], &[]).await;
-    assert_eq!(
-        next_event(&mut events).await,
-        LinkEvent::Reattached {
-            pending: Vec::new(),
-            questions: Some(Vec::new()),
-        }
-    );
+    assert_eq!(next_event(&mut events).await, reattached(&[]));
 }
 
 #[tokio::test]
 async fn an_event_swallowed_by_a_dying_stream_arrives_once_after_the_reattach() {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
-    start_session(&link, &mut conn).await;
+    let (mut server, _link, mut events, mut conn) = started().await;
     conn.event(1, &update(1)).await;
     assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(1)));
     // agentctl handed the settlement (seq 2) to this stream, which died before it
@@ -904,24 +837,14 @@ async fn an_event_swallowed_by_a_dying_stream_arrives_once_after_the_reattach() 
         stop_reason: "end_turn".into(),
         error: None,
     };
-    let _conn = reattach_with_replay(
-        &mut server,
-        &mut events,
-        conn,
-        Some(1),
-        &[(2, settled.clone()), (3, done.clone())],
-        &[],
-    )
-    .await;
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(settled));
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(done));
-    assert_eq!(
-        next_event(&mut events).await,
-        LinkEvent::Reattached {
-            pending: Vec::new(),
-            questions: Some(Vec::new()),
-        }
-    );
+    let replay = [(2, settled.clone()), (3, done.clone())];
+    let _conn = reattach_with_replay(&mut server, &mut events, conn, Some(1), &replay, &[]).await;
+    let expected = [
+        LinkEvent::Agent(settled),
+        LinkEvent::Agent(done),
+        reattached(&[]),
+    ];
+    next_events(&mut events, expected).await;
 }
 
 #[tokio::test]
@@ -933,25 +856,13 @@ async fn resume_attaches_a_running_session_after_the_given_sequence() {
         AgentLink::resume_with(&executor, SESSION, Some(7), quick()),
         async {
             let mut conn = server.next_conn().await;
-            answer_attach_after(
-                &mut conn,
-                Some(7),
-                &[(7, update(7)), (8, update(8))],
-                &["p-1"],
-            )
-            .await;
+            answer_attach_after(&mut conn, Some(7), &updates(7..=8), &["p-1"]).await;
             conn
         }
     );
     let (link, mut events) = resumed.expect("resumed");
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(8)));
-    assert_eq!(
-        next_event(&mut events).await,
-        LinkEvent::Reattached {
-            pending: vec![pending("p-1")],
-            questions: Some(Vec::new()),
-        }
-    );
+    let expected = [LinkEvent::Agent(update(8)), reattached(&["p-1"])];
+    next_events(&mut events, expected).await;
     assert!(link.is_connected());
 }
 
@@ -965,12 +876,8 @@ async fn a_resume_agentctl_refuses_is_unreachable() {
             let mut conn = server.next_conn().await;
             let attach = conn.recv().await;
             assert_eq!(attach.payload, json!({"session_id": SESSION}));
-            conn.send(&Envelope::error_to(
-                &attach,
-                ErrorCode::NotFound,
-                "no session `s-1`",
-            ))
-            .await;
+            conn.refuse(&attach, ErrorCode::NotFound, "no session `s-1`")
+                .await;
         }
     );
     match resumed {
@@ -994,54 +901,35 @@ fn question(request_id: &str) -> AskUserQuestionRequested {
 /// Answers the `agent.questions.list` that must follow the elicitation list; `between`
 /// events are sent ahead of the answer (after the elicitation snapshot).
 async fn answer_questions_list(conn: &mut Conn, between: &[(u64, AgentEvent)], held: &[&str]) {
-    let list = conn.recv().await;
-    assert_eq!(
-        list.action,
-        action::QUESTIONS_LIST,
-        "the waiting tool calls are asked right after the elicitations"
-    );
-    for (seq, event) in between {
-        conn.event(*seq, event).await;
-    }
+    let why = "the waiting tool calls are asked right after the elicitations";
+    let list = conn.expect(action::QUESTIONS_LIST, why).await;
+    conn.events(between).await;
     let pending: Vec<AskUserQuestionRequested> = held.iter().map(|id| question(id)).collect();
-    conn.send(&Envelope::response_to(
-        &list,
-        &json!({ "pending": pending }),
-    ))
-    .await;
+    conn.reply(&list, &json!({ "pending": pending })).await;
 }
 
 #[tokio::test]
 async fn reattached_carries_the_held_calls_and_events_newer_than_the_elicitation_snapshot_follow_it()
  {
-    let mut server = TestServer::start().await;
-    let (link, mut events, mut conn) = linked(&mut server, quick()).await;
-    start_session(&link, &mut conn).await;
-    drop(conn);
-    assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
-    let mut conn = server.next_conn().await;
-    let attach = conn.recv().await;
-    assert_eq!(attach.action, action::SESSION_ATTACH);
-    let answer = SessionAttached {
-        acp_session_id: "acp-1".into(),
-        pending: Vec::new(),
-    };
-    conn.send(&Envelope::response_to(&attach, &answer)).await;
+    let (mut server, link, mut events, conn) = started().await;
+    let mut conn = server.redialed(&mut events, conn).await;
+    let attach = conn.expect(action::SESSION_ATTACH, "the attach").await;
+    conn.reply(&attach, &attached(Vec::new())).await;
     conn.event(1, &update(1)).await;
-    let list = conn.recv().await;
-    assert_eq!(list.action, action::ELICITATIONS_LIST);
-    conn.send(&Envelope::response_to(&list, &json!({ "pending": [] })))
-        .await;
+    let list = conn.expect(action::ELICITATIONS_LIST, "the list").await;
+    conn.reply(&list, &json!({ "pending": [] })).await;
     answer_questions_list(&mut conn, &[(2, update(2))], &["call-1"]).await;
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(1)));
-    assert_eq!(
-        next_event(&mut events).await,
-        LinkEvent::Reattached {
-            pending: Vec::new(),
-            questions: Some(vec![question("call-1")]),
-        }
-    );
-    // Newer than the elicitation snapshot: it must not be reconciled against it.
-    assert_eq!(next_event(&mut events).await, LinkEvent::Agent(update(2)));
+    let with_the_call = LinkEvent::Reattached {
+        pending: Vec::new(),
+        questions: Some(vec![question("call-1")]),
+    };
+    // The update newer than the elicitation snapshot follows the `Reattached`: it must
+    // not be reconciled against it.
+    let expected = [
+        LinkEvent::Agent(update(1)),
+        with_the_call,
+        LinkEvent::Agent(update(2)),
+    ];
+    next_events(&mut events, expected).await;
     assert!(link.is_connected());
 }

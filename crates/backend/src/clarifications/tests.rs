@@ -3,6 +3,7 @@
 //! wrong moment, a reply lost with it, a call that returned on its own).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
 
 use kandev_agent_stream::{
     AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorCode, ErrorPayload,
@@ -13,6 +14,7 @@ use kandev_elicitation::{
 };
 use serde_json::json;
 
+use super::{CancelStatus, ClarificationError, RespondStatus};
 use crate::agent_link::{LinkError, LinkEvent};
 use crate::model::{Clarification, ClarificationStatus, Outcome, Task};
 use crate::state::AppState;
@@ -41,15 +43,46 @@ fn question(prompt: &str) -> Question {
     }
 }
 
-fn answer(option: &str) -> OperatorAnswer {
+/// An answer to question `question_id`: `option` picked, or `text` typed.
+fn answer_to(question_id: &str, option: Option<&str>, text: &str) -> OperatorAnswer {
     OperatorAnswer {
         answers: vec![Answer {
-            question_id: "q1".into(),
-            selected_options: vec![option.into()],
-            custom_text: String::new(),
+            question_id: question_id.into(),
+            selected_options: option.into_iter().map(Into::into).collect(),
+            custom_text: text.into(),
         }],
         ..OperatorAnswer::default()
     }
+}
+
+fn answer(option: &str) -> OperatorAnswer {
+    answer_to("q1", Some(option), "")
+}
+
+/// `operator` answers record `pending` through `state` (which holds the session's link,
+/// or not).
+async fn respond(
+    state: &AppState,
+    pending: &str,
+    answer: OperatorAnswer,
+    operator: &str,
+) -> Result<RespondStatus, ClarificationError> {
+    let verb = state
+        .clarifications
+        .respond(&*state.sessions, pending, answer, operator);
+    verb.await
+}
+
+/// `operator` cancels record `pending` through `state`.
+async fn cancel(
+    state: &AppState,
+    pending: &str,
+    operator: &str,
+) -> Result<CancelStatus, ClarificationError> {
+    state
+        .clarifications
+        .cancel(&*state.sessions, pending, operator)
+        .await
 }
 
 /// A started session on a fake link: the app, the session id and the link.
@@ -64,6 +97,14 @@ async fn live_session() -> (AppState, String, Arc<FakeLink>) {
         .expect("session");
     let link = connector.link(&session.id);
     (state, session.id, link)
+}
+
+/// [`live_session`] whose agent asked `event`: the record it opened is returned too.
+async fn asked_with(event: LinkEvent) -> (AppState, String, Arc<FakeLink>, Clarification) {
+    let (state, session, link) = live_session().await;
+    link.push(event);
+    let rec = one_pending(&state, &session).await;
+    (state, session, link, rec)
 }
 
 fn asked(request_id: &str) -> LinkEvent {
@@ -97,6 +138,13 @@ fn returned(request_id: &str, outcome: SettleOutcome) -> LinkEvent {
     })
 }
 
+fn not_found(message: &str) -> Result<serde_json::Value, LinkError> {
+    Err(LinkError::Remote(ErrorPayload::new(
+        ErrorCode::NotFound,
+        message,
+    )))
+}
+
 async fn one_pending(state: &AppState, session: &str) -> Clarification {
     eventually("one pending record", || async {
         let filter = ClarificationFilter {
@@ -127,33 +175,36 @@ async fn record_becomes(state: &AppState, id: &str, status: ClarificationStatus)
     .await
 }
 
-#[tokio::test]
-async fn a_shared_record_is_withdrawn_only_when_its_last_call_returns_unanswered() {
+/// Waits until the tool calls waiting on the session's records satisfy `done`.
+async fn calls_until(state: &AppState, session: &str, what: &str, done: fn(&[String]) -> bool) {
+    eventually(what, || async {
+        let calls = state
+            .stores
+            .clarifications
+            .waiting_calls_of_session(session)
+            .await
+            .expect("calls");
+        done(&calls).then_some(())
+    })
+    .await;
+}
+
+/// Two calls, `r1` and `r2`, ask the same question: one record, both waiting on it.
+async fn asked_twice() -> (AppState, String, Arc<FakeLink>, Clarification) {
     let (state, session, link) = live_session().await;
     link.push(asked("r1"));
     link.push(asked("r2"));
     let rec = one_pending(&state, &session).await;
-    eventually("both calls on the record", || async {
-        let calls = state
-            .stores
-            .clarifications
-            .waiting_calls_of_session(&session)
-            .await
-            .expect("calls");
-        (calls.len() == 2).then_some(())
-    })
-    .await;
+    let both = |calls: &[String]| calls.len() == 2;
+    calls_until(&state, &session, "both calls on the record", both).await;
+    (state, session, link, rec)
+}
+
+#[tokio::test]
+async fn a_shared_record_is_withdrawn_only_when_its_last_call_returns_unanswered() {
+    let (state, session, link, rec) = asked_twice().await;
     link.push(returned("r1", SettleOutcome::AgentCancelled));
-    eventually("r1 returned", || async {
-        let calls = state
-            .stores
-            .clarifications
-            .waiting_calls_of_session(&session)
-            .await
-            .expect("calls");
-        (calls == ["r2"]).then_some(())
-    })
-    .await;
+    calls_until(&state, &session, "r1 returned", |calls| calls == ["r2"]).await;
     assert_eq!(
         one_pending(&state, &session).await.pending_id,
         rec.pending_id,
@@ -166,27 +217,14 @@ async fn a_shared_record_is_withdrawn_only_when_its_last_call_returns_unanswered
 
 #[tokio::test]
 async fn a_respond_while_the_stream_is_down_is_503_and_the_record_stays_open() {
-    let (state, session, link) = live_session().await;
-    link.push(asked("r1"));
-    let rec = one_pending(&state, &session).await;
-    link.down.store(true, std::sync::atomic::Ordering::SeqCst);
-    let err = state
-        .clarifications
-        .respond(&*state.sessions, &rec.pending_id, answer("Yes"), "alice")
-        .await
-        .expect_err("not connected");
-    assert_eq!(err_code(&err).0, "AGENT_STREAM_NOT_CONNECTED");
-    assert_eq!(
-        one_pending(&state, &session).await.pending_id,
-        rec.pending_id
-    );
-    link.down.store(false, std::sync::atomic::Ordering::SeqCst);
-    let status = state
-        .clarifications
-        .respond(&*state.sessions, &rec.pending_id, answer("Yes"), "alice")
+    let (state, session, link, rec) = asked_with(asked("r1")).await;
+    link.down.store(true, SeqCst);
+    stays_pending(&state, &session, &rec, "alice", "not connected").await;
+    link.down.store(false, SeqCst);
+    let status = respond(&state, &rec.pending_id, answer("Yes"), "alice")
         .await
         .expect("delivered now: the claim was given back");
-    assert_eq!(status, crate::clarifications::RespondStatus::Answered);
+    assert_eq!(status, RespondStatus::Answered);
     let sent = link.calls_of(action::QUESTIONS_RESPOND);
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0]["request_id"], "r1");
@@ -196,37 +234,41 @@ async fn a_respond_while_the_stream_is_down_is_503_and_the_record_stays_open() {
     );
     let done = record_becomes(&state, &rec.pending_id, ClarificationStatus::Answered).await;
     assert_eq!(done.answered_by.as_deref(), Some("alice"));
-    let again = state
-        .clarifications
-        .respond(&*state.sessions, &rec.pending_id, answer("No"), "bob")
+    let again = respond(&state, &rec.pending_id, answer("No"), "bob")
         .await
         .expect_err("first answer wins");
     assert_eq!(err_code(&again), ("NOT_ACTIVE", 409));
 }
 
+/// `operator` answers `Yes` to `rec`, and the link cannot say it arrived (`why`): the
+/// answer fails `AGENT_STREAM_NOT_CONNECTED` and the record is still the one pending.
+async fn stays_pending(
+    state: &AppState,
+    session: &str,
+    rec: &Clarification,
+    operator: &str,
+    why: &str,
+) {
+    let err = respond(state, &rec.pending_id, answer("Yes"), operator)
+        .await
+        .expect_err(why);
+    assert_eq!(err_code(&err).0, "AGENT_STREAM_NOT_CONNECTED", "{why}");
+    let pending = one_pending(state, session).await;
+    assert_eq!(pending.pending_id, rec.pending_id, "{why}");
+}
+
 /// The code and status the API answers `err` with.
-fn err_code(err: &super::ClarificationError) -> (&'static str, u16) {
+fn err_code(err: &ClarificationError) -> (&'static str, u16) {
     let err = crate::http::error::AppError::from(err.clone());
     (err.code(), err.status().as_u16())
 }
 
 #[tokio::test]
 async fn an_answer_whose_reply_was_cut_off_is_settled_by_the_replayed_return() {
-    let (state, session, link) = live_session().await;
-    link.push(asked("r1"));
-    let rec = one_pending(&state, &session).await;
+    let (state, session, link, rec) = asked_with(asked("r1")).await;
     link.reply(action::QUESTIONS_RESPOND, Err(LinkError::Interrupted));
-    let err = state
-        .clarifications
-        .respond(&*state.sessions, &rec.pending_id, answer("Yes"), "local")
-        .await
-        .expect_err("the reply was lost with the stream");
-    assert_eq!(err_code(&err).0, "AGENT_STREAM_NOT_CONNECTED");
-    assert_eq!(
-        one_pending(&state, &session).await.pending_id,
-        rec.pending_id,
-        "nothing says yet whether the answer arrived"
-    );
+    let why = "the reply was lost with the stream: nothing says yet whether the answer arrived";
+    stays_pending(&state, &session, &rec, "local", why).await;
     // agentctl's settlement of the call, replayed after the re-attach, says it did.
     link.push(returned("r1", SettleOutcome::Answered));
     record_becomes(&state, &rec.pending_id, ClarificationStatus::Answered).await;
@@ -234,19 +276,9 @@ async fn an_answer_whose_reply_was_cut_off_is_settled_by_the_replayed_return() {
 
 #[tokio::test]
 async fn a_respond_whose_call_already_returned_is_404_and_withdraws_the_record() {
-    let (state, session, link) = live_session().await;
-    link.push(asked("r1"));
-    let rec = one_pending(&state, &session).await;
-    link.reply(
-        action::QUESTIONS_RESPOND,
-        Err(LinkError::Remote(ErrorPayload::new(
-            ErrorCode::NotFound,
-            "gone",
-        ))),
-    );
-    let err = state
-        .clarifications
-        .respond(&*state.sessions, &rec.pending_id, answer("No"), "local")
+    let (state, _session, link, rec) = asked_with(asked("r1")).await;
+    link.reply(action::QUESTIONS_RESPOND, not_found("gone"));
+    let err = respond(&state, &rec.pending_id, answer("No"), "local")
         .await
         .expect_err("the call is gone");
     assert_eq!(err_code(&err).0, "NOT_FOUND");
@@ -256,26 +288,11 @@ async fn a_respond_whose_call_already_returned_is_404_and_withdraws_the_record()
 
 #[tokio::test]
 async fn an_operator_cancel_aborts_each_waiting_call_and_records_who() {
-    let (state, session, link) = live_session().await;
-    link.push(asked("r1"));
-    link.push(asked("r2"));
-    let rec = one_pending(&state, &session).await;
-    eventually("both calls on the record", || async {
-        let calls = state
-            .stores
-            .clarifications
-            .waiting_calls_of_session(&session)
-            .await
-            .expect("calls");
-        (calls.len() == 2).then_some(())
-    })
-    .await;
-    let status = state
-        .clarifications
-        .cancel(&*state.sessions, &rec.pending_id, "alice")
+    let (state, _session, link, rec) = asked_twice().await;
+    let status = cancel(&state, &rec.pending_id, "alice")
         .await
         .expect("cancelled");
-    assert_eq!(status, crate::clarifications::CancelStatus::Cancelled);
+    assert_eq!(status, CancelStatus::Cancelled);
     let sent: Vec<_> = link
         .calls_of(action::QUESTIONS_CANCEL)
         .iter()
@@ -291,15 +308,9 @@ async fn an_operator_cancel_aborts_each_waiting_call_and_records_who() {
 
 #[tokio::test]
 async fn an_elicitation_cancel_is_forwarded_first_and_a_second_is_agentctls_404() {
-    let (state, session, link) = live_session().await;
-    link.push(elicited("p-1"));
-    one_pending(&state, &session).await;
-    let status = state
-        .clarifications
-        .cancel(&*state.sessions, "p-1", "local")
-        .await
-        .expect("cancelled");
-    assert_eq!(status, crate::clarifications::CancelStatus::Cancelled);
+    let (state, _session, link, _) = asked_with(elicited("p-1")).await;
+    let status = cancel(&state, "p-1", "local").await.expect("cancelled");
+    assert_eq!(status, CancelStatus::Cancelled);
     assert_eq!(
         link.calls_of(action::ELICITATIONS_CANCEL),
         [json!({"pending_id": "p-1", "cancelled_by": "local"})],
@@ -313,14 +324,9 @@ async fn an_elicitation_cancel_is_forwarded_first_and_a_second_is_agentctls_404(
     // Forward first (D5): the second cancel still goes to agentctl, which no longer holds it.
     link.reply(
         action::ELICITATIONS_CANCEL,
-        Err(LinkError::Remote(ErrorPayload::new(
-            ErrorCode::NotFound,
-            "no pending elicitation",
-        ))),
+        not_found("no pending elicitation"),
     );
-    let err = state
-        .clarifications
-        .cancel(&*state.sessions, "p-1", "local")
+    let err = cancel(&state, "p-1", "local")
         .await
         .expect_err("already settled");
     assert_eq!(err_code(&err), ("NOT_FOUND", 404));
@@ -341,27 +347,20 @@ async fn an_elicitation_cancel_is_forwarded_first_and_a_second_is_agentctls_404(
 
 #[tokio::test]
 async fn a_record_opened_here_is_answered_from_memory_and_forgotten_once_settled_or_left() {
-    let (state, session, link) = live_session().await;
-    link.push(elicited("p-1"));
-    let opened = one_pending(&state, &session).await;
+    let (state, session, link, opened) = asked_with(elicited("p-1")).await;
     let remembered = state.clarifications.open.get("p-1").expect("remembered");
     assert_eq!(remembered, opened, "the record in memory is the stored one");
-    let status = state
-        .clarifications
-        .respond(&*state.sessions, "p-1", answer("Yes"), "alice")
+    let status = respond(&state, "p-1", answer("Yes"), "alice")
         .await
         .expect("delivered");
-    assert_eq!(status, crate::clarifications::RespondStatus::Answered);
+    assert_eq!(status, RespondStatus::Answered);
     assert_eq!(link.calls_of(action::ELICITATIONS_RESPOND).len(), 1);
     assert_eq!(
         state.clarifications.open.get("p-1"),
         None,
         "settled: forgotten"
     );
-    let again = state
-        .clarifications
-        .respond(&*state.sessions, "p-1", answer("No"), "bob")
-        .await;
+    let again = respond(&state, "p-1", answer("No"), "bob").await;
     assert!(
         again.is_ok(),
         "read back from the database and forwarded (D5)"
@@ -387,30 +386,22 @@ async fn a_record_opened_here_is_answered_from_memory_and_forgotten_once_settled
 
 #[tokio::test]
 async fn an_answer_to_a_pending_record_whose_session_is_not_live_here_writes_nothing() {
-    let (state, session, link) = live_session().await;
-    link.push(elicited("p-1"));
-    one_pending(&state, &session).await;
+    let (state, session, link, _) = asked_with(elicited("p-1")).await;
     // A second process over the same database, before it adopts the session (a restart):
     // it holds no link, so nothing is sent and the record is not its to write.
     let (other, _) = crate::testing::app_on(state.stores.clone()).await;
-    let err = other
-        .clarifications
-        .respond(&*other.sessions, "p-1", answer("Yes"), "alice")
+    let err = respond(&other, "p-1", answer("Yes"), "alice")
         .await
         .expect_err("no link here");
     assert_eq!(err_code(&err), ("AGENT_STREAM_NOT_CONNECTED", 503));
-    let err = other
-        .clarifications
-        .cancel(&*other.sessions, "p-1", "alice")
+    let err = cancel(&other, "p-1", "alice")
         .await
         .expect_err("no link here");
     assert_eq!(err_code(&err), ("AGENT_STREAM_NOT_CONNECTED", 503));
     assert_eq!(one_pending(&state, &session).await.pending_id, "p-1");
     assert!(link.calls_of(action::ELICITATIONS_RESPOND).is_empty());
     // The process that holds the session still answers it.
-    state
-        .clarifications
-        .respond(&*state.sessions, "p-1", answer("Yes"), "alice")
+    respond(&state, "p-1", answer("Yes"), "alice")
         .await
         .expect("delivered");
     assert_eq!(link.calls_of(action::ELICITATIONS_RESPOND).len(), 1);
@@ -418,7 +409,6 @@ async fn an_answer_to_a_pending_record_whose_session_is_not_live_here_writes_not
 
 #[tokio::test]
 async fn a_secret_answer_reaches_the_agent_and_is_kept_redacted() {
-    let (state, session, link) = live_session().await;
     let api_key = Question {
         id: "apiKey".into(),
         kind: QuestionKind::Text,
@@ -430,7 +420,7 @@ async fn a_secret_answer_reaches_the_agent_and_is_kept_redacted() {
         default: None,
         constraints: Constraints::default(),
     };
-    link.push(LinkEvent::Agent(AgentEvent::ElicitationRequested(
+    let (state, session, link, _) = asked_with(LinkEvent::Agent(AgentEvent::ElicitationRequested(
         ElicitationRequested {
             pending_id: "p-1".into(),
             acp_session_id: "acp-1".into(),
@@ -440,19 +430,10 @@ async fn a_secret_answer_reaches_the_agent_and_is_kept_redacted() {
             expires_at: None,
             on_deadline: None,
         },
-    )));
-    one_pending(&state, &session).await;
-    let secret = OperatorAnswer {
-        answers: vec![Answer {
-            question_id: "apiKey".into(),
-            selected_options: Vec::new(),
-            custom_text: "sk-live-0123".into(),
-        }],
-        ..OperatorAnswer::default()
-    };
-    state
-        .clarifications
-        .respond(&*state.sessions, "p-1", secret, "alice")
+    )))
+    .await;
+    let secret = answer_to("apiKey", None, "sk-live-0123");
+    respond(&state, "p-1", secret, "alice")
         .await
         .expect("delivered");
     let sent = link.calls_of(action::ELICITATIONS_RESPOND);

@@ -2,201 +2,367 @@
 //! agentctl link whose events the tests push.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::{Request, Response, StatusCode};
 use kandev_agent_stream::{
-    AgentEvent, AskUserQuestionRequested, ErrorCode, ErrorPayload, SettleOutcome,
+    AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorCode, ErrorPayload,
+    SettleOutcome,
 };
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 use tower::ServiceExt;
 
 use crate::agent_link::{LinkError, LinkEvent};
 use crate::config::Config;
+use crate::events::OperatorEvent;
+use crate::sessions::Reconciled;
 use crate::state::AppState;
-use crate::testing::{FakeConnector, app, app_with, eventually};
+use crate::testing::{FakeConnector, FakeLink, app, app_with, eventually};
 
-async fn call(router: &Router, method: &str, uri: &str, body: Option<&str>) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    if body.is_some() {
-        req = req.header("content-type", "application/json");
+const FLAG: &str = "/api/v1/runtime-flags/features.acpElicitation";
+const BAD: &str = "BAD_REQUEST";
+const NOT_FOUND: &str = "NOT_FOUND";
+const STREAM_DOWN: &str = "AGENT_STREAM_NOT_CONNECTED";
+const ENDED: &str = "SESSION_ENDED";
+/// The answer picking `Red` in [`elicitation`]'s question.
+const RED: &str = r#"{"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]}"#;
+const NO_ANSWERS: &str = r#"{"answers": []}"#;
+
+/// A request the API must refuse: `(method, uri, body, status, error code)`.
+type Refusal<'a> = (&'a str, &'a str, Option<&'a str>, u16, &'a str);
+
+/// The router under test over `state`, and the requests the tests make of it.
+struct Api {
+    router: Router,
+    state: AppState,
+}
+
+fn api(state: AppState) -> Api {
+    Api {
+        router: super::router(state.clone()),
+        state,
     }
-    let req = req
-        .body(
-            body.map(|b| Body::from(b.to_owned()))
-                .unwrap_or_else(Body::empty),
+}
+
+/// `/api/v1/sessions/{id}/{tail}`.
+fn session_uri(id: &str, tail: &str) -> String {
+    format!("/api/v1/sessions/{id}/{tail}")
+}
+
+/// `/api/v1/clarifications/{pending}/respond`.
+fn respond_uri(pending: &str) -> String {
+    format!("/api/v1/clarifications/{pending}/respond")
+}
+
+impl Api {
+    async fn send(&self, req: Request<Body>) -> Response<Body> {
+        self.router.clone().oneshot(req).await.expect("response")
+    }
+
+    async fn call(&self, method: &str, uri: &str, body: Option<&str>) -> (StatusCode, Value) {
+        let mut req = Request::builder().method(method).uri(uri);
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let body = body.map_or_else(Body::empty, |b| Body::from(b.to_owned()));
+        let resp = self.send(req.body(body).expect("request")).await;
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 22)
+            .await
+            .expect("body");
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
         )
-        .expect("request");
-    let resp = router.clone().oneshot(req).await.expect("response");
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 22)
+    }
+
+    /// A `POST`'s status, which must be `status`.
+    async fn post(&self, uri: &str, body: Option<&str>, status: StatusCode) -> Value {
+        let (s, v) = self.call("POST", uri, body).await;
+        assert_eq!(s, status, "{uri}: {v}");
+        v
+    }
+
+    /// Asserts the request is refused with `status` and error `code`, and a message;
+    /// the error object.
+    async fn refuses(
+        &self,
+        method: &str,
+        uri: &str,
+        body: Option<&str>,
+        status: u16,
+        code: &str,
+    ) -> Value {
+        let (s, v) = self.call(method, uri, body).await;
+        assert_eq!(s.as_u16(), status, "{method} {uri}: {v:?}");
+        assert_eq!(v["error"]["code"], code, "{method} {uri}: {v:?}");
+        let message = v["error"]["message"].as_str();
+        assert!(message.is_some_and(|m| !m.is_empty()), "{v:?}");
+        v["error"].clone()
+    }
+
+    /// [`Api::refuses`] for each row.
+    async fn refuses_all(&self, refusals: &[Refusal<'_>]) {
+        for &(method, uri, body, status, code) in refusals {
+            self.refuses(method, uri, body, status, code).await;
+        }
+    }
+
+    /// Every operator event published from now on.
+    fn hub(&self) -> broadcast::Receiver<OperatorEvent> {
+        self.state.hub.subscribe()
+    }
+
+    async fn get(&self, uri: &str) -> Value {
+        let (s, v) = self.call("GET", uri, None).await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {v}");
+        v
+    }
+
+    async fn session(&self, id: &str) -> Value {
+        self.get(&format!("/api/v1/sessions/{id}")).await
+    }
+
+    async fn state_of(&self, id: &str) -> Value {
+        self.session(id).await["state"].clone()
+    }
+
+    async fn messages(&self, id: &str) -> Value {
+        self.get(&session_uri(id, "messages")).await["messages"].clone()
+    }
+
+    async fn record(&self, pending: &str) -> Value {
+        self.get(&format!("/api/v1/clarifications/{pending}")).await
+    }
+
+    async fn status_of(&self, pending: &str) -> Value {
+        self.record(pending).await["status"].clone()
+    }
+
+    /// Answers record `pending` with `body`: the status code and the reply.
+    async fn respond(&self, pending: &str, body: &str) -> (StatusCode, Value) {
+        self.call("POST", &respond_uri(pending), Some(body)).await
+    }
+
+    async fn notifications(&self) -> Value {
+        self.get("/api/v1/notifications").await["notifications"].clone()
+    }
+
+    async fn clarifications(&self, query: &str) -> Value {
+        self.get(&format!("/api/v1/clarifications?{query}")).await["clarifications"].clone()
+    }
+
+    /// Waits until `n` clarifications are pending.
+    async fn wait_pending_count(&self, n: usize) {
+        eventually(&format!("{n} pending clarifications"), || async {
+            let list = self.clarifications("status=pending").await;
+            (list.as_array().map(Vec::len) == Some(n)).then_some(())
+        })
+        .await;
+    }
+
+    async fn wait_state(&self, session: &str, state: &str) -> Value {
+        eventually(&format!("session {state}"), || async {
+            let v = self.session(session).await;
+            (v["state"] == state).then_some(v)
+        })
         .await
-        .expect("body");
-    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, json)
+    }
+
+    /// A prompt, refused or otherwise, left no turn running and no user message behind.
+    async fn nothing_left_behind(&self, id: &str) {
+        assert_eq!(self.state_of(id).await, "IDLE");
+        assert_eq!(self.messages(id).await, json!([]));
+    }
+
+    /// After a re-attach whose list holds only `p-2` (of `p-1` and `p-2`): `p-1` is
+    /// disconnected, `p-2` stays pending, and the session still waits for input.
+    async fn only_p2_is_held(&self, id: &str) {
+        eventually("p-1 disconnected", || async {
+            (self.status_of("p-1").await == "agent_disconnected").then_some(())
+        })
+        .await;
+        assert_eq!(self.status_of("p-2").await, "pending");
+        assert_eq!(self.state_of(id).await, "WAITING_FOR_INPUT");
+    }
+
+    /// The record whose message is `prompt`, whatever its status.
+    async fn record_asking(&self, session: &str, prompt: &str) -> Value {
+        let all = self.clarifications(&format!("session_id={session}")).await;
+        all.as_array()
+            .and_then(|all| all.iter().find(|c| c["message"] == prompt).cloned())
+            .unwrap_or(Value::Null)
+    }
 }
 
-fn assert_error(got: &(StatusCode, Value), status: u16, code: &str) {
-    assert_eq!(got.0.as_u16(), status, "{:?}", got.1);
-    assert_eq!(got.1["error"]["code"], code, "{:?}", got.1);
-    assert!(
-        got.1["error"]["message"]
-            .as_str()
-            .is_some_and(|m| !m.is_empty())
-    );
+/// The next event on the operator hub, within 5 s.
+async fn next_hub_event(ws: &mut broadcast::Receiver<OperatorEvent>) -> OperatorEvent {
+    tokio::time::timeout(Duration::from_secs(5), ws.recv())
+        .await
+        .expect("a hub event within 5 s")
+        .expect("hub open")
 }
 
-async fn task(router: &Router) -> String {
-    let (s, v) = call(
-        router,
-        "POST",
-        "/api/v1/tasks",
-        Some(r#"{"title": "Fix the login page"}"#),
-    )
-    .await;
-    assert_eq!(s, StatusCode::CREATED);
+async fn task(api: &Api) -> String {
+    let v = api
+        .post(
+            "/api/v1/tasks",
+            Some(r#"{"title": "Fix the login page"}"#),
+            StatusCode::CREATED,
+        )
+        .await;
     v["id"].as_str().expect("id").to_owned()
 }
 
-async fn session(router: &Router, task: &str, prompt: Option<&str>) -> Value {
+async fn session(api: &Api, task: &str, prompt: Option<&str>) -> Value {
     let body = match prompt {
         Some(p) => json!({"agent": "mock", "prompt": p}),
         None => json!({"agent": "mock"}),
     };
-    let (s, v) = call(
-        router,
-        "POST",
-        &format!("/api/v1/tasks/{task}/sessions"),
-        Some(&body.to_string()),
-    )
-    .await;
-    assert_eq!(s, StatusCode::CREATED, "{v}");
-    v
+    let uri = format!("/api/v1/tasks/{task}/sessions");
+    api.post(&uri, Some(&body.to_string()), StatusCode::CREATED)
+        .await
+}
+
+fn requested(pending_id: &str, text: &str) -> ElicitationRequested {
+    serde_json::from_value(json!({
+        "pending_id": pending_id,
+        "acp_session_id": "acp-1",
+        "tool_call_id": "tool-1",
+        "message": text,
+        "questions": [{"id": "question_0", "kind": "single_select", "title": "Colour",
+            "prompt": text, "options": [{"id": "Red", "label": "Red", "description": null},
+            {"id": "Blue", "label": "Blue", "description": null}],
+            "custom_answer": null, "required": false, "default": null, "constraints": {}}]
+    }))
+    .expect("event")
 }
 
 fn elicitation(pending_id: &str, text: &str) -> LinkEvent {
-    LinkEvent::Agent(AgentEvent::ElicitationRequested(
-        serde_json::from_value(json!({
-            "pending_id": pending_id,
-            "acp_session_id": "acp-1",
-            "tool_call_id": "tool-1",
-            "message": text,
-            "questions": [{"id": "question_0", "kind": "single_select", "title": "Colour",
-                "prompt": text, "options": [{"id": "Red", "label": "Red", "description": null},
-                {"id": "Blue", "label": "Blue", "description": null}],
-                "custom_answer": null, "required": false, "default": null, "constraints": {}}]
-        }))
-        .expect("event"),
-    ))
+    LinkEvent::Agent(AgentEvent::ElicitationRequested(requested(
+        pending_id, text,
+    )))
 }
 
-/// Waits until `n` clarifications are pending.
-async fn wait_pending_count(router: &Router, n: usize) {
-    eventually(&format!("{n} pending clarifications"), || async {
-        let v = get(router, "/api/v1/clarifications?status=pending").await;
-        (v["clarifications"].as_array().map(Vec::len) == Some(n)).then_some(())
+fn settled(pending_id: &str, outcome: SettleOutcome, response: Value) -> LinkEvent {
+    LinkEvent::Agent(AgentEvent::ElicitationSettled {
+        pending_id: pending_id.into(),
+        outcome,
+        response,
+        answer: None,
+        answered_by: None,
     })
-    .await;
 }
 
-async fn get(router: &Router, uri: &str) -> Value {
-    let (s, v) = call(router, "GET", uri, None).await;
-    assert_eq!(s, StatusCode::OK, "{uri}: {v}");
-    v
-}
-
-async fn wait_state(router: &Router, session: &str, state: &str) -> Value {
-    let uri = format!("/api/v1/sessions/{session}");
-    eventually(&format!("session {state}"), || async {
-        let v = get(router, &uri).await;
-        (v["state"] == state).then_some(v)
+fn turn_completed() -> LinkEvent {
+    LinkEvent::Agent(AgentEvent::TurnCompleted {
+        stop_reason: "end_turn".into(),
+        error: None,
     })
-    .await
+}
+
+/// A re-attach whose elicitation list holds `held` and no waiting tool call.
+fn reattached(held: &[&str]) -> LinkEvent {
+    LinkEvent::Reattached {
+        pending: held.iter().map(|id| requested(id, "q")).collect(),
+        questions: Some(Vec::new()),
+    }
+}
+
+fn remote_error(code: ErrorCode, message: &str) -> Result<Value, LinkError> {
+    Err(LinkError::Remote(ErrorPayload::new(code, message)))
 }
 
 /// An app with one started session and its fake link.
-async fn started() -> (
-    AppState,
-    Router,
-    std::sync::Arc<FakeConnector>,
-    String,
-    String,
-) {
+struct Started {
+    api: Api,
+    connector: Arc<FakeConnector>,
+    task: String,
+    id: String,
+    link: Arc<FakeLink>,
+}
+
+async fn started() -> Started {
     let (state, connector) = app().await;
-    let router = super::router(state.clone());
-    let task = task(&router).await;
-    let s = session(&router, &task, None).await;
+    let api = api(state);
+    let task = task(&api).await;
+    let s = session(&api, &task, None).await;
     let id = s["id"].as_str().expect("id").to_owned();
-    (state, router, connector, task, id)
+    let link = connector.link(&id);
+    Started {
+        api,
+        connector,
+        task,
+        id,
+        link,
+    }
+}
+
+impl Started {
+    /// The agent asks `text` twice, as `p-1` and `p-2`; both are pending once this returns.
+    async fn asks_twice(&self, text: &str) {
+        self.link.push(elicitation("p-1", text));
+        self.link.push(elicitation("p-2", text));
+        self.api.wait_pending_count(2).await;
+    }
+}
+
+/// [`started`], after [`Started::asks_twice`].
+async fn asked_twice(text: &str) -> Started {
+    let s = started().await;
+    s.asks_twice(text).await;
+    s
+}
+
+/// [`started`], with record `p-1` pending and the session waiting for input.
+async fn waiting() -> Started {
+    let s = started().await;
+    s.link.push(elicitation("p-1", "q"));
+    s.api.wait_state(&s.id, "WAITING_FOR_INPUT").await;
+    s
 }
 
 #[tokio::test]
 async fn healthz_and_unknown_routes() {
-    let (state, _) = app().await;
-    let router = super::router(state);
-    assert_eq!(get(&router, "/healthz").await, json!({"status": "ok"}));
+    let api = api(app().await.0);
+    assert_eq!(api.get("/healthz").await, json!({"status": "ok"}));
     assert_eq!(
-        get(&router, "/api/v1/agents").await,
+        api.get("/api/v1/agents").await,
         json!({"agents": [{"id": "mock"}]})
     );
-    assert_error(
-        &call(&router, "GET", "/api/v1/nope", None).await,
-        404,
-        "NOT_FOUND",
-    );
-    assert_error(
-        &call(&router, "POST", "/healthz", None).await,
-        405,
-        "METHOD_NOT_ALLOWED",
-    );
-    assert_error(
-        &call(&router, "DELETE", "/api/v1/tasks", None).await,
-        405,
-        "METHOD_NOT_ALLOWED",
-    );
     // Everything else is the embedded web UI.
-    let resp = router
-        .clone()
-        .oneshot(
-            Request::builder()
-                .uri("/")
-                .body(Body::empty())
-                .expect("req"),
-        )
-        .await
-        .expect("resp");
+    let resp = api
+        .send(Request::get("/").body(Body::empty()).expect("req"))
+        .await;
     assert_eq!(resp.status(), StatusCode::OK);
-    assert!(
-        resp.headers()["content-type"]
-            .to_str()
-            .expect("ct")
-            .starts_with("text/html")
-    );
-    assert_error(
-        &call(&router, "GET", "/nope.js", None).await,
-        404,
-        "NOT_FOUND",
-    );
+    let content_type = resp.headers()["content-type"].to_str().expect("ct");
+    assert!(content_type.starts_with("text/html"));
+    api.refuses_all(&[
+        ("GET", "/api/v1/nope", None, 404, NOT_FOUND),
+        ("POST", "/healthz", None, 405, "METHOD_NOT_ALLOWED"),
+        ("DELETE", "/api/v1/tasks", None, 405, "METHOD_NOT_ALLOWED"),
+        ("GET", "/nope.js", None, 404, NOT_FOUND),
+    ])
+    .await;
 }
 
 #[tokio::test]
 async fn runtime_flags_list_patch_and_errors() {
-    let (state, _) = app().await;
-    let router = super::router(state.clone());
-    let v = get(&router, "/api/v1/runtime-flags").await;
+    let api = api(app().await.0);
+    let v = api.get("/api/v1/runtime-flags").await;
     let flag = &v["flags"][0];
     assert_eq!(flag["key"], "features.acpElicitation");
     assert_eq!(flag["env_var"], "KANDEV_FEATURES_ACP_ELICITATION");
     assert_eq!(
-        (
-            flag["value"].clone(),
-            flag["source"].clone(),
-            flag["locked"].clone()
-        ),
-        (json!(false), json!("default"), json!(false))
+        [&flag["value"], &flag["source"], &flag["locked"]],
+        [&json!(false), &json!("default"), &json!(false)]
     );
-    for field in [
+    let fields = [
         "kind",
         "label",
         "description",
@@ -204,52 +370,38 @@ async fn runtime_flags_list_patch_and_errors() {
         "risk_level",
         "restart_required",
         "mutable",
-    ] {
+    ];
+    for field in fields {
         assert!(flag.get(field).is_some(), "{field}");
     }
 
-    let uri = "/api/v1/runtime-flags/features.acpElicitation";
-    let mut ws = state.hub.subscribe();
-    let (s, v) = call(&router, "PATCH", uri, Some(r#"{"override": true}"#)).await;
-    let pushed = tokio::time::timeout(std::time::Duration::from_secs(2), ws.recv())
-        .await
-        .expect("pushed in time")
-        .expect("runtime_flags.updated");
+    let mut ws = api.hub();
+    let (s, v) = api.call("PATCH", FLAG, Some(r#"{"override": true}"#)).await;
+    let pushed = next_hub_event(&mut ws).await;
     assert_eq!(
         (pushed.kind, pushed.data["value"].clone()),
         ("runtime_flags.updated", json!(true))
     );
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
-        (v["value"].clone(), v["source"].clone()),
-        (json!(true), json!("override"))
+        [&v["value"], &v["source"]],
+        [&json!(true), &json!("override")]
     );
-    let (_, v) = call(&router, "PATCH", uri, Some(r#"{"override": null}"#)).await;
+    let (_, v) = api.call("PATCH", FLAG, Some(r#"{"override": null}"#)).await;
     assert_eq!(v["source"], "default");
 
-    assert_error(
-        &call(
-            &router,
-            "PATCH",
-            "/api/v1/runtime-flags/features.teleport",
-            Some(r#"{"override": true}"#),
-        )
-        .await,
-        404,
-        "NOT_FOUND",
-    );
-    for bad in [
+    let teleport = "/api/v1/runtime-flags/features.teleport";
+    let on = Some(r#"{"override": true}"#);
+    api.refuses("PATCH", teleport, on, 404, NOT_FOUND).await;
+    let bad = [
         r#"{}"#,
         r#"{"override": "yes"}"#,
         r#"{"override": true, "x": 1}"#,
         r#"[true]"#,
         "not json",
-    ] {
-        assert_error(
-            &call(&router, "PATCH", uri, Some(bad)).await,
-            400,
-            "BAD_REQUEST",
-        );
+    ];
+    for body in bad {
+        api.refuses("PATCH", FLAG, Some(body), 400, BAD).await;
     }
 }
 
@@ -259,146 +411,76 @@ async fn an_env_locked_flag_refuses_patch_with_409() {
         "KANDEV_FEATURES_ACP_ELICITATION".to_owned(),
         "true".to_owned(),
     )]);
-    let (state, _) = app_with(env, Config::default()).await;
-    let router = super::router(state);
-    let got = call(
-        &router,
-        "PATCH",
-        "/api/v1/runtime-flags/features.acpElicitation",
-        Some(r#"{"override": false}"#),
-    )
-    .await;
-    assert_error(&got, 409, "FLAG_LOCKED");
-    let v = get(&router, "/api/v1/runtime-flags").await;
+    let api = api(app_with(env, Config::default()).await.0);
+    let off = Some(r#"{"override": false}"#);
+    api.refuses("PATCH", FLAG, off, 409, "FLAG_LOCKED").await;
+    let v = api.get("/api/v1/runtime-flags").await;
+    let flag = &v["flags"][0];
     assert_eq!(
-        (
-            v["flags"][0]["source"].clone(),
-            v["flags"][0]["locked"].clone()
-        ),
-        (json!("env"), json!(true))
+        [&flag["source"], &flag["locked"]],
+        [&json!("env"), &json!(true)]
     );
 }
 
 #[tokio::test]
 async fn tasks_create_list_get_and_errors() {
-    let (state, _) = app().await;
-    let router = super::router(state);
-    assert_error(
-        &call(&router, "POST", "/api/v1/tasks", Some(r#"{"title": "  "}"#)).await,
-        400,
-        "BAD_REQUEST",
-    );
-    assert_error(
-        &call(
-            &router,
-            "POST",
-            "/api/v1/tasks",
-            Some(r#"{"description": "x"}"#),
-        )
-        .await,
-        400,
-        "BAD_REQUEST",
-    );
-    assert_error(
-        &call(&router, "POST", "/api/v1/tasks", Some("{")).await,
-        400,
-        "BAD_REQUEST",
-    );
+    let api = api(app().await.0);
     let huge = json!({"title": "x".repeat(super::BODY_LIMIT + 10)}).to_string();
-    assert_error(
-        &call(&router, "POST", "/api/v1/tasks", Some(&huge)).await,
-        413,
-        "PAYLOAD_TOO_LARGE",
-    );
-    let id = task(&router).await;
-    let v = get(&router, &format!("/api/v1/tasks/{id}")).await;
+    let tasks = "/api/v1/tasks";
+    api.refuses_all(&[
+        ("POST", tasks, Some(r#"{"title": "  "}"#), 400, BAD),
+        ("POST", tasks, Some(r#"{"description": "x"}"#), 400, BAD),
+        ("POST", tasks, Some("{"), 400, BAD),
+        ("POST", tasks, Some(&huge), 413, "PAYLOAD_TOO_LARGE"),
+    ])
+    .await;
+    let id = task(&api).await;
+    let v = api.get(&format!("/api/v1/tasks/{id}")).await;
     assert_eq!(v["title"], "Fix the login page");
     assert_eq!(v["sessions"], json!([]));
     assert_eq!(v["pending_action"], Value::Null);
-    let v = get(&router, "/api/v1/tasks").await;
+    let v = api.get(tasks).await;
     assert_eq!(v["tasks"].as_array().map(Vec::len), Some(1));
-    assert_error(
-        &call(&router, "GET", "/api/v1/tasks/nope", None).await,
-        404,
-        "NOT_FOUND",
-    );
+    api.refuses("GET", "/api/v1/tasks/nope", None, 404, NOT_FOUND)
+        .await;
 }
 
 #[tokio::test]
 async fn session_start_errors() {
     let (state, connector) = app().await;
-    let router = super::router(state);
-    let id = task(&router).await;
-    assert_error(
-        &call(
-            &router,
-            "POST",
-            "/api/v1/tasks/nope/sessions",
-            Some(r#"{"agent": "mock"}"#),
-        )
-        .await,
-        404,
-        "NOT_FOUND",
-    );
-    let got = call(
-        &router,
-        "POST",
-        &format!("/api/v1/tasks/{id}/sessions"),
-        Some(r#"{"agent": "gpt-9"}"#),
-    )
-    .await;
-    assert_error(&got, 400, "BAD_REQUEST");
-    assert!(
-        got.1["error"]["message"]
-            .as_str()
-            .expect("msg")
-            .contains("mock"),
-        "lists the known agents"
-    );
-    assert_error(
-        &call(
-            &router,
-            "POST",
-            &format!("/api/v1/tasks/{id}/sessions"),
-            Some(r#"{}"#),
-        )
-        .await,
-        400,
-        "BAD_REQUEST",
-    );
+    let api = api(state);
+    let id = task(&api).await;
+    let sessions = format!("/api/v1/tasks/{id}/sessions");
+    let mock = Some(r#"{"agent": "mock"}"#);
+    api.refuses("POST", "/api/v1/tasks/nope/sessions", mock, 404, NOT_FOUND)
+        .await;
+    let gpt = Some(r#"{"agent": "gpt-9"}"#);
+    let error = api.refuses("POST", &sessions, gpt, 400, BAD).await;
+    let message = error["message"].as_str().expect("msg");
+    assert!(message.contains("mock"), "lists the known agents");
+    api.refuses("POST", &sessions, Some(r#"{}"#), 400, BAD)
+        .await;
 
     // agentctl unreachable: the session is created and FAILED, with the reason.
-    connector
-        .unreachable
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let s = session(&router, &id, None).await;
+    connector.unreachable.store(true, SeqCst);
+    let s = session(&api, &id, None).await;
     assert_eq!(s["state"], "FAILED");
-    assert!(
-        s["error"]
-            .as_str()
-            .expect("error")
-            .contains("connection refused")
-    );
+    let error = s["error"].as_str().expect("error");
+    assert!(error.contains("connection refused"));
 }
 
 #[tokio::test]
 async fn a_patch_applies_to_the_next_session_start() {
     let (state, connector) = app().await;
-    let router = super::router(state);
-    let id = task(&router).await;
-    let off = session(&router, &id, None).await;
+    let api = api(state);
+    let id = task(&api).await;
+    let off = session(&api, &id, None).await;
     assert_eq!(off["state"], "IDLE");
     assert!(off["client_capabilities"].get("elicitation").is_none());
     assert_eq!(off["flags"], json!({"features.acpElicitation": false}));
-    let (s, _) = call(
-        &router,
-        "PATCH",
-        "/api/v1/runtime-flags/features.acpElicitation",
-        Some(r#"{"override": true}"#),
-    )
-    .await;
+    let (s, _) = api.call("PATCH", FLAG, Some(r#"{"override": true}"#)).await;
     assert_eq!(s, StatusCode::OK);
-    let on = session(&router, &id, None).await;
+    let on = session(&api, &id, None).await;
     assert_eq!(
         on["client_capabilities"]["elicitation"],
         json!({"form": {}})
@@ -410,264 +492,146 @@ async fn a_patch_applies_to_the_next_session_start() {
     assert_eq!(sent[0]["agent"]["id"], "mock");
     assert_eq!(sent[0]["agent"]["command"][1], "--scenario");
     // The first session keeps what it started with.
-    let first = get(
-        &router,
-        &format!("/api/v1/sessions/{}", off["id"].as_str().expect("id")),
-    )
-    .await;
+    let first = api.session(off["id"].as_str().expect("id")).await;
     assert!(first["client_capabilities"].get("elicitation").is_none());
 }
 
 #[tokio::test]
 async fn prompt_runs_a_turn_and_messages_aggregate() {
-    let (_, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
-    assert_error(
-        &call(
-            &router,
-            "POST",
-            "/api/v1/sessions/nope/prompt",
-            Some(r#"{"text": "hi"}"#),
-        )
-        .await,
-        404,
-        "NOT_FOUND",
-    );
-    assert_error(
-        &call(
-            &router,
-            "POST",
-            &format!("/api/v1/sessions/{id}/prompt"),
-            Some(r#"{"text": ""}"#),
-        )
-        .await,
-        400,
-        "BAD_REQUEST",
-    );
-    assert_error(
-        &call(
-            &router,
-            "POST",
-            &format!("/api/v1/sessions/{id}/prompt"),
-            Some(r#"{"txt": "x"}"#),
-        )
-        .await,
-        400,
-        "BAD_REQUEST",
-    );
-    let (s, _) = call(
-        &router,
-        "POST",
-        &format!("/api/v1/sessions/{id}/prompt"),
-        Some(r#"{"text": "Say hello"}"#),
-    )
+    let Started { api, link, id, .. } = started().await;
+    let prompt = session_uri(&id, "prompt");
+    let nope = "/api/v1/sessions/nope/prompt";
+    api.refuses_all(&[
+        ("POST", nope, Some(r#"{"text": "hi"}"#), 404, NOT_FOUND),
+        ("POST", &prompt, Some(r#"{"text": ""}"#), 400, BAD),
+        ("POST", &prompt, Some(r#"{"txt": "x"}"#), 400, BAD),
+    ])
     .await;
-    assert_eq!(s, StatusCode::ACCEPTED);
-    assert_eq!(
-        get(&router, &format!("/api/v1/sessions/{id}")).await["state"],
-        "RUNNING"
-    );
-    assert_error(
-        &call(
-            &router,
-            "POST",
-            &format!("/api/v1/sessions/{id}/prompt"),
-            Some(r#"{"text": "again"}"#),
-        )
-        .await,
-        409,
-        "TURN_IN_PROGRESS",
-    );
+    let hello = Some(r#"{"text": "Say hello"}"#);
+    api.post(&prompt, hello, StatusCode::ACCEPTED).await;
+    assert_eq!(api.state_of(&id).await, "RUNNING");
+    let again = Some(r#"{"text": "again"}"#);
+    api.refuses("POST", &prompt, again, 409, "TURN_IN_PROGRESS")
+        .await;
     for text in ["Hel", "lo"] {
         link.push(LinkEvent::Agent(AgentEvent::SessionUpdate {
             update: json!({"sessionId": "acp-1", "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}),
         }));
     }
-    link.push(LinkEvent::Agent(AgentEvent::TurnCompleted {
-        stop_reason: "end_turn".into(),
-        error: None,
-    }));
-    wait_state(&router, &id, "IDLE").await;
-    let v = get(&router, &format!("/api/v1/sessions/{id}/messages")).await;
-    let summary: Vec<(String, String)> = v["messages"]
+    link.push(turn_completed());
+    api.wait_state(&id, "IDLE").await;
+    let messages = api.messages(&id).await;
+    let summary: Vec<(&str, &str)> = messages
         .as_array()
         .expect("list")
         .iter()
         .map(|m| {
-            (
-                m["author_type"].as_str().unwrap_or_default().to_owned(),
-                m["content"].as_str().unwrap_or_default().to_owned(),
-            )
+            let text = |key: &str| m[key].as_str().unwrap_or_default();
+            (text("author_type"), text("content"))
         })
         .collect();
-    assert_eq!(
-        summary,
-        [
-            ("user".to_owned(), "Say hello".to_owned()),
-            ("agent".to_owned(), "Hello".to_owned())
-        ]
-    );
-    assert_error(
-        &call(&router, "GET", "/api/v1/sessions/nope/messages", None).await,
-        404,
-        "NOT_FOUND",
-    );
+    assert_eq!(summary, [("user", "Say hello"), ("agent", "Hello")]);
+    let nope = "/api/v1/sessions/nope/messages";
+    api.refuses("GET", nope, None, 404, NOT_FOUND).await;
     // turn_finished is off by default.
-    assert_eq!(
-        get(&router, "/api/v1/notifications").await["notifications"],
-        json!([])
-    );
+    assert_eq!(api.notifications().await, json!([]));
 }
 
 #[tokio::test]
 async fn prompt_when_the_stream_is_down_is_503() {
-    let (_, router, connector, _, id) = started().await;
-    connector
-        .link(&id)
-        .down
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let got = call(
-        &router,
-        "POST",
-        &format!("/api/v1/sessions/{id}/prompt"),
-        Some(r#"{"text": "x"}"#),
-    )
+    let Started { api, link, id, .. } = started().await;
+    link.down.store(true, SeqCst);
+    let x = Some(r#"{"text": "x"}"#);
+    api.refuses("POST", &session_uri(&id, "prompt"), x, 503, STREAM_DOWN)
+        .await;
+    api.nothing_left_behind(&id).await;
+    api.refuses_all(&[
+        ("POST", &session_uri(&id, "cancel"), None, 503, STREAM_DOWN),
+        ("POST", "/api/v1/sessions/nope/cancel", None, 404, NOT_FOUND),
+    ])
     .await;
-    assert_error(&got, 503, "AGENT_STREAM_NOT_CONNECTED");
-    assert_eq!(
-        get(&router, &format!("/api/v1/sessions/{id}/messages")).await["messages"],
-        json!([])
-    );
-    assert_eq!(
-        get(&router, &format!("/api/v1/sessions/{id}")).await["state"],
-        "IDLE"
-    );
-    let got = call(
-        &router,
-        "POST",
-        &format!("/api/v1/sessions/{id}/cancel"),
-        None,
-    )
-    .await;
-    assert_error(&got, 503, "AGENT_STREAM_NOT_CONNECTED");
-    assert_error(
-        &call(&router, "POST", "/api/v1/sessions/nope/cancel", None).await,
-        404,
-        "NOT_FOUND",
-    );
 }
 
 #[tokio::test]
 async fn agentctl_errors_map_to_their_statuses() {
-    let (_, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
-    let prompt = format!("/api/v1/sessions/{id}/prompt");
-    let body = Some(r#"{"text": "x"}"#);
-    link.reply(
-        "agent.prompt",
-        Err(LinkError::Remote(ErrorPayload::new(
-            ErrorCode::Internal,
-            "agent crashed",
-        ))),
-    );
-    assert_error(
-        &call(&router, "POST", &prompt, body).await,
-        502,
-        "AGENTCTL_ERROR",
-    );
-    link.reply(
-        "agent.prompt",
-        Err(LinkError::Timeout(std::time::Duration::from_secs(30))),
-    );
-    assert_error(
-        &call(&router, "POST", &prompt, body).await,
-        504,
-        "AGENTCTL_TIMEOUT",
-    );
-    link.reply(
-        "agent.prompt",
-        Err(LinkError::Remote(ErrorPayload::new(
-            ErrorCode::BadRequest,
-            "no session",
-        ))),
-    );
-    assert_error(
-        &call(&router, "POST", &prompt, body).await,
-        400,
-        "BAD_REQUEST",
-    );
-    link.reply("agent.prompt", Err(LinkError::Protocol("garbled".into())));
-    assert_error(
-        &call(&router, "POST", &prompt, body).await,
-        502,
-        "AGENTCTL_ERROR",
-    );
+    let Started { api, link, id, .. } = started().await;
+    let prompt = session_uri(&id, "prompt");
+    let errors = [
+        (
+            remote_error(ErrorCode::Internal, "agent crashed"),
+            502,
+            "AGENTCTL_ERROR",
+        ),
+        (
+            Err(LinkError::Timeout(Duration::from_secs(30))),
+            504,
+            "AGENTCTL_TIMEOUT",
+        ),
+        (remote_error(ErrorCode::BadRequest, "no session"), 400, BAD),
+        (
+            Err(LinkError::Protocol("garbled".into())),
+            502,
+            "AGENTCTL_ERROR",
+        ),
+    ];
+    for (reply, status, code) in errors {
+        link.reply("agent.prompt", reply);
+        api.refuses("POST", &prompt, Some(r#"{"text": "x"}"#), status, code)
+            .await;
+    }
     // None of them left a turn running or a user message behind.
-    assert_eq!(
-        get(&router, &format!("/api/v1/sessions/{id}")).await["state"],
-        "IDLE"
-    );
-    assert_eq!(
-        get(&router, &format!("/api/v1/sessions/{id}/messages")).await["messages"],
-        json!([])
-    );
+    api.nothing_left_behind(&id).await;
 }
 
 #[tokio::test]
 async fn elicitation_creates_record_message_state_and_one_notification() {
-    let (state, router, connector, task_id, id) = started().await;
-    let mut ws = state.hub.subscribe();
-    let link = connector.link(&id);
+    let Started {
+        api,
+        task,
+        id,
+        link,
+        ..
+    } = started().await;
+    let mut ws = api.hub();
     let pending = "0b6c7a4e-1d2f-4a8b-9c3d-5e6f7a8b9c0d";
     link.push(elicitation(pending, "Pick a colour"));
-    let s = wait_state(&router, &id, "WAITING_FOR_INPUT").await;
+    let s = api.wait_state(&id, "WAITING_FOR_INPUT").await;
     assert_eq!(s["pending_action"], "clarification");
-    let t = get(&router, &format!("/api/v1/tasks/{task_id}")).await;
+    let t = api.get(&format!("/api/v1/tasks/{task}")).await;
     assert_eq!(
-        (t["state"].clone(), t["pending_action"].clone()),
-        (json!("WAITING_FOR_INPUT"), json!("clarification"))
+        [&t["state"], &t["pending_action"]],
+        [&json!("WAITING_FOR_INPUT"), &json!("clarification")]
     );
 
-    let rec = get(&router, &format!("/api/v1/clarifications/{pending}")).await;
+    let rec = api.record(pending).await;
     assert_eq!(rec["pending_id"], pending, "agentctl's id verbatim");
     assert_eq!(
-        (rec["source"].clone(), rec["status"].clone()),
-        (json!("elicitation"), json!("pending"))
+        [&rec["source"], &rec["status"]],
+        [&json!("elicitation"), &json!("pending")]
     );
-    let msgs = get(&router, &format!("/api/v1/sessions/{id}/messages")).await;
-    let m = &msgs["messages"][0];
+    let m = &api.messages(&id).await[0];
     assert_eq!(
-        (
-            m["type"].clone(),
-            m["author_type"].clone(),
-            m["requests_input"].clone()
-        ),
-        (json!("clarification_request"), json!("agent"), json!(true))
+        [&m["type"], &m["author_type"], &m["requests_input"]],
+        [
+            &json!("clarification_request"),
+            &json!("agent"),
+            &json!(true)
+        ]
     );
     assert_eq!(m["metadata"]["pending_id"], pending);
     assert_eq!(m["metadata"]["status"], "pending");
     assert_eq!(m["metadata"]["questions"][0]["id"], "question_0");
 
     let list = eventually("the notification", || async {
-        let n = get(&router, "/api/v1/notifications").await;
-        let list = n["notifications"].as_array().cloned().unwrap_or_default();
-        (!list.is_empty()).then_some(list)
+        let list = api.notifications().await.as_array().cloned();
+        list.filter(|l| !l.is_empty())
     })
     .await;
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["event"], "session.clarification_requested");
-    assert!(
-        list[0]["body"]
-            .as_str()
-            .expect("body")
-            .contains("Fix the login page")
-    );
-    assert!(
-        !list[0]["body"]
-            .as_str()
-            .expect("body")
-            .contains("Pick a colour")
-    );
+    let body = list[0]["body"].as_str().expect("body");
+    assert!(body.contains("Fix the login page"));
+    assert!(!body.contains("Pick a colour"));
 
     let mut kinds = Vec::new();
     for kind in [
@@ -678,171 +642,111 @@ async fn elicitation_creates_record_message_state_and_one_notification() {
         "notification",
     ] {
         while !kinds.contains(&kind) {
-            let event = tokio::time::timeout(std::time::Duration::from_secs(2), ws.recv())
-                .await
-                .unwrap_or_else(|_| panic!("no {kind} event; got {kinds:?}"))
-                .expect("hub open");
-            kinds.push(event.kind);
+            kinds.push(next_hub_event(&mut ws).await.kind);
         }
     }
 
-    let filtered = get(
-        &router,
-        &format!("/api/v1/clarifications?session_id={id}&status=pending"),
-    )
+    let filtered = api
+        .clarifications(&format!("session_id={id}&status=pending"))
+        .await;
+    assert_eq!(filtered.as_array().map(Vec::len), Some(1));
+    let none = api.clarifications("status=answered").await;
+    assert_eq!(none, json!([]));
+    api.refuses_all(&[
+        ("GET", "/api/v1/clarifications?status=bogus", None, 400, BAD),
+        ("GET", "/api/v1/clarifications/nope", None, 404, NOT_FOUND),
+    ])
     .await;
-    assert_eq!(filtered["clarifications"].as_array().map(Vec::len), Some(1));
-    let none = get(&router, "/api/v1/clarifications?status=answered").await;
-    assert_eq!(none["clarifications"], json!([]));
-    assert_error(
-        &call(&router, "GET", "/api/v1/clarifications?status=bogus", None).await,
-        400,
-        "BAD_REQUEST",
-    );
-    assert_error(
-        &call(&router, "GET", "/api/v1/clarifications/nope", None).await,
-        404,
-        "NOT_FOUND",
-    );
 }
 
 #[tokio::test]
 async fn respond_forwards_first_and_settles_from_agentctls_verdict() {
-    let (_, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
-    link.push(elicitation("p-1", "Pick a colour"));
-    link.push(elicitation("p-2", "Pick a colour"));
-    wait_pending_count(&router, 2).await;
-    let respond = |pid: &str| format!("/api/v1/clarifications/{pid}/respond");
-    let answer = r#"{"answers": [{"question_id": "question_0", "selected_options": ["Red"]}], "rejected": false, "reject_reason": ""}"#;
+    let Started { api, link, id, .. } = asked_twice("Pick a colour").await;
+    let answer = Some(
+        r#"{"answers": [{"question_id": "question_0", "selected_options": ["Red"]}], "rejected": false, "reject_reason": ""}"#,
+    );
+    let respond = respond_uri("p-1");
 
     // Unknown id in the backend: 404 from the backend, nothing forwarded.
-    let got = call(&router, "POST", &respond("nope"), Some(answer)).await;
-    assert_error(&got, 404, "NOT_FOUND");
-    assert_eq!(got.1["error"]["origin"], "backend");
+    let error = api
+        .refuses("POST", &respond_uri("nope"), answer, 404, NOT_FOUND)
+        .await;
+    assert_eq!(error["origin"], "backend");
     assert!(link.calls_of("agent.elicitations.respond").is_empty());
-    assert_error(
-        &call(&router, "POST", &respond("p-1"), Some(r#"{"answers": 3}"#)).await,
-        400,
-        "BAD_REQUEST",
-    );
+    let three = Some(r#"{"answers": 3}"#);
+    api.refuses("POST", &respond, three, 400, BAD).await;
 
     // INVALID_ANSWER passes through as 400, record stays pending.
     link.reply(
         "agent.elicitations.respond",
-        Err(LinkError::Remote(ErrorPayload::new(
-            ErrorCode::InvalidAnswer,
-            "option `Green` is not declared",
-        ))),
+        remote_error(ErrorCode::InvalidAnswer, "option `Green` is not declared"),
     );
-    let got = call(&router, "POST", &respond("p-1"), Some(answer)).await;
-    assert_error(&got, 400, "INVALID_ANSWER");
-    assert!(
-        got.1["error"]["message"]
-            .as_str()
-            .expect("m")
-            .contains("Green")
-    );
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-1").await["status"],
-        "pending"
-    );
+    let error = api
+        .refuses("POST", &respond, answer, 400, "INVALID_ANSWER")
+        .await;
+    assert!(error["message"].as_str().expect("m").contains("Green"));
+    assert_eq!(api.status_of("p-1").await, "pending");
 
     // Stream down: 503, record stays pending (AC-20a).
-    link.down.store(true, std::sync::atomic::Ordering::SeqCst);
-    assert_error(
-        &call(&router, "POST", &respond("p-1"), Some(answer)).await,
-        503,
-        "AGENT_STREAM_NOT_CONNECTED",
-    );
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-1").await["status"],
-        "pending"
-    );
-    link.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    link.down.store(true, SeqCst);
+    api.refuses("POST", &respond, answer, 503, STREAM_DOWN)
+        .await;
+    assert_eq!(api.status_of("p-1").await, "pending");
+    link.down.store(false, SeqCst);
 
     // Success: answered, message metadata updated, the twin still pending (D4).
-    let (s, v) = call(&router, "POST", &respond("p-1"), Some(answer)).await;
+    let (s, v) = api.call("POST", &respond, answer).await;
     assert_eq!((s, v), (StatusCode::OK, json!({"status": "answered"})));
-    let rec = get(&router, "/api/v1/clarifications/p-1").await;
+    let rec = api.record("p-1").await;
     assert_eq!(rec["status"], "answered");
     assert_eq!(
         rec["answer"]["answers"][0]["selected_options"],
         json!(["Red"])
     );
     assert!(rec["settled_at"].is_string());
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-2").await["status"],
-        "pending"
-    );
-    assert_eq!(
-        get(&router, &format!("/api/v1/sessions/{id}")).await["state"],
-        "WAITING_FOR_INPUT"
-    );
+    assert_eq!(api.status_of("p-2").await, "pending");
+    assert_eq!(api.state_of(&id).await, "WAITING_FOR_INPUT");
 
     // A second submission is still forwarded; agentctl's NOT_FOUND comes back as origin agentctl.
     link.reply(
         "agent.elicitations.respond",
-        Err(LinkError::Remote(ErrorPayload::new(
-            ErrorCode::NotFound,
-            "no pending `p-1`",
-        ))),
+        remote_error(ErrorCode::NotFound, "no pending `p-1`"),
     );
-    let got = call(&router, "POST", &respond("p-1"), Some(answer)).await;
-    assert_error(&got, 404, "NOT_FOUND");
-    assert_eq!(got.1["error"]["origin"], "agentctl");
+    let error = api.refuses("POST", &respond, answer, 404, NOT_FOUND).await;
+    assert_eq!(error["origin"], "agentctl");
     assert_eq!(
         link.calls_of("agent.elicitations.respond").len(),
         3,
         "every submission reached agentctl"
     );
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-1").await["status"],
-        "answered"
-    );
+    assert_eq!(api.status_of("p-1").await, "answered");
 
     // Skip: declined.
-    let (s, v) = call(
-        &router,
-        "POST",
-        &respond("p-2"),
-        Some(r#"{"rejected": true, "reject_reason": "later"}"#),
-    )
-    .await;
+    let skip = r#"{"rejected": true, "reject_reason": "later"}"#;
+    let (s, v) = api.respond("p-2", skip).await;
     assert_eq!((s, v), (StatusCode::OK, json!({"status": "declined"})));
-    wait_state(&router, &id, "IDLE").await;
-    let msgs = get(&router, &format!("/api/v1/sessions/{id}/messages")).await;
-    let statuses: Vec<Value> = msgs["messages"]
+    api.wait_state(&id, "IDLE").await;
+    let messages = api.messages(&id).await;
+    let statuses: Vec<&Value> = messages
         .as_array()
         .expect("l")
         .iter()
-        .map(|m| m["metadata"]["status"].clone())
+        .map(|m| &m["metadata"]["status"])
         .collect();
-    assert_eq!(statuses, [json!("answered"), json!("declined")]);
+    assert_eq!(statuses, [&json!("answered"), &json!("declined")]);
 }
 
 #[tokio::test]
 async fn settled_events_withdraw_the_surface() {
-    let (state, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
-    link.push(elicitation("p-1", "q"));
-    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
-    let mut ws = state.hub.subscribe();
-    link.push(LinkEvent::Agent(AgentEvent::ElicitationSettled {
-        pending_id: "p-1".into(),
-        outcome: SettleOutcome::TimedOut,
-        response: json!({"action": "decline"}),
-        answer: None,
-        answered_by: None,
-    }));
-    let s = wait_state(&router, &id, "IDLE").await;
+    let Started { api, link, id, .. } = waiting().await;
+    let mut ws = api.hub();
+    let decline = json!({"action": "decline"});
+    link.push(settled("p-1", SettleOutcome::TimedOut, decline));
+    let s = api.wait_state(&id, "IDLE").await;
     assert_eq!(s["pending_action"], Value::Null);
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-1").await["status"],
-        "expired"
-    );
-    let msgs = get(&router, &format!("/api/v1/sessions/{id}/messages")).await;
-    assert_eq!(msgs["messages"][0]["metadata"]["status"], "expired");
+    assert_eq!(api.status_of("p-1").await, "expired");
+    let messages = api.messages(&id).await;
+    assert_eq!(messages[0]["metadata"]["status"], "expired");
     let kinds: Vec<&str> = std::iter::from_fn(|| ws.try_recv().ok())
         .map(|e| e.kind)
         .collect();
@@ -850,202 +754,94 @@ async fn settled_events_withdraw_the_surface() {
 
     // A settled event for a record the operator already settled changes nothing.
     link.push(elicitation("p-2", "q"));
-    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
-    let (s, _) = call(
-        &router,
-        "POST",
-        "/api/v1/clarifications/p-2/respond",
-        Some(r#"{"answers": []}"#),
-    )
-    .await;
+    api.wait_state(&id, "WAITING_FOR_INPUT").await;
+    let (s, _) = api.respond("p-2", NO_ANSWERS).await;
     assert_eq!(s, StatusCode::OK);
-    link.push(LinkEvent::Agent(AgentEvent::ElicitationSettled {
-        pending_id: "p-2".into(),
-        outcome: SettleOutcome::Answered,
-        response: json!({"action": "accept", "content": {}}),
-        answer: None,
-        answered_by: None,
-    }));
-    link.push(LinkEvent::Agent(AgentEvent::TurnCompleted {
-        stop_reason: "end_turn".into(),
-        error: None,
-    }));
-    wait_state(&router, &id, "IDLE").await;
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-2").await["status"],
-        "answered"
-    );
+    let accept = json!({"action": "accept", "content": {}});
+    link.push(settled("p-2", SettleOutcome::Answered, accept));
+    link.push(turn_completed());
+    api.wait_state(&id, "IDLE").await;
+    assert_eq!(api.status_of("p-2").await, "answered");
 }
 
 #[tokio::test]
 async fn a_lost_link_disconnects_pendings_and_answers_are_not_delivered() {
-    let (_, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
-    link.push(elicitation("p-1", "q"));
-    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
+    let Started { api, link, id, .. } = waiting().await;
     link.push(LinkEvent::Lost {
         reason: "agentctl died".into(),
     });
-    let s = wait_state(&router, &id, "FAILED").await;
+    let s = api.wait_state(&id, "FAILED").await;
     assert_eq!(s["pending_action"], Value::Null);
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-1").await["status"],
-        "agent_disconnected"
-    );
-    let (s, v) = call(
-        &router,
-        "POST",
-        "/api/v1/clarifications/p-1/respond",
-        Some(r#"{"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]}"#),
-    )
-    .await;
+    assert_eq!(api.status_of("p-1").await, "agent_disconnected");
+    let (s, v) = api.respond("p-1", RED).await;
     assert_eq!((s, v), (StatusCode::OK, json!({"status": "not_delivered"})));
     assert!(
         link.calls_of("agent.elicitations.respond").is_empty(),
         "nothing sent"
     );
-    let msgs = get(&router, &format!("/api/v1/sessions/{id}/messages")).await;
-    let m = msgs["messages"]
+    let messages = api.messages(&id).await;
+    let m = messages
         .as_array()
         .expect("l")
         .iter()
         .find(|m| m["type"] == "clarification_request")
-        .expect("msg")
-        .clone();
+        .expect("msg");
     assert_eq!(m["metadata"]["status"], "agent_disconnected");
     assert_eq!(
         m["metadata"]["undelivered_answer"]["answers"][0]["selected_options"],
         json!(["Red"])
     );
-    assert_error(
-        &call(
-            &router,
-            "POST",
-            &format!("/api/v1/sessions/{id}/prompt"),
-            Some(r#"{"text": "x"}"#),
-        )
-        .await,
-        409,
-        "SESSION_ENDED",
-    );
+    let x = Some(r#"{"text": "x"}"#);
+    api.refuses("POST", &session_uri(&id, "prompt"), x, 409, ENDED)
+        .await;
 }
 
 #[tokio::test]
 async fn reattach_disconnects_records_agentctl_no_longer_holds() {
-    let (_, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
-    link.push(elicitation("p-1", "q"));
-    link.push(elicitation("p-2", "q"));
-    wait_pending_count(&router, 2).await;
+    let Started { api, link, id, .. } = asked_twice("q").await;
     link.push(LinkEvent::Disconnected);
-    let keep = match elicitation("p-2", "q") {
-        LinkEvent::Agent(AgentEvent::ElicitationRequested(r)) => r,
-        _ => unreachable!(),
-    };
-    link.push(LinkEvent::Reattached {
-        pending: vec![keep],
-        questions: Some(Vec::new()),
-    });
-    eventually("p-1 disconnected", || async {
-        (get(&router, "/api/v1/clarifications/p-1").await["status"] == "agent_disconnected")
-            .then_some(())
-    })
-    .await;
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-2").await["status"],
-        "pending"
-    );
-    assert_eq!(
-        get(&router, &format!("/api/v1/sessions/{id}")).await["state"],
-        "WAITING_FOR_INPUT"
-    );
+    link.push(reattached(&["p-2"]));
+    api.only_p2_is_held(&id).await;
 }
 
 #[tokio::test]
 async fn agent_exit_fails_the_session() {
-    let (_, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
+    let Started { api, link, id, .. } = started().await;
     link.push(LinkEvent::Agent(AgentEvent::AgentExited { code: Some(3) }));
-    let s = wait_state(&router, &id, "FAILED").await;
+    let s = api.wait_state(&id, "FAILED").await;
     assert!(s["error"].as_str().expect("error").contains('3'));
     eventually("agentctl stopped", || async {
-        link.shut
-            .load(std::sync::atomic::Ordering::SeqCst)
-            .then_some(())
+        link.shut.load(SeqCst).then_some(())
     })
     .await;
 }
 
 #[tokio::test]
 async fn cancel_and_stop() {
-    let (_, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
-    link.push(elicitation("p-1", "q"));
-    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
-    let (s, _) = call(
-        &router,
-        "POST",
-        &format!("/api/v1/sessions/{id}/cancel"),
-        None,
-    )
-    .await;
-    assert_eq!(s, StatusCode::ACCEPTED);
+    let Started { api, link, id, .. } = waiting().await;
+    let (cancel, stop) = (session_uri(&id, "cancel"), session_uri(&id, "stop"));
+    api.post(&cancel, None, StatusCode::ACCEPTED).await;
     assert_eq!(link.calls_of("agent.cancel").len(), 1);
-    let (s, _) = call(
-        &router,
-        "POST",
-        &format!("/api/v1/sessions/{id}/stop"),
-        None,
-    )
+    api.post(&stop, None, StatusCode::ACCEPTED).await;
+    let v = api.session(&id).await;
+    assert_eq!(
+        [&v["state"], &v["pending_action"]],
+        [&json!("COMPLETED"), &Value::Null]
+    );
+    assert!(link.shut.load(SeqCst));
+    assert_eq!(api.status_of("p-1").await, "cancelled");
+    api.refuses_all(&[
+        ("POST", &stop, None, 409, ENDED),
+        ("POST", &cancel, None, 409, ENDED),
+        ("POST", "/api/v1/sessions/nope/stop", None, 404, NOT_FOUND),
+    ])
     .await;
-    assert_eq!(s, StatusCode::ACCEPTED);
-    let v = get(&router, &format!("/api/v1/sessions/{id}")).await;
-    assert_eq!(
-        (v["state"].clone(), v["pending_action"].clone()),
-        (json!("COMPLETED"), Value::Null)
-    );
-    assert!(link.shut.load(std::sync::atomic::Ordering::SeqCst));
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-1").await["status"],
-        "cancelled"
-    );
-    assert_error(
-        &call(
-            &router,
-            "POST",
-            &format!("/api/v1/sessions/{id}/stop"),
-            None,
-        )
-        .await,
-        409,
-        "SESSION_ENDED",
-    );
-    assert_error(
-        &call(
-            &router,
-            "POST",
-            &format!("/api/v1/sessions/{id}/cancel"),
-            None,
-        )
-        .await,
-        409,
-        "SESSION_ENDED",
-    );
-    assert_error(
-        &call(&router, "POST", "/api/v1/sessions/nope/stop", None).await,
-        404,
-        "NOT_FOUND",
-    );
     // A late answer to a record of an ended session: agentctl cannot be asked, the backend says so.
-    let got = call(
-        &router,
-        "POST",
-        "/api/v1/clarifications/p-1/respond",
-        Some(r#"{"answers": []}"#),
-    )
-    .await;
-    assert_error(&got, 404, "NOT_FOUND");
-    assert_eq!(got.1["error"]["origin"], "backend");
+    let no_answers = Some(NO_ANSWERS);
+    let error = api
+        .refuses("POST", &respond_uri("p-1"), no_answers, 404, NOT_FOUND)
+        .await;
+    assert_eq!(error["origin"], "backend");
 }
 
 #[tokio::test]
@@ -1053,29 +849,24 @@ async fn turn_finished_notification_when_enabled() {
     let mut config = Config::default();
     config.notifications.turn_finished = true;
     let (state, connector) = app_with(BTreeMap::new(), config).await;
-    let router = super::router(state);
-    let task = task(&router).await;
-    let s = session(&router, &task, Some("go")).await;
+    let api = api(state);
+    let task = task(&api).await;
+    let s = session(&api, &task, Some("go")).await;
     assert_eq!(s["state"], "RUNNING");
     let id = s["id"].as_str().expect("id");
     let link = connector.link(id);
     assert_eq!(link.calls_of("agent.prompt"), [json!({"text": "go"})]);
-    link.push(LinkEvent::Agent(AgentEvent::TurnCompleted {
-        stop_reason: "end_turn".into(),
-        error: None,
-    }));
-    wait_state(&router, id, "IDLE").await;
-    let n = get(&router, "/api/v1/notifications").await;
-    assert_eq!(n["notifications"][0]["event"], "session.turn_finished");
+    link.push(turn_completed());
+    api.wait_state(id, "IDLE").await;
+    let n = api.notifications().await;
+    assert_eq!(n[0]["event"], "session.turn_finished");
 }
 
-/// A fresh runtime on the same database plays the role of the next process.
-fn next_process(
-    state: &AppState,
-    connector: &std::sync::Arc<FakeConnector>,
-    config: Config,
-) -> AppState {
-    AppState::new(
+/// A fresh runtime on the same database plays the role of the next process: it
+/// reconciles (which must come to `expected`) and serves.
+async fn restart(started: &Started, config: Config, expected: Reconciled) -> Api {
+    let state = &started.api.state;
+    let next = AppState::new(
         state.stores.clone(),
         config,
         kandev_flags::FlagService::new(
@@ -1084,8 +875,11 @@ fn next_process(
             BTreeMap::<String, String>::new(),
             crate::store::StoredOverrides(state.stores.flag_overrides.clone()),
         ),
-        connector.clone(),
-    )
+        started.connector.clone(),
+    );
+    let reconciled = next.sessions.reconcile_after_restart().await;
+    assert_eq!(reconciled.expect("reconcile"), expected);
+    api(next)
 }
 
 fn remote_config() -> Config {
@@ -1097,187 +891,100 @@ fn remote_config() -> Config {
 
 #[tokio::test]
 async fn restart_under_a_remote_executor_reattaches_and_keeps_what_agentctl_holds() {
-    let (state, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
+    let started = started().await;
+    let Started {
+        api,
+        connector,
+        id,
+        link,
+        ..
+    } = &started;
     // A turn is on: its questions arrive inside it.
-    let (s, _) = call(
-        &router,
-        "POST",
-        &format!("/api/v1/sessions/{id}/prompt"),
-        Some(r#"{"text": "go"}"#),
-    )
-    .await;
-    assert_eq!(s, StatusCode::ACCEPTED);
+    let go = Some(r#"{"text": "go"}"#);
+    api.post(&session_uri(id, "prompt"), go, StatusCode::ACCEPTED)
+        .await;
     // The link has handed over events up to sequence number 2.
     *link.delivered.lock().expect("lock") = Some(2);
-    link.push(elicitation("p-1", "q"));
-    link.push(elicitation("p-2", "q"));
-    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
-    wait_pending_count(&router, 2).await;
+    started.asks_twice("q").await;
+    api.wait_state(id, "WAITING_FOR_INPUT").await;
     // Once applied, how far is stored, for the next process to re-attach after it.
     eventually("the last applied event stored", || async {
-        let row = state
-            .stores
-            .sessions
-            .session(&id)
-            .await
-            .expect("row")
-            .expect("session");
-        (row.last_event_seq == Some(2)).then_some(())
+        let row = api.state.stores.sessions.session(id).await.expect("row");
+        (row.expect("session").last_event_seq == Some(2)).then_some(())
     })
     .await;
 
-    let next = next_process(&state, &connector, remote_config());
-    assert_eq!(
-        next.sessions
-            .reconcile_after_restart()
-            .await
-            .expect("reconcile"),
-        crate::sessions::Reconciled {
-            resumed: 1,
-            failed: 0
-        }
-    );
+    let resumed = Reconciled {
+        resumed: 1,
+        failed: 0,
+    };
+    let api = restart(&started, remote_config(), resumed).await;
     assert_eq!(
         *connector.resumed.lock().expect("lock"),
         vec![(id.clone(), Some(2))],
         "re-attached after the last event the previous process applied"
     );
     // The resumed link reports agentctl's list first: p-2 is still held, p-1 is not.
-    let link = connector.link(&id);
-    let keep = match elicitation("p-2", "q") {
-        LinkEvent::Agent(AgentEvent::ElicitationRequested(r)) => r,
-        _ => unreachable!(),
-    };
-    link.push(LinkEvent::Reattached {
-        pending: vec![keep],
-        questions: Some(Vec::new()),
-    });
-    let router = super::router(next);
-    eventually("p-1 disconnected", || async {
-        (get(&router, "/api/v1/clarifications/p-1").await["status"] == "agent_disconnected")
-            .then_some(())
-    })
-    .await;
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-2").await["status"],
-        "pending"
-    );
-    assert_eq!(
-        get(&router, &format!("/api/v1/sessions/{id}")).await["state"],
-        "WAITING_FOR_INPUT"
-    );
+    let link = connector.link(id);
+    link.push(reattached(&["p-2"]));
+    api.only_p2_is_held(id).await;
     // The record agentctl still holds is answered through the resumed link.
-    let (s, v) = call(
-        &router,
-        "POST",
-        "/api/v1/clarifications/p-2/respond",
-        Some(r#"{"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]}"#),
-    )
-    .await;
+    let (s, v) = api.respond("p-2", RED).await;
     assert_eq!((s, v), (StatusCode::OK, json!({"status": "answered"})));
     let sent = link.calls_of("agent.elicitations.respond");
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0]["pending_id"], "p-2");
     // The turn is still on: answering its last question does not make the session idle.
     assert_eq!(
-        wait_state(&router, &id, "RUNNING").await["pending_action"],
+        api.wait_state(id, "RUNNING").await["pending_action"],
         Value::Null
     );
 }
 
 #[tokio::test]
 async fn restart_under_a_remote_executor_fails_a_session_agentctl_cannot_resume() {
-    let (state, router, connector, _, id) = started().await;
-    connector.link(&id).push(elicitation("p-1", "q"));
-    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
-    connector
-        .unreachable
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let next = next_process(&state, &connector, remote_config());
-    assert_eq!(
-        next.sessions
-            .reconcile_after_restart()
-            .await
-            .expect("reconcile"),
-        crate::sessions::Reconciled {
-            resumed: 0,
-            failed: 1
-        }
-    );
-    let router = super::router(next);
-    let s = get(&router, &format!("/api/v1/sessions/{id}")).await;
+    let started = waiting().await;
+    started.connector.unreachable.store(true, SeqCst);
+    let failed = Reconciled {
+        resumed: 0,
+        failed: 1,
+    };
+    let api = restart(&started, remote_config(), failed).await;
+    let s = api.session(&started.id).await;
     assert_eq!(s["state"], "FAILED");
+    let error = s["error"].as_str();
     assert!(
-        s["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("re-attaching to agentctl failed")),
+        error.is_some_and(|e| e.contains("re-attaching to agentctl failed")),
         "{s}"
     );
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-1").await["status"],
-        "agent_disconnected"
-    );
+    assert_eq!(api.status_of("p-1").await, "agent_disconnected");
 }
 
 #[tokio::test]
 async fn restart_reconciliation_fails_stale_sessions() {
-    let (state, router, connector, _, id) = started().await;
-    connector.link(&id).push(elicitation("p-1", "q"));
-    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
-    let next = next_process(&state, &connector, Config::default());
-    assert_eq!(
-        next.sessions
-            .reconcile_after_restart()
-            .await
-            .expect("reconcile"),
-        crate::sessions::Reconciled {
-            resumed: 0,
-            failed: 1
-        }
-    );
-    let router = super::router(next);
-    assert_eq!(
-        get(&router, &format!("/api/v1/sessions/{id}")).await["state"],
-        "FAILED"
-    );
-    assert_eq!(
-        get(&router, "/api/v1/clarifications/p-1").await["status"],
-        "agent_disconnected"
-    );
-    let (s, v) = call(
-        &router,
-        "POST",
-        "/api/v1/clarifications/p-1/respond",
-        Some(r#"{"answers": []}"#),
-    )
-    .await;
+    let started = waiting().await;
+    let failed = Reconciled {
+        resumed: 0,
+        failed: 1,
+    };
+    let api = restart(&started, Config::default(), failed).await;
+    assert_eq!(api.state_of(&started.id).await, "FAILED");
+    assert_eq!(api.status_of("p-1").await, "agent_disconnected");
+    let (s, v) = api.respond("p-1", NO_ANSWERS).await;
     assert_eq!((s, v), (StatusCode::OK, json!({"status": "not_delivered"})));
 }
 
 #[tokio::test]
 async fn a_settled_event_racing_the_respond_success_ends_in_one_consistent_state() {
-    let (state, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
-    link.push(elicitation("p-1", "q"));
-    wait_state(&router, &id, "WAITING_FOR_INPUT").await;
-    let mut ws = state.hub.subscribe();
-    let answer = r#"{"answers": [{"question_id": "question_0", "selected_options": ["Blue"]}]}"#;
-    let (s, v) = call(
-        &router,
-        "POST",
-        "/api/v1/clarifications/p-1/respond",
-        Some(answer),
-    )
-    .await;
+    let Started { api, link, id, .. } = waiting().await;
+    let mut ws = api.hub();
+    let blue = r#"{"answers": [{"question_id": "question_0", "selected_options": ["Blue"]}]}"#;
+    let (s, v) = api.respond("p-1", blue).await;
     assert_eq!((s, v), (StatusCode::OK, json!({"status": "answered"})));
     // Let the consumer apply the settled event it received during the request.
-    link.push(LinkEvent::Agent(AgentEvent::TurnCompleted {
-        stop_reason: "end_turn".into(),
-        error: None,
-    }));
-    wait_state(&router, &id, "IDLE").await;
-    let rec = get(&router, "/api/v1/clarifications/p-1").await;
+    link.push(turn_completed());
+    api.wait_state(&id, "IDLE").await;
+    let rec = api.record("p-1").await;
     assert_eq!(rec["status"], "answered");
     assert_eq!(
         rec["answer"]["answers"][0]["selected_options"],
@@ -1298,35 +1005,28 @@ async fn a_settled_event_racing_the_respond_success_ends_in_one_consistent_state
 /// nothing: the session keeps its state.
 #[tokio::test]
 async fn oversized_bodies_are_413_before_any_handler_runs() {
-    let (_state, router, _connector, _task, id) = started().await;
-    let before = get(&router, &format!("/api/v1/sessions/{id}")).await;
+    let Started { api, id, .. } = started().await;
+    let before = api.state_of(&id).await;
     let big = "x".repeat(super::BODY_LIMIT + 1);
     for declared in [true, false] {
-        let mut req = Request::builder()
-            .method("POST")
-            .uri(format!("/api/v1/sessions/{id}/cancel"));
+        let mut req = Request::post(session_uri(&id, "cancel"));
         if declared {
             req = req.header("content-length", big.len().to_string());
         }
         let req = req.body(Body::from(big.clone())).expect("request");
-        let resp = router.clone().oneshot(req).await.expect("response");
         assert_eq!(
-            resp.status(),
+            api.send(req).await.status(),
             StatusCode::PAYLOAD_TOO_LARGE,
             "declared: {declared}"
         );
     }
-    let after = get(&router, &format!("/api/v1/sessions/{id}")).await;
-    assert_eq!(before["state"], after["state"]);
+    assert_eq!(before, api.state_of(&id).await);
     // A small body without a declared length still reaches the handler.
-    let req = Request::builder()
-        .method("POST")
-        .uri("/api/v1/tasks")
+    let req = Request::post("/api/v1/tasks")
         .header("content-type", "application/json")
         .body(Body::from(r#"{"title": "chunked"}"#))
         .expect("request");
-    let resp = router.clone().oneshot(req).await.expect("response");
-    assert_eq!(resp.status(), StatusCode::CREATED);
+    assert_eq!(api.send(req).await.status(), StatusCode::CREATED);
 }
 
 fn ask_user_question(request_id: &str, prompt: &str) -> AskUserQuestionRequested {
@@ -1342,32 +1042,17 @@ fn ask_user_question(request_id: &str, prompt: &str) -> AskUserQuestionRequested
     .expect("ask_user_question_requested")
 }
 
-/// The record whose message is `prompt`, whatever its status.
-async fn record_asking(router: &Router, session: &str, prompt: &str) -> Value {
-    let v = get(
-        router,
-        &format!("/api/v1/clarifications?session_id={session}"),
-    )
-    .await;
-    v["clarifications"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["message"] == prompt).cloned())
-        .unwrap_or(Value::Null)
-}
-
 #[tokio::test]
 async fn reattach_cancels_ask_user_question_calls_agentctl_no_longer_holds() {
-    let (state, router, connector, _, id) = started().await;
-    let link = connector.link(&id);
+    let Started { api, link, id, .. } = started().await;
     let gone = ask_user_question("call-gone", "Deploy now?");
     let held = ask_user_question("call-held", "Run the migration?");
-    link.push(LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(
-        gone.clone(),
-    )));
-    link.push(LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(
-        held.clone(),
-    )));
-    wait_pending_count(&router, 2).await;
+    for call in [&gone, &held] {
+        link.push(LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(
+            call.clone(),
+        )));
+    }
+    api.wait_pending_count(2).await;
 
     // No question list (agentctl did not answer it) is "unknown": nothing is withdrawn.
     // The elicitation pushed behind it is the sync point: events are applied in order.
@@ -1377,11 +1062,11 @@ async fn reattach_cancels_ask_user_question_calls_agentctl_no_longer_holds() {
         questions: None,
     });
     link.push(elicitation("p-sync", "q"));
-    wait_pending_count(&router, 3).await;
+    api.wait_pending_count(3).await;
 
     // call-gone's `ask_user_question_settled` was lost; agentctl lists only call-held,
     // and a call whose requested event was lost as well.
-    let mut ws = state.hub.subscribe();
+    let mut ws = api.hub();
     let unseen = ask_user_question("call-unseen", "Rotate the keys?");
     link.push(LinkEvent::Disconnected);
     link.push(LinkEvent::Reattached {
@@ -1390,63 +1075,52 @@ async fn reattach_cancels_ask_user_question_calls_agentctl_no_longer_holds() {
     });
     // The surface is withdrawn like any settlement: the WS event (published last, after
     // the record and its message metadata are written) is the sync point.
-    let event = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-        loop {
-            let e = ws.recv().await.expect("hub open");
-            if e.kind == "clarification.settled" && e.data["message"] == "Deploy now?" {
-                return e;
-            }
+    let event = loop {
+        let e = next_hub_event(&mut ws).await;
+        if e.kind == "clarification.settled" && e.data["message"] == "Deploy now?" {
+            break e;
         }
-    })
-    .await
-    .expect("clarification.settled within 5 s");
+    };
     assert_eq!(event.data["status"], "cancelled");
-    let cancelled = record_asking(&router, &id, "Deploy now?").await;
+    let cancelled = api.record_asking(&id, "Deploy now?").await;
     assert_eq!(cancelled["status"], "cancelled");
     assert_eq!(cancelled["pending_id"], event.data["pending_id"]);
-    let msgs = get(&router, &format!("/api/v1/sessions/{id}/messages")).await;
-    let message = msgs["messages"]
+    let messages = api.messages(&id).await;
+    let message = messages
         .as_array()
         .and_then(|all| {
             all.iter()
                 .find(|m| m["metadata"]["pending_id"] == cancelled["pending_id"])
         })
-        .cloned()
         .expect("the record's message");
     assert_eq!(message["metadata"]["status"], "cancelled");
     // p-sync is an elicitation agentctl no longer lists either; call-held and
     // call-unseen remain, so the session still waits for input.
-    wait_pending_count(&router, 2).await;
+    api.wait_pending_count(2).await;
+    let still = [
+        (
+            "Run the migration?",
+            "a call agentctl still holds stays pending",
+        ),
+        (
+            "Rotate the keys?",
+            "a held call the backend never saw is opened",
+        ),
+    ];
+    for (prompt, why) in still {
+        let record = api.record_asking(&id, prompt).await;
+        assert_eq!(record["status"], "pending", "{why}");
+    }
     assert_eq!(
-        record_asking(&router, &id, "Run the migration?").await["status"],
-        "pending",
-        "a call agentctl still holds stays pending"
-    );
-    assert_eq!(
-        record_asking(&router, &id, "Rotate the keys?").await["status"],
-        "pending",
-        "a held call the backend never saw is opened"
-    );
-    assert_eq!(
-        wait_state(&router, &id, "WAITING_FOR_INPUT").await["pending_action"],
+        api.wait_state(&id, "WAITING_FOR_INPUT").await["pending_action"],
         "clarification"
     );
 
     // The held call's record is still answerable.
-    let held_id = record_asking(&router, &id, "Run the migration?").await["pending_id"]
-        .as_str()
-        .expect("pending_id")
-        .to_owned();
-    let (s, v) = call(
-        &router,
-        "POST",
-        &format!("/api/v1/clarifications/{held_id}/respond"),
-        Some(r#"{"answers": [{"question_id": "q1", "selected_options": ["Yes"]}]}"#),
-    )
-    .await;
+    let held = api.record_asking(&id, "Run the migration?").await;
+    let held_id = held["pending_id"].as_str().expect("pending_id");
+    let yes = r#"{"answers": [{"question_id": "q1", "selected_options": ["Yes"]}]}"#;
+    let (s, v) = api.respond(held_id, yes).await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    assert_eq!(
-        get(&router, &format!("/api/v1/clarifications/{held_id}")).await["status"],
-        "answered"
-    );
+    assert_eq!(api.status_of(held_id).await, "answered");
 }

@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use super::{Engine, on_every_engine, seeded};
 use crate::model::{
-    Fence, NewClarification, NewMessage, SessionState, Settlement, Source, TakeOver, author,
+    Fence, NewClarification, NewMessage, SessionLease, SessionState, Settlement, Source, TakeOver,
+    author,
 };
 use crate::store::{Claimant, SettledRecord, Stores};
+use crate::testing::eventually;
 
 on_every_engine!(
     one_claim_wins_and_takeover_waits_for_expiry,
@@ -17,60 +19,69 @@ on_every_engine!(
     a_handed_over_lease_is_claimable_at_once_and_keeps_its_host,
 );
 
-fn replica(id: &str, lease: Duration) -> Claimant<'_> {
-    Claimant {
-        replica_id: id,
+const LONG: Duration = Duration::from_secs(60);
+/// A lease that has run out as soon as it is taken: it expires at the engine's own
+/// `now`, and a lease may be taken over once `expires_at <= now`, so the next statement
+/// finds it expired without the test waiting for any clock.
+const RUN_OUT: Duration = Duration::ZERO;
+
+/// `replica` claims session `id` for `lease` under `take_over`: the lease, or `None`
+/// when another replica holds it.
+async fn claim(
+    s: &Stores,
+    id: &str,
+    replica: &str,
+    lease: Duration,
+    take_over: TakeOver,
+) -> Option<SessionLease> {
+    let by = Claimant {
+        replica_id: replica,
         advertise_url: "http://127.0.0.1:1",
         lease,
-    }
+    };
+    s.leases.claim(id, by, take_over).await.expect("claim")
 }
 
-const LONG: Duration = Duration::from_secs(60);
-const SHORT: Duration = Duration::from_millis(1);
+/// The sessions `replica` may claim under `take_over`, unowned ones once `unowned_after`
+/// old.
+async fn claimable(
+    s: &Stores,
+    replica: &str,
+    take_over: TakeOver,
+    unowned_after: Duration,
+) -> Vec<String> {
+    s.leases
+        .claimable(replica, take_over, unowned_after)
+        .await
+        .expect("claimable")
+}
 
 async fn one_claim_wins_and_takeover_waits_for_expiry(engine: &dyn Engine) {
     let (s, _task, id) = seeded(engine).await;
     let second = engine.second().await.stores();
-    let a = s
-        .leases
-        .claim(&id, replica("a", LONG), TakeOver::Expired)
+    let a = claim(&s, &id, "a", LONG, TakeOver::Expired)
         .await
-        .expect("claim")
         .expect("a new session's lease is free");
     assert_eq!((a.generation, a.replica_id.as_str()), (1, "a"));
     assert!(
-        second
-            .leases
-            .claim(&id, replica("b", LONG), TakeOver::Expired)
+        claim(&second, &id, "b", LONG, TakeOver::Expired)
             .await
-            .expect("claim")
             .is_none(),
         "a running lease is not taken"
     );
-    let own = s
-        .leases
-        .claim(&id, replica("a", LONG), TakeOver::ExpiredOrOwn)
+    let own = claim(&s, &id, "a", LONG, TakeOver::ExpiredOrOwn)
         .await
-        .expect("claim")
         .expect("a replica may reclaim its own after a restart");
     assert_eq!(own.generation, 2);
 
-    s.leases
-        .claim(&id, replica("a", SHORT), TakeOver::ExpiredOrOwn)
+    claim(&s, &id, "a", RUN_OUT, TakeOver::ExpiredOrOwn)
         .await
-        .expect("claim")
         .expect("own");
-    tokio::time::sleep(Duration::from_millis(20)).await;
     let (b, c) = tokio::join!(
-        second
-            .leases
-            .claim(&id, replica("b", LONG), TakeOver::Expired),
-        s.leases.claim(&id, replica("c", LONG), TakeOver::Expired),
+        claim(&second, &id, "b", LONG, TakeOver::Expired),
+        claim(&s, &id, "c", LONG, TakeOver::Expired),
     );
-    let winners: Vec<_> = [b.expect("b"), c.expect("c")]
-        .into_iter()
-        .flatten()
-        .collect();
+    let winners: Vec<_> = [b, c].into_iter().flatten().collect();
     assert_eq!(winners.len(), 1, "{winners:?}");
     assert_eq!(winners[0].generation, 4);
     let stored = s.leases.lease(&id).await.expect("get").expect("row");
@@ -80,23 +91,14 @@ async fn one_claim_wins_and_takeover_waits_for_expiry(engine: &dyn Engine) {
 async fn renewal_keeps_only_the_leases_still_held(engine: &dyn Engine) {
     let (s, task, id) = seeded(engine).await;
     let other = s.sessions.insert_session(&task, "mock").await.expect("s2");
-    let a = s
-        .leases
-        .claim(&id, replica("a", SHORT), TakeOver::Expired)
+    let a = claim(&s, &id, "a", RUN_OUT, TakeOver::Expired)
         .await
-        .expect("claim")
         .expect("free");
-    let a2 = s
-        .leases
-        .claim(&other.id, replica("a", LONG), TakeOver::Expired)
+    let a2 = claim(&s, &other.id, "a", LONG, TakeOver::Expired)
         .await
-        .expect("claim")
         .expect("free");
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    s.leases
-        .claim(&id, replica("b", LONG), TakeOver::Expired)
+    claim(&s, &id, "b", LONG, TakeOver::Expired)
         .await
-        .expect("claim")
         .expect("expired: b takes it");
     let held = vec![
         (id.clone(), a.generation),
@@ -104,13 +106,8 @@ async fn renewal_keeps_only_the_leases_still_held(engine: &dyn Engine) {
     ];
     let still = s.leases.renew("a", &held, LONG).await.expect("renew");
     assert_eq!(still, vec![other.id.clone()]);
-    assert!(
-        s.leases
-            .renew("a", &[], LONG)
-            .await
-            .expect("none")
-            .is_empty()
-    );
+    let none = s.leases.renew("a", &[], LONG).await.expect("none");
+    assert!(none.is_empty());
     s.leases
         .release(&other.id, a2.generation)
         .await
@@ -120,45 +117,30 @@ async fn renewal_keeps_only_the_leases_still_held(engine: &dyn Engine) {
 
 async fn a_handed_over_lease_is_claimable_at_once_and_keeps_its_host(engine: &dyn Engine) {
     let (s, _task, id) = seeded(engine).await;
-    let a = s
-        .leases
-        .claim(&id, replica("a", LONG), TakeOver::Expired)
+    let a = claim(&s, &id, "a", LONG, TakeOver::Expired)
         .await
-        .expect("claim")
         .expect("free");
     s.leases
         .set_agent_host(&id, a.generation, "ws://agents-1:7740")
         .await
         .expect("host");
+    let handed = s.leases.hand_over(&id, a.generation + 1).await;
     assert!(
-        !s.leases
-            .hand_over(&id, a.generation + 1)
-            .await
-            .expect("hand"),
+        !handed.expect("hand"),
         "only the holder's generation hands over"
     );
     assert!(
-        s.leases
-            .claimable("b", TakeOver::Expired, LONG)
-            .await
-            .expect("claimable")
-            .is_empty(),
+        claimable(&s, "b", TakeOver::Expired, LONG).await.is_empty(),
         "still running"
     );
     assert!(s.leases.hand_over(&id, a.generation).await.expect("hand"));
     assert_eq!(
-        s.leases
-            .claimable("b", TakeOver::Expired, LONG)
-            .await
-            .expect("claimable"),
+        claimable(&s, "b", TakeOver::Expired, LONG).await,
         vec![id.clone()],
         "claimable without waiting for the lease to run out"
     );
-    let b = s
-        .leases
-        .claim(&id, replica("b", LONG), TakeOver::Expired)
+    let b = claim(&s, &id, "b", LONG, TakeOver::Expired)
         .await
-        .expect("claim")
         .expect("b takes it");
     assert_eq!(
         (b.generation, b.replica_id.as_str()),
@@ -193,35 +175,39 @@ async fn open_one(s: &Stores, task: &str, id: &str, pending: &str) {
         .expect("new");
 }
 
+/// Moves session `id` to `state` under `fence`: whether the write applied.
+async fn transition(
+    s: &Stores,
+    id: &str,
+    state: SessionState,
+    error: Option<&str>,
+    fence: Fence,
+) -> bool {
+    let applied = s.sessions.transition(id, state, error, fence).await;
+    applied.expect("transition")
+}
+
 async fn a_write_under_a_taken_over_lease_changes_nothing(engine: &dyn Engine) {
     let (s, task, id) = seeded(engine).await;
-    let old = s
-        .leases
-        .claim(&id, replica("a", SHORT), TakeOver::Expired)
+    let old = claim(&s, &id, "a", RUN_OUT, TakeOver::Expired)
         .await
-        .expect("claim")
         .expect("free");
     assert!(
-        s.sessions
-            .transition(&id, SessionState::Starting, None, old.fence())
-            .await
-            .expect("t"),
+        transition(&s, &id, SessionState::Starting, None, old.fence()).await,
         "the owner writes"
     );
     open_one(&s, &task, &id, "p-1").await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let new = s
-        .leases
-        .claim(&id, replica("b", LONG), TakeOver::Expired)
+    let new = claim(&s, &id, "b", LONG, TakeOver::Expired)
         .await
-        .expect("claim")
         .expect("taken over");
-    let fenced_out = s
-        .sessions
-        .transition(&id, SessionState::Failed, Some("old owner"), old.fence())
-        .await
-        .expect("t");
-    assert!(!fenced_out, "the old owner's state write is refused");
+    let fenced_out = transition(
+        &s,
+        &id,
+        SessionState::Failed,
+        Some("old owner"),
+        old.fence(),
+    );
+    assert!(!fenced_out.await, "the old owner's state write is refused");
     let settled: Option<SettledRecord> = s
         .clarifications
         .settle("p-1", &Settlement::disconnected().fenced(old.fence()))
@@ -242,12 +228,8 @@ async fn a_write_under_a_taken_over_lease_changes_nothing(engine: &dyn Engine) {
     let row = s.sessions.session(&id).await.expect("get").expect("row");
     assert_eq!((row.state, row.pending), (SessionState::Starting, 1));
 
-    assert!(
-        s.sessions
-            .transition(&id, SessionState::Failed, Some("new owner"), new.fence())
-            .await
-            .expect("t")
-    );
+    let new_owner = Some("new owner");
+    assert!(transition(&s, &id, SessionState::Failed, new_owner, new.fence()).await);
     assert!(
         s.clarifications
             .settle("p-1", &Settlement::disconnected().fenced(new.fence()))
@@ -257,70 +239,50 @@ async fn a_write_under_a_taken_over_lease_changes_nothing(engine: &dyn Engine) {
         "the new owner's writes apply"
     );
     assert!(
-        !s.sessions
-            .transition(&id, SessionState::Failed, None, Fence::lease(99))
-            .await
-            .expect("t"),
+        !transition(&s, &id, SessionState::Failed, None, Fence::lease(99)).await,
         "a generation that never was is fenced out too"
     );
 }
 
 async fn claimable_sessions_and_host_loads(engine: &dyn Engine) {
     let (s, task, id) = seeded(engine).await;
-    let fresh = s.sessions.insert_session(&task, "mock").await.expect("s2");
+    // The ended session is made before the fresh one, so by the time the fresh one is
+    // old enough to be an orphan, the ended one is too: only its state keeps it out.
     let ended = s.sessions.insert_session(&task, "mock").await.expect("s3");
-    s.sessions
-        .transition(&ended.id, SessionState::Failed, None, Fence::NONE)
-        .await
-        .expect("t");
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let all = s
-        .leases
-        .claimable("b", TakeOver::Expired, SHORT)
-        .await
-        .expect("claimable");
+    transition(&s, &ended.id, SessionState::Failed, None, Fence::NONE).await;
+    let fresh = s.sessions.insert_session(&task, "mock").await.expect("s2");
+    // Unowned for no time at all is old enough once the engine's clock has passed the
+    // fresh session's creation (its clock and the creation stamp may differ in
+    // precision): waited for, not slept for.
+    let all = eventually("the fresh session old enough to be an orphan", || async {
+        let all = claimable(&s, "b", TakeOver::Expired, Duration::ZERO).await;
+        all.contains(&fresh.id).then_some(all)
+    })
+    .await;
     assert_eq!(
         all,
         vec![id.clone(), fresh.id.clone()],
         "live sessions without a lease"
     );
-    let a = s
-        .leases
-        .claim(&id, replica("a", LONG), TakeOver::Expired)
+    let a = claim(&s, &id, "a", LONG, TakeOver::Expired)
         .await
-        .expect("claim")
         .expect("free");
-    let later = s
-        .leases
-        .claimable("b", TakeOver::Expired, LONG)
-        .await
-        .expect("claimable");
+    let later = claimable(&s, "b", TakeOver::Expired, LONG).await;
     assert!(
         later.is_empty(),
         "owned, or too young to be an orphan: {later:?}"
     );
-    let own = s
-        .leases
-        .claimable("a", TakeOver::ExpiredOrOwn, LONG)
-        .await
-        .expect("claimable");
+    let own = claimable(&s, "a", TakeOver::ExpiredOrOwn, LONG).await;
     assert_eq!(own, vec![id.clone()]);
-    let any = s
-        .leases
-        .claimable("b", TakeOver::Any, LONG)
-        .await
-        .expect("claimable");
+    let any = claimable(&s, "b", TakeOver::Any, LONG).await;
     assert_eq!(any, vec![id.clone()]);
 
     s.leases
         .set_agent_host(&id, a.generation, "ws://h1:1")
         .await
         .expect("host");
-    let b = s
-        .leases
-        .claim(&fresh.id, replica("a", LONG), TakeOver::Expired)
+    let b = claim(&s, &fresh.id, "a", LONG, TakeOver::Expired)
         .await
-        .expect("claim")
         .expect("free");
     s.leases
         .set_agent_host(&fresh.id, b.generation, "ws://h1:1")
@@ -330,12 +292,9 @@ async fn claimable_sessions_and_host_loads(engine: &dyn Engine) {
         s.leases.host_loads().await.expect("loads"),
         vec![("ws://h1:1".to_owned(), 2)]
     );
+    let lease = s.leases.lease(&id).await.expect("get");
     assert_eq!(
-        s.leases
-            .lease(&id)
-            .await
-            .expect("get")
-            .and_then(|l| l.agent_host),
+        lease.and_then(|l| l.agent_host),
         Some("ws://h1:1".to_owned())
     );
 }
