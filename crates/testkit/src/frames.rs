@@ -61,30 +61,24 @@ impl FrameLog {
 
     /// The `elicitation/create` requests the agent sent, in order.
     pub fn elicitation_requests(&self) -> Vec<Value> {
-        self.frames()
-            .into_iter()
-            .filter(|f| f.dir == "send" && f.method() == Some("elicitation/create"))
-            .map(|f| f.frame)
-            .collect()
+        self.sent_requests("elicitation/create")
     }
 
     /// The responses the agent received to its `elicitation/create` requests, in
     /// order of arrival: the `result`, or `{"error": …}`.
     pub fn elicitation_responses(&self) -> Vec<Value> {
-        let frames = self.frames();
-        let ids: Vec<Value> = frames
-            .iter()
-            .filter(|f| f.dir == "send" && f.method() == Some("elicitation/create"))
-            .map(|f| f.frame["id"].clone())
-            .collect();
-        frames
+        let ids: Vec<Value> = self
+            .elicitation_requests()
             .into_iter()
-            .filter(|f| f.dir == "recv" && f.method().is_none() && ids.contains(&f.frame["id"]))
+            .map(|request| request["id"].clone())
+            .collect();
+        self.messages("recv")
+            .into_iter()
+            .filter(|f| f.get("method").is_none() && f.get("id").is_some_and(|id| ids.contains(id)))
             .map(|f| {
-                f.frame
-                    .get("result")
+                f.get("result")
                     .cloned()
-                    .unwrap_or_else(|| serde_json::json!({"error": f.frame.get("error").cloned()}))
+                    .unwrap_or_else(|| serde_json::json!({"error": f.get("error").cloned()}))
             })
             .collect()
     }
@@ -99,19 +93,12 @@ impl FrameLog {
 
     /// How many `session/prompt` requests the agent received.
     pub fn prompt_requests(&self) -> Vec<Value> {
-        self.frames()
-            .into_iter()
-            .filter(|f| f.dir == "recv" && f.method() == Some("session/prompt"))
-            .map(|f| f.frame)
-            .collect()
+        self.received_requests("session/prompt")
     }
 
     /// The `initialize` request the agent received.
     pub fn initialize(&self) -> Option<Value> {
-        self.frames()
-            .into_iter()
-            .find(|f| f.dir == "recv" && f.method() == Some("initialize"))
-            .map(|f| f.frame)
+        self.received_requests("initialize").into_iter().next()
     }
 
     /// Waits until the agent has received its `n`-th elicitation response (1-based).
