@@ -26,14 +26,22 @@ function slug(key) {
   return key.replace(/[^A-Za-z0-9_-]/g, "-");
 }
 
-function flagRow(flag, onChange) {
+/**
+ * One flag's row. `notes` holds each flag's status line by key, so a "Saved" survives a
+ * re-render that lands while its PATCH is still in flight.
+ */
+function flagRow(flag, notes, onChange) {
   const id = `flag-${slug(flag.key)}`;
   const descId = `${id}-desc`;
   const lockId = `${id}-lock`;
   const locked = flag.locked || flag.source === "env";
   const disabled = locked || flag.mutable === false;
   const reason = locked ? t("settings.lockedEnv", { env: flag.env_var }) : flag.mutable === false ? t("settings.immutable") : null;
-  const status = h("p", { class: "form-status", role: "status", "data-testid": `flag-status-${flag.key}` });
+  const status = h("p", { class: "form-status", role: "status", "data-testid": `flag-status-${flag.key}` }, notes.get(flag.key) ?? "");
+  const say = (text) => {
+    notes.set(flag.key, text);
+    status.textContent = text;
+  };
   const toggle = h("input", {
     type: "checkbox",
     role: "switch",
@@ -52,10 +60,10 @@ function flagRow(flag, onChange) {
     try {
       const updated = await api.setFlag(flag.key, wanted);
       const value = updated?.value ?? wanted;
-      status.textContent = t("settings.saved", { value: value ? t("settings.on") : t("settings.off") });
+      say(t("settings.saved", { value: value ? t("settings.on") : t("settings.off") }));
     } catch (err) {
       toggle.checked = !wanted;
-      status.textContent = t("common.error", { message: err.message });
+      say(t("common.error", { message: err.message }));
     } finally {
       toggle.disabled = disabled;
       onChange();
@@ -68,7 +76,7 @@ function flagRow(flag, onChange) {
     try {
       await api.setFlag(flag.key, null);
     } catch (err) {
-      status.textContent = t("common.error", { message: err.message });
+      say(t("common.error", { message: err.message }));
     }
     onChange();
   });
@@ -147,20 +155,16 @@ function alertsSection() {
 export function mountSettings(root) {
   const list = h("ul", { class: "flags", "data-testid": "flag-list" });
   const status = h("p", { class: "muted" }, t("common.loading"));
+  const notes = new Map();
   const load = coalesce(async () => {
     try {
       const flags = await api.listFlags();
       status.hidden = flags.length > 0;
       status.textContent = flags.length ? "" : t("settings.empty");
-      // A toggle re-reads the list: its focus and its "Saved" line survive the re-render.
+      // A toggle re-reads the list: its focus survives the re-render (its status line is in `notes`).
       const focused = refocus ?? (list.contains(document.activeElement) ? document.activeElement.dataset.testid : null);
       refocus = null;
-      const said = new Map([...list.querySelectorAll("[data-testid^=flag-status-]")].map((el) => [el.dataset.testid, el.textContent]));
-      replace(list, flags.map((f) => flagRow(f, load)));
-      for (const [testid, text] of said) {
-        const el = list.querySelector(`[data-testid="${CSS.escape(testid)}"]`);
-        if (el && text) el.textContent = text;
-      }
+      replace(list, flags.map((f) => flagRow(f, notes, load)));
       if (focused) list.querySelector(`[data-testid="${CSS.escape(focused)}"]`)?.focus();
     } catch (err) {
       status.hidden = false;

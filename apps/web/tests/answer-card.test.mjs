@@ -288,6 +288,14 @@ test("Settings: a toggle keeps keyboard focus and shows its Saved line", T, asyn
   await withKandev({}, async ({ kandev, page }) => {
     await page.goto(`${kandev.url}/#/settings`);
     const toggle = page.getByTestId("flag-toggle-features.acpElicitation");
+    const value = page.getByTestId("flag-value-features.acpElicitation");
+    // Hold the PATCH's response until the `runtime_flags.updated` event has re-rendered the
+    // list: the "Saved" line must survive a re-render that lands while its save is in flight.
+    await page.route("**/api/v1/runtime-flags/**", async (route) => {
+      const response = await route.fetch();
+      await waitFor(async () => (await value.textContent()) === "On", { message: "re-rendered by the event" });
+      await route.fulfill({ response });
+    });
     await toggle.waitFor();
     await toggle.focus();
     await page.keyboard.press("Space");
