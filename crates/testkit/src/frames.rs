@@ -145,6 +145,30 @@ impl FrameLog {
             .collect::<Vec<_>>()
             .join("\n")
     }
+
+    /// Waits until the agent has received at least `n` elicitation responses and returns
+    /// them all, in order of arrival.
+    pub async fn wait_for_elicitation_responses(&self, n: usize, deadline: Duration) -> Vec<Value> {
+        poll_until(
+            &format!("{n} elicitation response(s) at the agent"),
+            deadline,
+            || async {
+                let responses = self.elicitation_responses();
+                (responses.len() >= n).then_some(responses)
+            },
+        )
+        .await
+    }
+
+    /// The responses the agent sent to the request `id` it received (its answer to a
+    /// `session/prompt`).
+    pub fn answers_to(&self, id: &Value) -> Vec<Value> {
+        self.frames()
+            .into_iter()
+            .filter(|f| f.dir == "send" && f.method().is_none() && f.frame["id"] == *id)
+            .map(|f| f.frame)
+            .collect()
+    }
 }
 
 #[cfg(test)]
