@@ -11,9 +11,7 @@ use std::time::Duration;
 use kandev_agent_stream::request::{AgentSpec, Empty, Prompt, SessionStart};
 use kandev_agent_stream::response::{PromptAccepted, SessionStarted, Success};
 use kandev_agent_stream::{AgentEvent, ErrorCode, SettleOutcome, action};
-use kandev_backend::agent_link::{
-    AgentLink, ExecutorConfig, LinkError, LinkEvent, LinkOptions,
-};
+use kandev_backend::agent_link::{AgentLink, ExecutorConfig, LinkError, LinkEvent, LinkOptions};
 use kandev_testkit::process::descendants;
 use kandev_testkit::{FaultProxy, RemoteAgentctl, bins, poll_until};
 use serde_json::{Value, json};
@@ -361,8 +359,10 @@ async fn remote_executor_runs_an_elicitation_round_trip() {
 #[tokio::test]
 async fn a_wrong_token_is_unreachable_with_a_clear_message() {
     let agentctl = RemoteAgentctl::start(&[]).await;
-    let executor =
-        ExecutorConfig::remote(format!("ws://{}", agentctl.addr()), "certainly-not-the-token");
+    let executor = ExecutorConfig::remote(
+        format!("ws://{}", agentctl.addr()),
+        "certainly-not-the-token",
+    );
     let Err(LinkError::Unreachable(message)) = AgentLink::connect(&executor, "it-token").await
     else {
         panic!("a wrong token is refused");

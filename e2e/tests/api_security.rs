@@ -69,7 +69,10 @@ async fn send(
     body: Option<Value>,
     headers: &[(&str, &str)],
 ) -> ApiResponse {
-    kandev.api().send(method, path, body.as_ref(), headers).await
+    kandev
+        .api()
+        .send(method, path, body.as_ref(), headers)
+        .await
 }
 
 /// An API call as the operator holding `token`.
@@ -80,7 +83,14 @@ async fn as_operator(
     path: &str,
     body: Option<Value>,
 ) -> ApiResponse {
-    send(kandev, method, path, body, &[("authorization", &bearer(token))]).await
+    send(
+        kandev,
+        method,
+        path,
+        body,
+        &[("authorization", &bearer(token))],
+    )
+    .await
 }
 
 async fn create_task(kandev: &Kandev, title: &str, headers: &[(&str, &str)]) -> ApiResponse {
@@ -228,7 +238,10 @@ async fn cross_site_websocket_hijacking_is_refused() {
 #[tokio::test]
 async fn dns_rebinding_host_is_refused() {
     let kandev = Kandev::start_default().await;
-    assert_eq!(create_task(&kandev, "secret roadmap", &[]).await.status, 201);
+    assert_eq!(
+        create_task(&kandev, "secret roadmap", &[]).await.status,
+        201
+    );
     let port = kandev.addr().port();
     let evil_host = format!("evil.example:{port}");
     let rebound = [("host", evil_host.as_str())];
@@ -293,7 +306,11 @@ async fn allowed_hosts_and_origins_admit_a_proxy() {
             ][..],
             201,
         ),
-        ("from ops", &[("origin", "https://ops.example.com")][..], 201),
+        (
+            "from ops",
+            &[("origin", "https://ops.example.com")][..],
+            201,
+        ),
         (
             "from elsewhere",
             &[("origin", "https://ops.example.net")][..],
@@ -373,7 +390,10 @@ async fn missing_wrong_and_right_tokens_on_http() {
     let basic = basic("alice", ALICE);
     for (headers, code) in [
         (&[][..], "AUTH_REQUIRED"),
-        (&[("authorization", "Bearer kdv_not_a_token")][..], "INVALID_TOKEN"),
+        (
+            &[("authorization", "Bearer kdv_not_a_token")][..],
+            "INVALID_TOKEN",
+        ),
         (&[("authorization", basic.as_str())][..], "INVALID_TOKEN"),
     ] {
         let got = send(&kandev, "GET", "/api/v1/tasks", None, headers).await;
@@ -493,7 +513,10 @@ async fn browser_sign_in_sets_an_http_only_strict_cookie_and_sign_out_clears_it(
     assert!(!set_cookie.contains(ALICE), "the cookie is not the token");
     assert_eq!(response.body["operator"], "alice");
     let cookie = set_cookie.split(';').next().expect("pair").to_owned();
-    assert_eq!(me(&kandev, &[("cookie", &cookie)]).await.body["operator"], "alice");
+    assert_eq!(
+        me(&kandev, &[("cookie", &cookie)]).await.body["operator"],
+        "alice"
+    );
 
     // Signing in from another site (login CSRF) is refused like any cross-origin POST.
     let csrf = login(&kandev, ALICE, &[("origin", EVIL)]).await;
@@ -546,7 +569,14 @@ async fn failed_attempts_are_rate_limited_per_address() {
     let kandev = with_auth().await;
     for attempt in 0..10 {
         let guess = bearer(&format!("kdv_guess_{attempt}"));
-        let got = send(&kandev, "GET", "/api/v1/tasks", None, &[("authorization", &guess)]).await;
+        let got = send(
+            &kandev,
+            "GET",
+            "/api/v1/tasks",
+            None,
+            &[("authorization", &guess)],
+        )
+        .await;
         assert_eq!(got.status, 401, "attempt {attempt}");
     }
     let locked = send(
@@ -564,7 +594,12 @@ async fn failed_attempts_are_rate_limited_per_address() {
     assert!((1..=60).contains(&retry_after), "{retry_after}");
     assert_refused(&locked, 429, "TOO_MANY_ATTEMPTS");
     // Locked means locked: even the right token, and sign-in, wait; nothing is done.
-    let got = create_task(&kandev, "while locked", &[("authorization", &bearer(ALICE))]).await;
+    let got = create_task(
+        &kandev,
+        "while locked",
+        &[("authorization", &bearer(ALICE))],
+    )
+    .await;
     assert_refused(&got, 429, "TOO_MANY_ATTEMPTS");
     assert_eq!(login(&kandev, ALICE, &[]).await.status, 429);
     // Another address is not affected (Linux routes all of 127/8 to lo).
@@ -604,7 +639,14 @@ async fn tokens_never_appear_in_the_logs() {
     )
     .await;
     let wrong = "kdv_wrong_guess_that_must_not_be_logged";
-    send(&kandev, "GET", "/api/v1/tasks", None, &[("authorization", &bearer(wrong))]).await;
+    send(
+        &kandev,
+        "GET",
+        "/api/v1/tasks",
+        None,
+        &[("authorization", &bearer(wrong))],
+    )
+    .await;
     login(&kandev, wrong, &[]).await;
     let cookie = sign_in(&kandev, ALICE).await;
     let got = create_task(&kandev, "logged task", &[("authorization", &bearer(BOB))]).await;
@@ -636,7 +678,12 @@ async fn a_non_loopback_listen_without_auth_refuses_to_start() {
     let stderr =
         assert_start_refused("", &everywhere, &["auth.operators", "kandev operator add"]).await;
     assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
-    assert_start_refused("[auth]\nrequired = false\n", &everywhere, &["auth.required"]).await;
+    assert_start_refused(
+        "[auth]\nrequired = false\n",
+        &everywhere,
+        &["auth.required"],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -654,7 +701,12 @@ async fn a_non_loopback_listen_with_an_operator_serves_only_operators() {
     let anonymous = api.send("GET", "/api/v1/tasks", None, &[]).await;
     assert_eq!(anonymous.status, 401, "auth is on by default off loopback");
     let alice = api
-        .send("GET", "/api/v1/tasks", None, &[("authorization", &bearer(ALICE))])
+        .send(
+            "GET",
+            "/api/v1/tasks",
+            None,
+            &[("authorization", &bearer(ALICE))],
+        )
         .await;
     assert_eq!(alice.status, 200);
 }

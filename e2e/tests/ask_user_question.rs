@@ -110,7 +110,9 @@ async fn a_tool_call_raises_the_same_clarification_surface_and_the_answer_reache
     );
 
     // The same surface as an elicitation: message, pending_action, notification, WS events.
-    let s = kandev.wait_session_state(&session, "WAITING_FOR_INPUT").await;
+    let s = kandev
+        .wait_session_state(&session, "WAITING_FOR_INPUT")
+        .await;
     assert_eq!(s["pending_action"], "clarification");
     let messages = kandev.messages(&session).await;
     let asks: Vec<&Value> = messages
@@ -239,7 +241,11 @@ async fn ac57_every_combination_of_single_select_custom_text_and_skip_follows_th
     let id = rec["pending_id"].as_str().expect("id").to_owned();
     let text = format!("CockroachDB{}", "!".repeat(2000 - 11));
     assert_eq!(
-        pair(kandev.respond(&id, &answers(vec![typed("q1", &text)])).await),
+        pair(
+            kandev
+                .respond(&id, &answers(vec![typed("q1", &text)]))
+                .await
+        ),
         (200, json!({"status": "answered"}))
     );
     let result = tool_result(&kandev, &session, "a1", 2).await;
@@ -358,7 +364,10 @@ async fn turn_cancel_releases_the_blocked_tool_call_and_withdraws_the_surface() 
     let rec = ask(&kandev, &session, "/e2e:ask").await;
     let id = rec["pending_id"].as_str().expect("id").to_owned();
     let cancel = format!("/api/v1/sessions/{session}/cancel");
-    assert_eq!(kandev.api().request("POST", &cancel, None).await.status, 202);
+    assert_eq!(
+        kandev.api().request("POST", &cancel, None).await.status,
+        202
+    );
     let rec = kandev.wait_clarification_status(&id, "cancelled").await;
     assert_eq!(rec["source"], "ask_user_question");
     ws.wait_for_type("clarification.settled", DEADLINE, |d| {

@@ -129,7 +129,9 @@ async fn ac08_ac10_ac13_f9_answer_the_demo_form_and_the_same_turn_continues() {
     );
 
     // AC-08: the agent-authored clarification_request message, and pending_action.
-    let s = kandev.wait_session_state(&session, "WAITING_FOR_INPUT").await;
+    let s = kandev
+        .wait_session_state(&session, "WAITING_FOR_INPUT")
+        .await;
     assert_eq!(s["pending_action"], "clarification");
     let messages = kandev.messages(&session).await;
     let ask: Vec<&Value> = messages
@@ -322,7 +324,9 @@ async fn an_operator_cancel_reaches_the_agent_as_cancel_and_a_second_is_agentctl
     assert_eq!((r.status, r.body), (200, json!({"status": "cancelled"})));
     let results = responses(kandev.frames(), 1).await;
     assert_eq!(results, [json!({"action": "cancel"})]);
-    let rec = kandev.wait_clarification_status(pending_id, "cancelled").await;
+    let rec = kandev
+        .wait_clarification_status(pending_id, "cancelled")
+        .await;
     assert_eq!(
         (rec["outcome"].as_str(), rec["answered_by"].as_str()),
         (Some("cancelled"), Some("local"))
@@ -378,10 +382,15 @@ async fn ac15_cancelling_the_turn_answers_cancel_and_withdraws_the_surface() {
     let (_, session, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
     let cancel = format!("/api/v1/sessions/{session}/cancel");
-    assert_eq!(kandev.api().request("POST", &cancel, None).await.status, 202);
+    assert_eq!(
+        kandev.api().request("POST", &cancel, None).await.status,
+        202
+    );
     let results = responses(kandev.frames(), 1).await;
     assert_eq!(results, [json!({"action": "cancel"})]);
-    kandev.wait_clarification_status(pending_id, "cancelled").await;
+    kandev
+        .wait_clarification_status(pending_id, "cancelled")
+        .await;
     let s = kandev.wait_session_state(&session, "IDLE").await;
     assert!(s["pending_action"].is_null());
     ws.wait_for_type("clarification.settled", DEADLINE, |c| {
@@ -435,7 +444,9 @@ async fn ac64_the_answer_deadline_declines_and_the_turn_continues() {
     .await;
     let (_, session, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
-    let rec = kandev.wait_clarification_status(pending_id, "expired").await;
+    let rec = kandev
+        .wait_clarification_status(pending_id, "expired")
+        .await;
     assert!(rec["settled_at"].is_string());
     let results = responses(kandev.frames(), 1).await;
     assert_eq!(
@@ -465,7 +476,10 @@ async fn f7_an_agent_cancelled_request_is_withdrawn() {
         .start_session(&task, "mock", Some("/e2e:agent-cancel"))
         .await;
     let id = session["id"].as_str().expect("id");
-    let settled = ws.wait_for_type("clarification.settled", DEADLINE, |c| c["status"] == "cancelled")
+    let settled = ws
+        .wait_for_type("clarification.settled", DEADLINE, |c| {
+            c["status"] == "cancelled"
+        })
         .await;
     let pending_id = settled["data"]["pending_id"].as_str().expect("id");
     kandev.wait_session_state(id, "IDLE").await;

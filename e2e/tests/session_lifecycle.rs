@@ -126,7 +126,10 @@ async fn agentctl_killed_with_a_pending_disconnects_it_and_a_later_answer_is_not
     .await;
 
     let r = kandev.respond(&pending_id, &red()).await;
-    assert_eq!((r.status, r.body), (200, json!({"status": "not_delivered"})));
+    assert_eq!(
+        (r.status, r.body),
+        (200, json!({"status": "not_delivered"}))
+    );
     assert!(
         kandev.frames().elicitation_responses().is_empty(),
         "nothing reached the agent"
@@ -167,7 +170,10 @@ async fn an_agent_that_exits_fails_the_session_and_disconnects_its_pending() {
     let r = kandev
         .respond(recs[0]["pending_id"].as_str().expect("id"), &red())
         .await;
-    assert_eq!((r.status, r.body), (200, json!({"status": "not_delivered"})));
+    assert_eq!(
+        (r.status, r.body),
+        (200, json!({"status": "not_delivered"}))
+    );
     // The session's agentctl is stopped too.
     agentctl_gone(&kandev).await;
 }

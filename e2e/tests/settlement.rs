@@ -27,7 +27,10 @@ async fn single_question() -> (Kandev, OperatorWs, Asked) {
 async fn session_action(kandev: &Kandev, session_id: &str, action: &str) {
     let r = kandev
         .api()
-        .post(&format!("/api/v1/sessions/{session_id}/{action}"), &json!({}))
+        .post(
+            &format!("/api/v1/sessions/{session_id}/{action}"),
+            &json!({}),
+        )
         .await;
     assert_eq!(r.status, 202, "{action}: {r}");
 }

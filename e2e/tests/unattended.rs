@@ -89,8 +89,10 @@ async fn mcp_client(
     kandev: &Kandev,
     token: Option<&str>,
 ) -> Result<RunningService<RoleClient, ()>, String> {
-    let mut config =
-        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/api/v1/mcp", kandev.addr()));
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!(
+        "http://{}/api/v1/mcp",
+        kandev.addr()
+    ));
     if let Some(token) = token {
         config = config.auth_header(token.to_owned());
     }
@@ -197,7 +199,10 @@ async fn an_orchestrator_lists_a_pending_question_over_mcp_and_answers_it_as_its
     .await;
     assert!(!error, "{answered}");
     assert_eq!(answered, json!({"status": "answered"}));
-    let results = kandev.frames().wait_for_elicitation_responses(1, DEADLINE).await;
+    let results = kandev
+        .frames()
+        .wait_for_elicitation_responses(1, DEADLINE)
+        .await;
     assert_eq!(
         results,
         [json!({"action": "accept", "content": {"question_0": "Blue"}})],
@@ -326,7 +331,9 @@ async fn a_rule_answers_a_matching_question_after_its_delay_and_not_before() {
     .await;
     let (_, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
-    let rec = kandev.wait_clarification_status(pending_id, "answered").await;
+    let rec = kandev
+        .wait_clarification_status(pending_id, "answered")
+        .await;
     assert_eq!(rec["answered_by"], "rule:red", "{rec}");
     let waited = at(&rec, "settled_at") - at(&rec, "created_at");
     assert!(
@@ -334,7 +341,10 @@ async fn a_rule_answers_a_matching_question_after_its_delay_and_not_before() {
         "answered after {waited}, before `after`"
     );
     assert_eq!(
-        kandev.frames().wait_for_elicitation_responses(1, DEADLINE).await,
+        kandev
+            .frames()
+            .wait_for_elicitation_responses(1, DEADLINE)
+            .await,
         [json!({"action": "accept", "content": {"question_0": "Red"}})]
     );
     // Counted once the rule's respond returns, which is after the settlement the test
@@ -451,7 +461,10 @@ async fn on_deadline_defaults_sends_the_schema_defaults() {
         "the history says which applied"
     );
     assert_eq!(
-        kandev.frames().wait_for_elicitation_responses(1, DEADLINE).await,
+        kandev
+            .frames()
+            .wait_for_elicitation_responses(1, DEADLINE)
+            .await,
         [json!({"action": "accept", "content": {"colour": "blue", "replicas": 2}})]
     );
 }
@@ -462,7 +475,10 @@ async fn on_deadline_defaults_declines_when_a_required_field_has_no_default() {
     let rec = expire(&kandev, "/e2e:extended").await;
     assert!(rec["answered_by"].is_null(), "{rec}");
     assert_eq!(
-        kandev.frames().wait_for_elicitation_responses(1, DEADLINE).await,
+        kandev
+            .frames()
+            .wait_for_elicitation_responses(1, DEADLINE)
+            .await,
         [json!({"action": "decline"})]
     );
 }
@@ -473,7 +489,10 @@ async fn ac64_on_deadline_decline_still_declines() {
     let rec = expire(&kandev, "/e2e:defaults-form").await;
     assert!(rec["answered_by"].is_null(), "{rec}");
     assert_eq!(
-        kandev.frames().wait_for_elicitation_responses(1, DEADLINE).await,
+        kandev
+            .frames()
+            .wait_for_elicitation_responses(1, DEADLINE)
+            .await,
         [json!({"action": "decline"})]
     );
 }
@@ -484,7 +503,10 @@ async fn on_deadline_cancel_cancels() {
     let rec = expire(&kandev, "/e2e:defaults-form").await;
     assert_eq!(rec["answered_by"], "deadline:cancel");
     assert_eq!(
-        kandev.frames().wait_for_elicitation_responses(1, DEADLINE).await,
+        kandev
+            .frames()
+            .wait_for_elicitation_responses(1, DEADLINE)
+            .await,
         [json!({"action": "cancel"})]
     );
 }

@@ -372,10 +372,14 @@ impl Kandev {
 
     /// Waits until kandev's log holds `needle` at least `n` times.
     pub async fn wait_log(&self, needle: &str, n: usize) {
-        poll_until(&format!("{n}× {needle:?} in kandev's log"), DEADLINE, || {
-            let found = (self.log().matches(needle).count() >= n).then_some(());
-            async move { found }
-        })
+        poll_until(
+            &format!("{n}× {needle:?} in kandev's log"),
+            DEADLINE,
+            || {
+                let found = (self.log().matches(needle).count() >= n).then_some(());
+                async move { found }
+            },
+        )
         .await
     }
 

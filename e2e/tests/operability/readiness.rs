@@ -35,10 +35,8 @@ async fn readiness_follows_the_sqlite_file_and_its_migrations() {
     let db = tempfile::tempdir().expect("tempdir");
     let data = db.path().join("data");
     let file = data.join("kandev.db");
-    let kandev = Kandev::start(
-        KandevOptions::new().database(&format!("sqlite://{}", file.display())),
-    )
-    .await;
+    let kandev =
+        Kandev::start(KandevOptions::new().database(&format!("sqlite://{}", file.display()))).await;
     let (status, body) = readyz(&kandev).await;
     assert_eq!(status, 200, "{body}");
     assert_up(&body);
@@ -82,7 +80,8 @@ async fn readiness_follows_the_sqlite_file_and_its_migrations() {
 #[tokio::test]
 #[ignore = "needs PostgreSQL (Debian's postgresql); `just test` runs it"]
 async fn readiness_follows_the_postgres_server() {
-    let mut cluster = kandev_testkit::postgres::private_cluster("readiness_follows_the_postgres_server");
+    let mut cluster =
+        kandev_testkit::postgres::private_cluster("readiness_follows_the_postgres_server");
     let url = cluster.create_database().await.expect("a database");
     let kandev = Kandev::start(KandevOptions::new().database(&url)).await;
     let (status, body) = readyz(&kandev).await;
