@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use kandev_testkit::process::kill;
 use kandev_testkit::{
     DEADLINE, FaultProxy, Kandev, KandevOptions, RemoteAgentctl, bins, fresh_database,
     kandev_command, on_postgres, poll_until,
@@ -111,7 +110,11 @@ async fn agentctl_killed_with_a_pending_disconnects_it_and_a_later_answer_is_not
 
     let agentctls = kandev.agentctls();
     assert_eq!(agentctls.len(), 1, "one agentctl per session");
-    kill(&agentctls[0].0.to_string(), "KILL");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &agentctls[0].0.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
 
     let s = kandev.wait_session_state(&session, "FAILED").await;
     assert!(s["pending_action"].is_null());
