@@ -15,35 +15,29 @@ run:
     KANDEV_PROFILE=dev KANDEV_LISTEN=127.0.0.1:8080 target/debug/kandev serve
 
 # Everything CI runs: lints, unit and integration tests, the full-stack e2e suite (on SQLite,
-# then the backend and e2e suites again on PostgreSQL), the browser tests and the quick bench
+# then again on PostgreSQL), the browser tests and the quick bench
 # (fails only on a lost or doubled response). Debian's postgresql is installed when missing. Needs
 # Node.js + npm (bridge conformance, foreign agent, browser tests); chromium is installed
 # by `web-deps` when missing.
 
-# The whole suite, what CI runs (.ci/run): lint, unit, integration and e2e tests, the backend and e2e tests again on PostgreSQL, browser, quick bench.
+# The whole suite, what CI runs (.ci/run): lint, unit, integration and e2e tests, the e2e suite again on PostgreSQL, browser, quick bench.
 test: lint pg-deps e2e-deps web-deps
     cargo build --workspace --bins
     RUST_TEST_THREADS=4 cargo test --workspace --all-targets --no-fail-fast -- --include-ignored
     cargo test --workspace --doc
     node --test e2e/foreign-agent/
-    TEST_DATABASE=postgres cargo test --workspace --test e2e $({{just_executable()}} _targets crates/backend/tests) -- --include-ignored --test-threads 4
+    TEST_DATABASE=postgres cargo test --workspace --test e2e -- --include-ignored --test-threads 4
     node --test apps/web/tests/
     just bench --quick
 
-# `--test NAME` for every integration test in DIRS. Recipes pick tests by name inside the whole
-# workspace, never with `-p`: cargo then resolves features once, and every dependency is
-# built once for `cargo build` and `cargo test` alike.
-[private]
-_targets +DIRS:
-    @for dir in {{DIRS}}; do for f in "$dir"/*.rs "$dir"/*/main.rs; do [ -e "$f" ] || continue; name="${f#"$dir"/}"; name="${name%.rs}"; echo "${name%/main}"; done; done | sort -u | sed 's/^/--test /' | tr '\n' ' '
 # Install Debian's postgresql when no initdb is found (the tests run their own throwaway cluster, never the system's).
 pg-deps:
     command -v initdb >/dev/null || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
 
-# The backend integration tests and the e2e suite again, on PostgreSQL (a throwaway cluster in a temp dir, one fresh database per kandev).
+# The e2e suite (the backend's whole-stack tests among it) again, on PostgreSQL (a throwaway cluster in a temp dir, one fresh database per kandev). Recipes pick test binaries by name inside the whole workspace (`--test e2e`), never with `-p`: cargo then resolves features once, and every dependency is built once for `cargo build` and `cargo test` alike.
 postgres: pg-deps e2e-deps
     cargo build --workspace --bins
-    TEST_DATABASE=postgres cargo test --workspace --test e2e $({{just_executable()}} _targets crates/backend/tests) -- --include-ignored --test-threads 4
+    TEST_DATABASE=postgres cargo test --workspace --test e2e -- --include-ignored --test-threads 4
 
 # Release archive target/dist/kandev-<version>-<target>.tar.gz: release kandev, agentctl and mock-agent, an example kandev.toml, systemd units, docs/deploying.md as DEPLOY.md.
 dist:

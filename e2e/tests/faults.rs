@@ -860,87 +860,6 @@ async fn oversized_bodies_on_cancel_and_stop_are_413_and_change_nothing() {
     );
 }
 
-/// A TCP proxy that can *freeze* the agentctl → kandev direction: bytes agentctl writes
-/// are accepted by the socket and dropped, exactly what a stream dying mid-write does to
-/// the frames in flight. [`BlackHoleProxy::cut`] then closes every connection.
-struct BlackHoleProxy {
-    addr: std::net::SocketAddr,
-    frozen: Arc<std::sync::atomic::AtomicBool>,
-    live: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
-    acceptor: tokio::task::JoinHandle<()>,
-}
-
-impl BlackHoleProxy {
-    async fn start(upstream: std::net::SocketAddr) -> Self {
-        use std::sync::atomic::Ordering;
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let live: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
-        let (f, l) = (Arc::clone(&frozen), Arc::clone(&live));
-        let acceptor = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let frozen = Arc::clone(&f);
-                let task = tokio::spawn(async move {
-                    let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
-                        return;
-                    };
-                    let (mut client_read, mut client_write) = client.into_split();
-                    let (mut server_read, mut server_write) = server.into_split();
-                    let up = tokio::io::copy(&mut client_read, &mut server_write);
-                    let down = async {
-                        let mut buf = vec![0u8; 16 * 1024];
-                        loop {
-                            let n = server_read.read(&mut buf).await.unwrap_or(0);
-                            if n == 0 {
-                                break;
-                            }
-                            if !frozen.load(Ordering::SeqCst)
-                                && client_write.write_all(&buf[..n]).await.is_err()
-                            {
-                                break;
-                            }
-                        }
-                    };
-                    tokio::select! { _ = up => {}, _ = down => {} }
-                });
-                l.lock().expect("live").push(task.abort_handle());
-            }
-        });
-        Self {
-            addr,
-            frozen,
-            live,
-            acceptor,
-        }
-    }
-
-    fn freeze(&self) {
-        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// Closes every connection and forwards normally again for new ones.
-    fn cut_and_thaw(&self) {
-        for task in self.live.lock().expect("live").drain(..) {
-            task.abort();
-        }
-        self.frozen
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Drop for BlackHoleProxy {
-    fn drop(&mut self) {
-        self.acceptor.abort();
-        for task in self.live.lock().expect("live").drain(..) {
-            task.abort();
-        }
-    }
-}
-
 /// Issue 8: agentctl writes the settlement, the agent's last message and the turn's end
 /// into a stream that is frozen and then cut, so none of it reaches kandev on that stream.
 /// kandev's link remembers the last event sequence number it delivered and re-attaches
@@ -961,12 +880,14 @@ async fn an_event_handed_to_a_dying_stream_is_replayed_after_the_reattach() {
         ],
     );
     let agentctl = RemoteAgentctl::start(&[]).await;
-    let proxy = BlackHoleProxy::start(agentctl.addr()).await;
+    // Frozen, the proxy swallows what agentctl writes: what a stream dying mid-write does
+    // to the frames in flight.
+    let proxy = FaultProxy::start(agentctl.addr()).await;
     let kandev = Arc::new(
         Kandev::start(
             scenarios
                 .options()
-                .remote(&format!("ws://{}", proxy.addr), agentctl.token()),
+                .remote(&proxy.ws_url(), agentctl.token()),
         )
         .await,
     );
@@ -992,7 +913,9 @@ async fn an_event_handed_to_a_dying_stream_is_replayed_after_the_reattach() {
         responses_to(&frames, "b1"),
         vec![json!({"action": "accept", "content": {"answer": "b1"}})]
     );
-    proxy.cut_and_thaw();
+    // Every connection closed; new ones forwarded both ways again.
+    proxy.cut();
+    proxy.restore();
     let r = answering.await.expect("join");
     eprintln!("the answer cut off mid-flight: {r}");
     kandev

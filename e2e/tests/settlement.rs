@@ -5,13 +5,58 @@
 //! answered, no event lost).
 
 use kandev_testkit::{
-    Asked, DEADLINE, FaultProxy, Kandev, KandevOptions, OperatorWs, RemoteAgentctl, TURN_DEADLINE,
-    poll_until,
+    ApiResponse, Asked, DEADLINE, FaultProxy, Kandev, KandevOptions, OperatorWs, RemoteAgentctl,
+    TURN_DEADLINE, poll_until,
 };
 use serde_json::{Value, json};
 
 async fn kandev_on(options: KandevOptions) -> Kandev {
     Kandev::start(options.flag_env(true)).await
+}
+
+/// A kandev with the flag on, its operator WebSocket, and a session of the mock agent
+/// waiting on the `/e2e:single` question.
+async fn single_question() -> (Kandev, OperatorWs, Asked) {
+    let kandev = kandev_on(KandevOptions::new()).await;
+    let ws = kandev.ws().await;
+    let asked = kandev.ask("mock", "/e2e:single").await;
+    (kandev, ws, asked)
+}
+
+/// `POST /api/v1/sessions/{id}/{action}` (`cancel`, `stop`), asserting the 202.
+async fn session_action(kandev: &Kandev, session_id: &str, action: &str) {
+    let r = kandev
+        .api()
+        .post(
+            &format!("/api/v1/sessions/{session_id}/{action}"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{action}: {r}");
+}
+
+/// The first response the agent got to its `elicitation/create`.
+async fn first_response(kandev: &Kandev) -> Value {
+    kandev
+        .frames()
+        .wait_for_elicitation_response(1, TURN_DEADLINE)
+        .await
+}
+
+/// An operator's answer arriving after the question was settled: 404, agentctl's verdict.
+async fn late_answer(kandev: &Kandev, asked: &Asked) -> ApiResponse {
+    let late = kandev
+        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
+        .await;
+    assert_eq!(late.status, 404, "an answer after the settlement: {late}");
+    late
+}
+
+/// Sends `signal` to the one local agentctl kandev started.
+fn signal_the_agentctl(kandev: &Kandev, signal: &str) {
+    let agentctls = kandev.agentctls();
+    assert_eq!(agentctls.len(), 1, "one local agentctl: {agentctls:?}");
+    kandev_testkit::process::kill(&agentctls[0].0.to_string(), signal);
 }
 
 /// The surface is withdrawn: record `status`, its message's metadata, `pending_action`
@@ -50,29 +95,24 @@ async fn assert_withdrawn(kandev: &Kandev, ws: &OperatorWs, asked: &Asked, statu
     assert_ne!(task["state"], "WAITING_FOR_INPUT", "{task}");
 }
 
+/// The operator's `action` on the session (`cancel` the turn, `stop` the session) answers
+/// the pending elicitation `cancel` and withdraws the surface; returns the setup.
+async fn session_action_cancels_the_question(action: &str) -> (Kandev, Asked) {
+    let (kandev, ws, asked) = single_question().await;
+    session_action(&kandev, &asked.session_id, action).await;
+    assert_eq!(
+        first_response(&kandev).await,
+        json!({"action": "cancel"}),
+        "{action} → cancel"
+    );
+    assert_withdrawn(&kandev, &ws, &asked, "cancelled").await;
+    (kandev, asked)
+}
+
 #[tokio::test]
 async fn ac_15_turn_cancel_answers_cancel_and_withdraws_the_surface() {
-    let kandev = kandev_on(KandevOptions::new()).await;
-    let ws = kandev.ws().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
-    let r = kandev
-        .api()
-        .post(
-            &format!("/api/v1/sessions/{}/cancel", asked.session_id),
-            &json!({}),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{r}");
-    let got = kandev
-        .frames()
-        .wait_for_elicitation_response(1, TURN_DEADLINE)
-        .await;
-    assert_eq!(got, json!({"action": "cancel"}));
-    assert_withdrawn(&kandev, &ws, &asked, "cancelled").await;
-    let late = kandev
-        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
-        .await;
-    assert_eq!(late.status, 404, "an answer after the cancel: {late}");
+    let (kandev, asked) = session_action_cancels_the_question("cancel").await;
+    late_answer(&kandev, &asked).await;
     assert_eq!(
         kandev.frames().elicitation_responses().len(),
         1,
@@ -87,11 +127,11 @@ async fn ac_64_answer_deadline_declines_the_request_the_turn_continues_and_the_s
     let ws = kandev.ws().await;
     // The deadline is short: find the record whatever its status by now.
     let asked = asked_any_status(&kandev, "/e2e:single").await;
-    let got = kandev
-        .frames()
-        .wait_for_elicitation_response(1, TURN_DEADLINE)
-        .await;
-    assert_eq!(got, json!({"action": "decline"}), "decline, not cancel");
+    assert_eq!(
+        first_response(&kandev).await,
+        json!({"action": "decline"}),
+        "decline, not cancel"
+    );
     assert_withdrawn(&kandev, &ws, &asked, "expired").await;
     // The turn continued: the agent reported the decline and ended on its original prompt.
     let text = kandev
@@ -100,27 +140,17 @@ async fn ac_64_answer_deadline_declines_the_request_the_turn_continues_and_the_s
     assert!(text.contains("decline"), "{text}");
     kandev.wait_session_state(&asked.session_id, "IDLE").await;
     assert_eq!(kandev.frames().prompt_requests().len(), 1);
-    let late = kandev
-        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
-        .await;
-    assert_eq!(late.status, 404, "{late}");
+    let late = late_answer(&kandev, &asked).await;
     assert_eq!(late.body["error"]["origin"], "agentctl", "{late}");
     assert_eq!(kandev.frames().elicitation_responses().len(), 1);
 }
 
 #[tokio::test]
 async fn agent_cancelling_its_own_request_settles_the_record_cancelled_and_withdraws_the_surface() {
-    let kandev = kandev_on(KandevOptions::new()).await;
-    let ws = kandev.ws().await;
     // The agent cancels 100 ms after asking: wait for the record whatever its status.
-    let asked = asked_any_status(&kandev, "/e2e:agent-cancel").await;
-    let sid = asked.session_id.clone();
-    assert_withdrawn(&kandev, &ws, &asked, "cancelled").await;
-    kandev.wait_session_state(&sid, "IDLE").await;
-    let late = kandev
-        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
-        .await;
-    assert_eq!(late.status, 404, "{late}");
+    let (kandev, asked) = settled_by_the_agent("/e2e:agent-cancel", "cancelled").await;
+    kandev.wait_session_state(&asked.session_id, "IDLE").await;
+    late_answer(&kandev, &asked).await;
     assert_eq!(
         kandev.frames().elicitation_responses(),
         vec![json!({"action": "cancel"})],
@@ -130,15 +160,19 @@ async fn agent_cancelling_its_own_request_settles_the_record_cancelled_and_withd
 
 #[tokio::test]
 async fn agent_exit_marks_the_record_agent_disconnected_and_a_later_answer_is_200_not_delivered() {
+    // The agent exits 200 ms after asking: wait for the record whatever its status.
+    let (kandev, asked) = settled_by_the_agent("/e2e:crash", "agent_disconnected").await;
+    assert_failed_and_not_delivered(&kandev, &asked).await;
+}
+
+/// A kandev with the flag on, a session on `prompt` whose question the agent settles
+/// itself within ms, withdrawn as `status`.
+async fn settled_by_the_agent(prompt: &str, status: &str) -> (Kandev, Asked) {
     let kandev = kandev_on(KandevOptions::new()).await;
     let ws = kandev.ws().await;
-    // The agent exits 200 ms after asking: wait for the record whatever its status.
-    let asked = asked_any_status(&kandev, "/e2e:crash").await;
-    let sid = asked.session_id.clone();
-    assert_withdrawn(&kandev, &ws, &asked, "agent_disconnected").await;
-    let session = kandev.wait_session_state(&sid, "FAILED").await;
-    assert_eq!(session["pending_action"], Value::Null);
-    assert_not_delivered(&kandev, &asked).await;
+    let asked = asked_any_status(&kandev, prompt).await;
+    assert_withdrawn(&kandev, &ws, &asked, status).await;
+    (kandev, asked)
 }
 
 /// A session of the mock agent on `prompt` and its first clarification record, in
@@ -162,9 +196,12 @@ async fn asked_any_status(kandev: &Kandev, prompt: &str) -> Asked {
     }
 }
 
-/// A submission after `agent_disconnected` is 200 `not_delivered`, recorded on the message,
-/// and nothing reaches an agent.
-async fn assert_not_delivered(kandev: &Kandev, asked: &Asked) {
+/// The session failed with no pending action, and a submission after
+/// `agent_disconnected` is 200 `not_delivered`, recorded on the message, and nothing
+/// reaches an agent.
+async fn assert_failed_and_not_delivered(kandev: &Kandev, asked: &Asked) {
+    let session = kandev.wait_session_state(&asked.session_id, "FAILED").await;
+    assert_eq!(session["pending_action"], Value::Null);
     let r = kandev
         .answer(&asked.pending_id, &[("question_0", &["SQLite"], "")])
         .await;
@@ -191,16 +228,10 @@ async fn assert_not_delivered(kandev: &Kandev, asked: &Asked) {
 #[tokio::test]
 async fn agentctl_killed_marks_the_record_agent_disconnected_and_a_later_answer_is_200_not_delivered()
  {
-    let kandev = kandev_on(KandevOptions::new()).await;
-    let ws = kandev.ws().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
-    let agentctls = kandev.agentctls();
-    assert_eq!(agentctls.len(), 1, "one local agentctl: {agentctls:?}");
-    kandev_testkit::process::kill(&agentctls[0].0.to_string(), "KILL");
+    let (kandev, ws, asked) = single_question().await;
+    signal_the_agentctl(&kandev, "KILL");
     assert_withdrawn(&kandev, &ws, &asked, "agent_disconnected").await;
-    let session = kandev.wait_session_state(&asked.session_id, "FAILED").await;
-    assert_eq!(session["pending_action"], Value::Null);
-    assert_not_delivered(&kandev, &asked).await;
+    assert_failed_and_not_delivered(&kandev, &asked).await;
 }
 
 #[tokio::test]
@@ -250,12 +281,8 @@ async fn ac_20a_dropped_stream_is_503_with_the_record_open_then_reattach_answers
     // The agent pauses 1.5 s after this answer before its next question: drop the
     // stream again at once, so that question is raised while kandev is detached.
     proxy.cut();
-    let got = kandev
-        .frames()
-        .wait_for_elicitation_response(1, TURN_DEADLINE)
-        .await;
     assert_eq!(
-        got,
+        first_response(&kandev).await,
         json!({"action": "accept", "content": {"question_0": "Postgres"}})
     );
     assert_eq!(
@@ -318,27 +345,8 @@ async fn ac_20a_dropped_stream_is_503_with_the_record_open_then_reattach_answers
 
 #[tokio::test]
 async fn session_stop_answers_the_pending_elicitation_cancel_and_withdraws_the_surface() {
-    let kandev = kandev_on(KandevOptions::new()).await;
-    let ws = kandev.ws().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
-    let r = kandev
-        .api()
-        .post(
-            &format!("/api/v1/sessions/{}/stop", asked.session_id),
-            &json!({}),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{r}");
-    let got = kandev
-        .frames()
-        .wait_for_elicitation_response(1, TURN_DEADLINE)
-        .await;
-    assert_eq!(
-        got,
-        json!({"action": "cancel"}),
-        "session torn down → cancel"
-    );
-    assert_withdrawn(&kandev, &ws, &asked, "cancelled").await;
+    // The session torn down → cancel.
+    let (kandev, asked) = session_action_cancels_the_question("stop").await;
     kandev
         .wait_session_state(&asked.session_id, "COMPLETED")
         .await;
@@ -346,18 +354,10 @@ async fn session_stop_answers_the_pending_elicitation_cancel_and_withdraws_the_s
 
 #[tokio::test]
 async fn agentctl_sigterm_answers_the_pending_elicitation_cancel_and_the_surface_is_withdrawn() {
-    let kandev = kandev_on(KandevOptions::new()).await;
-    let ws = kandev.ws().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
-    let agentctls = kandev.agentctls();
-    assert_eq!(agentctls.len(), 1, "{agentctls:?}");
-    kandev_testkit::process::kill(&agentctls[0].0.to_string(), "TERM");
-    let got = kandev
-        .frames()
-        .wait_for_elicitation_response(1, TURN_DEADLINE)
-        .await;
+    let (kandev, ws, asked) = single_question().await;
+    signal_the_agentctl(&kandev, "TERM");
     assert_eq!(
-        got,
+        first_response(&kandev).await,
         json!({"action": "cancel"}),
         "agentctl shutting down → cancel"
     );
@@ -399,12 +399,8 @@ async fn ac_20b_agentctl_serves_no_acp_http_route_the_answer_travels_on_the_agen
         .answer(&asked.pending_id, &[("question_0", &["SQLite"], "")])
         .await;
     assert_eq!(r.status, 200, "{r}");
-    let got = kandev
-        .frames()
-        .wait_for_elicitation_response(1, TURN_DEADLINE)
-        .await;
     assert_eq!(
-        got,
+        first_response(&kandev).await,
         json!({"action": "accept", "content": {"question_0": "SQLite"}})
     );
     assert_eq!(
@@ -473,11 +469,7 @@ async fn session_state_and_pending_action_agree_in_every_view_while_clarificatio
             }
             if pending && !answered {
                 // Settled asynchronously (202 at once), as agentctl's own settlements are.
-                let r = kandev
-                    .api()
-                    .post(&format!("/api/v1/sessions/{sid}/cancel"), &json!({}))
-                    .await;
-                assert_eq!(r.status, 202, "{r}");
+                session_action(&kandev, &sid, "cancel").await;
                 answered = true;
             }
             if answered && view["state"] == "IDLE" {

@@ -196,6 +196,20 @@ impl FrameLog {
         .await
     }
 
+    /// Waits until the agent has received at least `n` elicitation responses and returns
+    /// them all, in order of arrival.
+    pub async fn wait_for_elicitation_responses(&self, n: usize, deadline: Duration) -> Vec<Value> {
+        poll_until(
+            &format!("{n} elicitation response(s) at the agent"),
+            deadline,
+            || async {
+                let responses = self.elicitation_responses();
+                (responses.len() >= n).then_some(responses)
+            },
+        )
+        .await
+    }
+
     /// Polls until `ready` holds for the log.
     ///
     /// # Panics
@@ -232,6 +246,15 @@ impl FrameLog {
             "exactly one response per elicitation/create: {responses:?}"
         );
         (request, responses[0]["result"].clone())
+    }
+
+    /// The responses the agent sent to the request `id` it received (its answer to a
+    /// `session/prompt`).
+    pub fn answers_to(&self, id: &Value) -> Vec<Value> {
+        self.messages("send")
+            .into_iter()
+            .filter(|f| f.get("method").is_none() && f.get("id") == Some(id))
+            .collect()
     }
 }
 

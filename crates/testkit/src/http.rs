@@ -31,14 +31,16 @@ pub fn client() -> &'static reqwest::Client {
     })
 }
 
-/// A response: status and JSON body (`Value::Null` for an empty body, a string for a
-/// body that is not JSON).
+/// A response: status, headers and JSON body (`Value::Null` for an empty body, a string
+/// for a body that is not JSON).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiResponse {
     /// HTTP status code.
     pub status: u16,
     /// The parsed body.
     pub body: Value,
+    /// The response headers.
+    pub headers: reqwest::header::HeaderMap,
 }
 
 impl fmt::Display for ApiResponse {
@@ -55,6 +57,16 @@ impl ApiResponse {
     pub fn expect_status(self, status: u16, context: &str) -> Value {
         assert_eq!(self.status, status, "{context}: got {self}");
         self.body
+    }
+
+    /// The value of header `name` (the first, when repeated), if it is text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// `error.code` of an error body (`""` when there is none).
+    pub fn error_code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or_default()
     }
 }
 
@@ -103,8 +115,57 @@ impl HttpClient {
         path: &str,
         body: Option<&Value>,
     ) -> std::io::Result<ApiResponse> {
-        let method = reqwest::Method::from_bytes(method.as_bytes())
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        self.try_send(method, path, body, &[]).await
+    }
+
+    /// `method path` with an optional JSON body and extra request headers, the way a
+    /// browser, a proxy or an attacker's page would send them (`host`, `origin`,
+    /// `authorization`, `cookie`, …).
+    ///
+    /// # Panics
+    /// On a transport failure, naming the request.
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> ApiResponse {
+        match self.try_send(method, path, body, headers).await {
+            Ok(response) => response,
+            Err(err) => panic!("{method} {path} on {}: {err}", self.addr),
+        }
+    }
+
+    /// `GET path` as text (a Prometheus scrape): the status and the body as sent.
+    ///
+    /// # Panics
+    /// On a transport failure, naming the request.
+    pub async fn get_text(&self, path: &str) -> (u16, String) {
+        let response = client()
+            .get(format!("http://{}{path}", self.addr))
+            .send()
+            .await
+            .unwrap_or_else(|err| panic!("GET {path} on {}: {err}", self.addr));
+        let status = response.status().as_u16();
+        let text = response
+            .text()
+            .await
+            .unwrap_or_else(|err| panic!("GET {path} on {}: reading the body: {err}", self.addr));
+        (status, text)
+    }
+
+    /// Like [`HttpClient::send`], reporting a transport failure as an error.
+    pub async fn try_send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> std::io::Result<ApiResponse> {
+        let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+        let method =
+            reqwest::Method::from_bytes(method.as_bytes()).map_err(|e| invalid(e.to_string()))?;
         let mut request = client()
             .request(method, format!("http://{}{path}", self.addr))
             .header(reqwest::header::ACCEPT, "application/json");
@@ -113,12 +174,17 @@ impl HttpClient {
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body.to_string());
         }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         let response = request.send().await.map_err(std::io::Error::other)?;
         let status = response.status().as_u16();
+        let headers = response.headers().clone();
         let bytes = response.bytes().await.map_err(std::io::Error::other)?;
         Ok(ApiResponse {
             status,
             body: parse_body(&bytes),
+            headers,
         })
     }
 }

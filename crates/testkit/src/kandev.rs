@@ -51,6 +51,7 @@ pub struct KandevOptions {
     executor: Executor,
     executor_ca_cert: Option<PathBuf>,
     extra_toml: String,
+    mock_toml: String,
     database: Option<String>,
 }
 
@@ -116,6 +117,15 @@ impl KandevOptions {
     pub fn toml(mut self, text: &str) -> Self {
         self.extra_toml.push_str(text);
         self.extra_toml.push('\n');
+        self
+    }
+
+    /// Extra keys of the `mock` agent's own table, `[agents.mock]` (`on_deadline = "cancel"`,
+    /// `inherit_env = […]`); its sub-tables (`[[agents.mock.auto_answers]]`) go in
+    /// [`KandevOptions::toml`].
+    pub fn mock_agent_toml(mut self, text: &str) -> Self {
+        self.mock_toml.push_str(text);
+        self.mock_toml.push('\n');
         self
     }
 }
@@ -212,7 +222,8 @@ impl Kandev {
              database_url = {db}\n\n\
              [agents.mock]\n\
              command = [{mock}, \"--scenario\", \"demo\", \"--scenario-dir\", {scenarios}]\n\
-             env = {{ MOCK_AGENT_LOG = {log} }}\n\n\
+             env = {{ MOCK_AGENT_LOG = {log} }}\n\
+             {mock_toml}\n\
              [agents.claude-bridge-065]\n\
              command = [\"node\", {foreign}, \"--bridge\", \"0.65.0\"]\n\n\
              [agents.claude-bridge-0101]\n\
@@ -221,6 +232,7 @@ impl Kandev {
             mock = toml_path(&mock),
             scenarios = toml_path(&bins::scenario_dir()),
             log = toml_path(frames.path()),
+            mock_toml = options.mock_toml,
             foreign = toml_path(&foreign),
         );
         match &options.executor {
@@ -287,11 +299,35 @@ impl Kandev {
         self.process.kill_group();
     }
 
-    /// SIGTERMs kandev and waits for it to drain and exit (panics after [`DEADLINE`]);
-    /// its directory and logs stay.
-    pub async fn terminate(&mut self) {
+    /// SIGTERMs kandev and waits for it to drain and exit (panics after [`DEADLINE`]),
+    /// then kills whatever is left of its process group; returns its exit code. Its
+    /// directory and logs stay.
+    pub async fn terminate(&mut self) -> Option<i32> {
         let exited = self.process.terminate(DEADLINE).await;
         assert!(exited, "kandev did not exit on SIGTERM within {DEADLINE:?}");
+        self.process.exit_code()
+    }
+
+    /// Sends kandev SIGTERM and returns at once (see [`Kandev::wait_exit`]); a second
+    /// call is a second signal.
+    pub fn sigterm(&self) {
+        crate::process::kill(&self.pid().to_string(), "TERM");
+    }
+
+    /// Waits for kandev to exit by itself (after [`Kandev::sigterm`]), killing nothing,
+    /// and returns its exit code.
+    ///
+    /// # Panics
+    /// When it is still running after [`DEADLINE`].
+    pub async fn wait_exit(&mut self) -> Option<i32> {
+        let process = &mut self.process;
+        let exited = crate::wait::poll(DEADLINE, || {
+            let gone = (!process.is_running()).then_some(());
+            async move { gone }
+        })
+        .await;
+        assert!(exited.is_some(), "kandev did not exit within {DEADLINE:?}");
+        self.process.exit_code()
     }
 
     /// Starts kandev with the default options.
@@ -332,6 +368,28 @@ impl Kandev {
     /// kandev's stderr so far (its log; the local agentctl's lines are forwarded into it).
     pub fn log(&self) -> String {
         self.process.stderr()
+    }
+
+    /// Waits until kandev's log holds `needle` at least `n` times.
+    pub async fn wait_log(&self, needle: &str, n: usize) {
+        poll_until(
+            &format!("{n}× {needle:?} in kandev's log"),
+            DEADLINE,
+            || {
+                let found = (self.log().matches(needle).count() >= n).then_some(());
+                async move { found }
+            },
+        )
+        .await
+    }
+
+    /// The `[metrics] listen` listener, when one is configured (the
+    /// `KANDEV_METRICS_LISTENING=` line kandev prints before it listens).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.process.stdout().lines().find_map(|line| {
+            line.strip_prefix("KANDEV_METRICS_LISTENING=")
+                .and_then(|addr| addr.trim().parse().ok())
+        })
     }
 
     /// A new operator WebSocket.
@@ -376,14 +434,19 @@ impl Kandev {
             .await
     }
 
+    /// Starts a session of `agent` in the task (with an optional first prompt) and
+    /// returns it, asserting the 201.
+    pub async fn start_session(&self, task_id: &str, agent: &str, prompt: Option<&str>) -> Value {
+        self.try_start_session(task_id, agent, prompt)
+            .await
+            .expect_status(201, "start session")
+    }
+
     /// A new task with a session of `agent` started on `prompt` → `(task, session)`.
     pub async fn task_with_session(&self, agent: &str, prompt: &str) -> (Value, Value) {
         let task = self.create_task(&format!("e2e: {prompt}")).await;
         let id = task["id"].as_str().expect("task id").to_owned();
-        let session = self
-            .try_start_session(&id, agent, Some(prompt))
-            .await
-            .expect_status(201, "start session");
+        let session = self.start_session(&id, agent, Some(prompt)).await;
         (task, session)
     }
 
@@ -649,14 +712,83 @@ impl Drop for Kandev {
     }
 }
 
-/// Removes every `KANDEV_*` variable of the runner's environment: a test's flag, timeouts
-/// and config come only from what it passes.
+/// Variables of the runner's environment, besides `KANDEV_*`, that a started process
+/// must not inherit: a test's agentctl token, log format and agent settings come only
+/// from what it passes.
+const UNINHERITED: &[&str] = &[
+    "AGENTCTL_TOKEN",
+    "AGENTCTL_LOG_FORMAT",
+    "MOCK_AGENT_LOG",
+    "MOCK_AGENT_SCENARIO_DIR",
+];
+
+/// Removes every `KANDEV_*` variable (and those of [`UNINHERITED`]) of the runner's
+/// environment: a test's flag, timeouts and config come only from what it passes.
 pub(crate) fn clean_env(command: &mut Command) {
     for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("KANDEV_") {
+        let text = name.to_string_lossy();
+        if text.starts_with("KANDEV_") || UNINHERITED.contains(&text.as_ref()) {
             command.env_remove(name);
         }
     }
+}
+
+/// A one-shot `kandev` command (`--help`, `migrate-db`, a start that must fail) with none
+/// of the runner's `KANDEV_*` variables.
+pub fn kandev_command() -> Command {
+    let mut command = Command::new(bins::kandev());
+    clean_env(&mut command);
+    command
+}
+
+/// Runs `kandev --config <toml> serve` (on an SQLite file of its own, plus `env`) and
+/// expects it to refuse to start: returns its exit code and stderr.
+///
+/// # Panics
+/// When it is still running after [`DEADLINE`].
+pub async fn refused_start(toml: &str, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let dir = tempfile::Builder::new()
+        .prefix("kandev-e2e-refused-")
+        .tempdir()
+        .expect("temp dir");
+    let config = dir.path().join("kandev.toml");
+    std::fs::write(&config, toml).expect("write kandev.toml");
+    let mut command = kandev_command();
+    command
+        .arg("--config")
+        .arg(&config)
+        .arg("serve")
+        .current_dir(dir.path())
+        .env(
+            "KANDEV_DATABASE_URL",
+            format!("sqlite://{}", dir.path().join("k.db").display()),
+        )
+        .envs(env.iter().copied());
+    let mut command = tokio::process::Command::from(command);
+    command.kill_on_drop(true);
+    let output = tokio::time::timeout(DEADLINE, command.output())
+        .await
+        .expect("kandev exits in time")
+        .expect("run kandev");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Whether `text` is a UUID v4 in its canonical (hyphenated) form, as kandev mints ids.
+pub fn is_uuid_v4(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('-').collect();
+    parts.len() == 5
+        && [8, 4, 4, 4, 12]
+            .iter()
+            .zip(&parts)
+            .all(|(n, p)| p.len() == *n && p.chars().all(|c| c.is_ascii_hexdigit()))
+        && parts[2].starts_with('4')
+        && matches!(
+            parts[3].chars().next(),
+            Some('8' | '9' | 'a' | 'b' | 'A' | 'B')
+        )
 }
 
 /// `kandev.toml` of a kandev, for a test that wants to read it.
@@ -679,6 +811,19 @@ mod tests {
             json!({"answers": [{"question_id": "question_0", "selected_options": ["dev", "prod"], "custom_text": " x "}],
                    "rejected": false, "reject_reason": ""})
         );
+    }
+
+    #[test]
+    fn a_uuid_v4_is_recognised_in_its_canonical_form_only() {
+        assert!(is_uuid_v4("6f1c2d3e-4b5a-4c6d-8e7f-001122334455"));
+        for not in [
+            "6f1c2d3e-4b5a-1c6d-8e7f-001122334455",
+            "6f1c2d3e-4b5a-4c6d-7e7f-001122334455",
+            "6f1c2d3e4b5a4c6d8e7f001122334455",
+            "e1",
+        ] {
+            assert!(!is_uuid_v4(not), "{not}");
+        }
     }
 
     #[test]

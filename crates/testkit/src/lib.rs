@@ -42,7 +42,10 @@ pub mod ws;
 pub use database::{fresh_database, on_postgres};
 pub use frames::FrameLog;
 pub use http::{ApiResponse, HttpClient};
-pub use kandev::{Asked, Executor, Kandev, KandevOptions, TURN_DEADLINE, answer_body};
+pub use kandev::{
+    Asked, Executor, Kandev, KandevOptions, TURN_DEADLINE, answer_body, is_uuid_v4, kandev_command,
+    refused_start,
+};
 pub use pki::TestPki;
 pub use proxy::FaultProxy;
 pub use remote::RemoteAgentctl;

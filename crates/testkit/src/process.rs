@@ -127,6 +127,11 @@ impl GroupProcess {
         let _ = self.child.wait();
     }
 
+    /// Its exit code once it has exited: `None` while it runs or when a signal ended it.
+    pub fn exit_code(&mut self) -> Option<i32> {
+        self.child.try_wait().ok().flatten().and_then(|s| s.code())
+    }
+
     /// Prints its logs to stderr (the test's output), headed by its name.
     pub fn dump_logs(&self) {
         eprintln!(

@@ -32,7 +32,9 @@ impl RemoteAgentctl {
         Self::start_with_args(&["--tls-cert", &cert, "--tls-key", &key], env).await
     }
 
-    async fn start_with_args(args: &[&str], env: &[(&str, &str)]) -> Self {
+    /// Like [`RemoteAgentctl::start`], with extra arguments to `agentctl serve`
+    /// (`--metrics 127.0.0.1:0`, `--log-format json`, …).
+    pub async fn start_with_args(args: &[&str], env: &[(&str, &str)]) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("kandev-e2e-agentctl-")
             .tempdir()
@@ -94,6 +96,20 @@ impl RemoteAgentctl {
     /// SIGKILLs it (and its agents).
     pub fn kill(&mut self) {
         self.process.kill_group();
+    }
+
+    /// Whether it is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    /// Its `--metrics` listener, when it was started with one (the
+    /// `AGENTCTL_METRICS_LISTENING` line it prints before it listens).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.process.stdout().lines().find_map(|line| {
+            line.strip_prefix("AGENTCTL_METRICS_LISTENING ")
+                .and_then(|addr| addr.trim().parse().ok())
+        })
     }
 }
 

@@ -2,9 +2,8 @@
 //! stderr line is one JSON object, and the ids of the spans (and kandev's `replica_id`) are
 //! top-level fields.
 
+use kandev_testkit::{Kandev, KandevOptions, RemoteAgentctl};
 use serde_json::{Value, json};
-
-use crate::support::{Kandev, Options, RemoteAgentctl};
 
 /// Every line of `text` as JSON; fails naming the first line that is not an object.
 fn json_lines(who: &str, text: &str) -> Vec<Value> {
@@ -33,30 +32,23 @@ fn with_ids<'a>(lines: &'a [Value], session: &str, pending: &str) -> Vec<&'a Val
 
 #[tokio::test]
 async fn both_binaries_log_json_lines_carrying_session_and_pending_ids() {
-    let logs = tempfile::tempdir().expect("tempdir");
-    let agentctl_log = logs.path().join("agentctl.stderr");
     // agentctl by flag, kandev by environment variable.
-    let agentctl =
-        RemoteAgentctl::start_with(&["--log-format", "json"], &[], Some(&agentctl_log)).await;
-    let kandev = Kandev::start_with(
-        Options::default()
-            .toml(&agentctl.executor_toml(agentctl.addr))
+    let agentctl = RemoteAgentctl::start_with_args(&["--log-format", "json"], &[]).await;
+    let url = format!("ws://{}", agentctl.addr());
+    let kandev = Kandev::start(
+        KandevOptions::new()
+            .remote(&url, agentctl.token())
             .env("KANDEV_LOG_FORMAT", "json")
-            .env("KANDEV_FEATURES_ACP_ELICITATION", "true"),
+            .flag_env(true),
     )
     .await;
-    let task = kandev.create_task("Logs").await;
-    let session = kandev.start_session(&task, "mock", Some("Pick")).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let pending = kandev.wait_pending(&session, 1).await;
-    let pending_id = pending[0]["pending_id"].as_str().expect("id").to_owned();
+    let asked = kandev.ask("mock", "Pick").await;
+    let (session, pending_id) = (asked.session_id, asked.pending_id);
     let answer = json!({"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]});
-    assert_eq!(kandev.respond(&pending_id, answer).await.0, 200);
+    assert_eq!(kandev.respond(&pending_id, &answer).await.status, 200);
     kandev.wait_agent_text(&session, "You picked Red.").await;
 
-    let lines = json_lines("kandev", &kandev.stderr());
+    let lines = json_lines("kandev", &kandev.log());
     let ids = with_ids(&lines, &session, &pending_id);
     assert!(
         ids.iter()
@@ -82,7 +74,7 @@ async fn both_binaries_log_json_lines_carrying_session_and_pending_ids() {
         "kandev: replica_id on every line: {ids:#?}"
     );
 
-    let text = std::fs::read_to_string(&agentctl_log).expect("agentctl's stderr");
+    let text = agentctl.log();
     let lines = json_lines("agentctl", &text);
     let ids = with_ids(&lines, &session, &pending_id);
     assert!(
@@ -95,14 +87,15 @@ async fn both_binaries_log_json_lines_carrying_session_and_pending_ids() {
 
 #[tokio::test]
 async fn a_local_agentctl_s_lines_reach_kandev_s_json_log_under_the_session() {
-    let kandev = Kandev::start_with(Options::default().env("KANDEV_LOG_FORMAT", "json")).await;
+    let kandev = Kandev::start(KandevOptions::new().env("KANDEV_LOG_FORMAT", "json")).await;
     let task = kandev.create_task("Local logs").await;
-    let session = kandev.start_session(&task, "mock", None).await["id"]
+    let task = task["id"].as_str().expect("task id");
+    let session = kandev.start_session(task, "mock", None).await["id"]
         .as_str()
         .expect("id")
         .to_owned();
-    kandev.wait_state(&session, "IDLE").await;
-    let lines = json_lines("kandev", &kandev.stderr());
+    kandev.wait_session_state(&session, "IDLE").await;
+    let lines = json_lines("kandev", &kandev.log());
     assert!(
         lines
             .iter()

@@ -3,12 +3,10 @@
 //! PostgreSQL database serves the same records. Needs the PostgreSQL test cluster (a
 //! failure under `CI=true` when it is missing).
 
-mod support;
-
 use std::process::Output;
 
+use kandev_testkit::{Kandev, KandevOptions, kandev_command};
 use serde_json::{Value, json};
-use support::{Kandev, Options};
 
 fn red() -> Value {
     json!({"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]})
@@ -20,30 +18,35 @@ fn id(v: &Value) -> String {
 
 /// `kandev migrate-db --from … --to …`, with no `KANDEV_*` of the test runner.
 fn migrate_db(from: &str, to: &str) -> Output {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kandev"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("KANDEV_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.args(["migrate-db", "--from", from, "--to", to])
+    kandev_command()
+        .args(["migrate-db", "--from", from, "--to", to])
         .output()
         .expect("run kandev migrate-db")
+}
+
+/// A kandev on the database at `url`.
+async fn on(url: &str) -> Kandev {
+    Kandev::start(KandevOptions::new().database(url)).await
+}
+
+/// `GET path` on kandev's API, asserting the 200.
+async fn get(kandev: &Kandev, path: &str) -> Value {
+    kandev.api().get(path).await.expect_status(200, path)
 }
 
 /// Everything an operator can read: the board, and each session with its transcript,
 /// clarifications and the notifications.
 async fn records(kandev: &Kandev) -> Value {
-    let board = kandev.get("/api/v1/tasks").await;
+    let board = get(kandev, "/api/v1/tasks").await;
     let mut sessions = Vec::new();
     for task in board["tasks"].as_array().expect("tasks") {
-        let detail = kandev.get(&format!("/api/v1/tasks/{}", id(task))).await;
+        let detail = kandev.task(&id(task)).await;
         for session in detail["sessions"].as_array().expect("sessions") {
             let sid = id(session);
             sessions.push(json!({
                 "session": kandev.session(&sid).await,
                 "messages": kandev.messages(&sid).await,
-                "clarifications": kandev.clarifications(&format!("session_id={sid}")).await,
+                "clarifications": kandev.clarifications(&sid, None).await,
             }));
         }
     }
@@ -61,24 +64,27 @@ async fn migrate_db_copies_an_sqlite_kandev_into_postgres_and_kandev_serves_the_
     let data = tempfile::tempdir().expect("data dir");
     let sqlite = format!("sqlite://{}", data.path().join("kandev.db").display());
 
-    let mut before = Kandev::start_with(Options::default().database(sqlite.clone())).await;
-    assert_eq!(before.set_flag(Some(true)).await.0, 200);
-    let task = before.create_task("Pick a colour").await;
+    let mut before = on(&sqlite).await;
+    before
+        .set_flag_override(json!(true))
+        .await
+        .expect_status(200, "flag on");
+    let task = id(&before.create_task("Pick a colour").await);
     let answered = before.start_session(&task, "mock", Some("Pick")).await;
     let pending = before.wait_pending(&id(&answered), 1).await;
     let pending_id = pending[0]["pending_id"].as_str().expect("pending id");
-    assert_eq!(before.respond(pending_id, red()).await.0, 200);
+    assert_eq!(before.respond(pending_id, &red()).await.status, 200);
     before
         .wait_agent_text(&id(&answered), "You picked Red.")
         .await;
-    before.wait_state(&id(&answered), "IDLE").await;
+    before.wait_session_state(&id(&answered), "IDLE").await;
     // A second task whose question is still open when kandev stops.
-    let other = before.create_task("Left waiting").await;
+    let other = id(&before.create_task("Left waiting").await);
     let waiting = before.start_session(&other, "mock", Some("Pick")).await;
     before.wait_pending(&id(&waiting), 1).await;
-    assert_eq!(before.terminate().await, Some(0), "{}", before.stderr());
+    assert_eq!(before.terminate().await, Some(0), "{}", before.log());
     // The record as kandev left it, read back by a kandev on the same file.
-    let reread = Kandev::start_with(Options::default().database(sqlite.clone())).await;
+    let reread = on(&sqlite).await;
     let expected = records(&reread).await;
     drop(reread);
 
@@ -94,14 +100,14 @@ async fn migrate_db_copies_an_sqlite_kandev_into_postgres_and_kandev_serves_the_
         "the report counts what was copied: {stdout}"
     );
 
-    let after = Kandev::start_with(Options::default().database(postgres.clone())).await;
+    let after = on(&postgres).await;
     let served = records(&after).await;
     assert_eq!(
         served, expected,
         "PostgreSQL serves the records SQLite held"
     );
     assert_eq!(
-        after.get("/api/v1/runtime-flags").await["flags"][0]["source"],
+        after.flag().await["source"],
         "override",
         "the Settings override moved too"
     );
@@ -120,10 +126,10 @@ async fn migrate_db_refuses_a_target_that_holds_records_and_writes_nothing() {
     let postgres = kandev_testkit::postgres::database("migrate_db_refuses").await;
     let data = tempfile::tempdir().expect("data dir");
     let sqlite = format!("sqlite://{}", data.path().join("kandev.db").display());
-    let mut source = Kandev::start_with(Options::default().database(sqlite.clone())).await;
+    let mut source = on(&sqlite).await;
     source.create_task("Source task").await;
     source.terminate().await;
-    let mut target = Kandev::start_with(Options::default().database(postgres.clone())).await;
+    let mut target = on(&postgres).await;
     target.create_task("Already there").await;
     target.terminate().await;
 
@@ -134,8 +140,8 @@ async fn migrate_db_refuses_a_target_that_holds_records_and_writes_nothing() {
         stderr.trim(),
         "kandev: migrate-db: the target already holds 1 row(s) in `tasks`: migrate-db copies into an empty database only"
     );
-    let target = Kandev::start_with(Options::default().database(postgres.clone())).await;
-    let titles: Vec<Value> = target.get("/api/v1/tasks").await["tasks"]
+    let target = on(&postgres).await;
+    let titles: Vec<Value> = get(&target, "/api/v1/tasks").await["tasks"]
         .as_array()
         .expect("tasks")
         .iter()

@@ -4,10 +4,8 @@
 
 use std::net::SocketAddr;
 
-use serde_json::{Value, json};
-
-use crate::support::http::get_text;
-use crate::support::{Kandev, Options, RemoteAgentctl, wait_for};
+use kandev_testkit::{DEADLINE, HttpClient, Kandev, KandevOptions, RemoteAgentctl, poll_until};
+use serde_json::json;
 
 /// The value of the sample `name{labels…}` (the given labels must all match).
 fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
@@ -38,6 +36,10 @@ fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     sample(text, name, labels).unwrap_or(0.0)
 }
 
+async fn get_text(addr: SocketAddr, path: &str) -> (u16, String) {
+    HttpClient::new(addr).get_text(path).await
+}
+
 async fn scrape(addr: SocketAddr) -> String {
     let (status, text) = get_text(addr, "/metrics").await;
     assert_eq!(status, 200, "{text}");
@@ -46,7 +48,7 @@ async fn scrape(addr: SocketAddr) -> String {
 
 /// Scrapes `addr` until `check` holds on the text; returns it.
 async fn scrape_until(what: &str, addr: SocketAddr, check: impl Fn(&str) -> bool) -> String {
-    wait_for(what, || async {
+    poll_until(what, DEADLINE, || async {
         let text = scrape(addr).await;
         check(&text).then_some(text)
     })
@@ -57,19 +59,20 @@ const EL: (&str, &str) = ("source", "elicitation");
 
 #[tokio::test]
 async fn a_scripted_session_moves_kandev_s_and_agentctl_s_metrics() {
-    let agentctl = RemoteAgentctl::start_with(&["--metrics", "127.0.0.1:0"], &[], None).await;
-    let agentctl_metrics = agentctl.metrics_addr.expect("AGENTCTL_METRICS_LISTENING");
-    let kandev = Kandev::start_with(
-        Options::default()
-            .toml(&agentctl.executor_toml(agentctl.addr))
+    let agentctl = RemoteAgentctl::start_with_args(&["--metrics", "127.0.0.1:0"], &[]).await;
+    let agentctl_metrics = agentctl.metrics_addr().expect("AGENTCTL_METRICS_LISTENING");
+    let url = format!("ws://{}", agentctl.addr());
+    let kandev = Kandev::start(
+        KandevOptions::new()
+            .remote(&url, agentctl.token())
             .toml("[metrics]\nlisten = \"127.0.0.1:0\"")
-            .env("KANDEV_FEATURES_ACP_ELICITATION", "true"),
+            .flag_env(true),
     )
     .await;
-    let separate = kandev.metrics_addr.expect("KANDEV_METRICS_LISTENING");
+    let separate = kandev.metrics_addr().expect("KANDEV_METRICS_LISTENING");
     let mut scraped = Vec::new();
 
-    let before = scrape(kandev.addr).await;
+    let before = scrape(kandev.addr()).await;
     assert_eq!(
         sample(&before, "kandev_clarifications_pending", &[EL]),
         Some(0.0)
@@ -82,11 +85,9 @@ async fn a_scripted_session_moves_kandev_s_and_agentctl_s_metrics() {
         0.0
     );
 
-    let task = kandev.create_task("Metrics").await;
-    let session = kandev.start_session(&task, "mock", Some("Pick")).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (task, session) = kandev.task_with_session("mock", "Pick").await;
+    let task = task["id"].as_str().expect("task id").to_owned();
+    let session = session["id"].as_str().expect("id").to_owned();
     let pending_id = kandev.wait_pending(&session, 1).await[0]["pending_id"]
         .as_str()
         .expect("id")
@@ -139,10 +140,10 @@ async fn a_scripted_session_moves_kandev_s_and_agentctl_s_metrics() {
     scraped.extend([asked, agentctl_asked]);
 
     let answer = json!({"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]});
-    assert_eq!(kandev.respond(&pending_id, answer).await.0, 200);
+    assert_eq!(kandev.respond(&pending_id, &answer).await.status, 200);
     kandev.wait_agent_text(&session, "You picked Red.").await;
 
-    let answered = scrape(kandev.addr).await;
+    let answered = scrape(kandev.addr()).await;
     assert_eq!(
         sample(&answered, "kandev_clarifications_pending", &[EL]),
         Some(0.0)
@@ -187,17 +188,17 @@ async fn a_scripted_session_moves_kandev_s_and_agentctl_s_metrics() {
 
     // A url-mode elicitation is declined at agentctl's door; both count it by reason.
     // (The answered turn ends after its text arrives: the next prompt waits for that.)
-    kandev.wait_state(&session, "IDLE").await;
+    kandev.wait_session_state(&session, "IDLE").await;
     let url_mode = [("reason", "not_form_mode")];
-    let (status, body) = kandev
-        .http(
-            "POST",
+    let r = kandev
+        .api()
+        .post(
             &format!("/api/v1/sessions/{session}/prompt"),
-            Some(json!({"text": "/e2e:url-mode"})),
+            &json!({"text": "/e2e:url-mode"}),
         )
         .await;
-    assert_eq!(status, 202, "{body}");
-    let declined = scrape_until("a door decline counted by kandev", kandev.addr, |t| {
+    assert_eq!(r.status, 202, "{r}");
+    let declined = scrape_until("a door decline counted by kandev", kandev.addr(), |t| {
         value(t, "kandev_elicitations_declined_total", &url_mode) == 1.0
     })
     .await;
@@ -222,18 +223,17 @@ async fn a_scripted_session_moves_kandev_s_and_agentctl_s_metrics() {
     scraped.extend([declined, agentctl_declined]);
 
     // Stopping the session ends its agent.
-    kandev.wait_state(&session, "IDLE").await;
-    let (status, body) = kandev
-        .http("POST", &format!("/api/v1/sessions/{session}/stop"), None)
-        .await;
-    assert_eq!(status, 202, "{body}");
+    kandev.wait_session_state(&session, "IDLE").await;
+    let stop = format!("/api/v1/sessions/{session}/stop");
+    let r = kandev.api().request("POST", &stop, None).await;
+    assert_eq!(r.status, 202, "{r}");
     let stopped = scrape_until("agentctl counts the agent's exit", agentctl_metrics, |t| {
         t.lines()
             .any(|l| l.starts_with("agentctl_agent_exits_total{") && !l.ends_with(" 0"))
     })
     .await;
     assert_eq!(sample(&stopped, "agentctl_sessions", &[]), Some(0.0));
-    let ended = scrape(kandev.addr).await;
+    let ended = scrape(kandev.addr()).await;
     assert_eq!(sample(&ended, "kandev_sessions_attached", &[]), Some(0.0));
     for state in [
         "IDLE",
@@ -254,7 +254,7 @@ async fn a_scripted_session_moves_kandev_s_and_agentctl_s_metrics() {
         for secret in [
             "Pick a colour",
             "Red",
-            agentctl.token.as_str(),
+            agentctl.token(),
             session.as_str(),
             pending_id.as_str(),
             task.as_str(),
@@ -267,11 +267,11 @@ async fn a_scripted_session_moves_kandev_s_and_agentctl_s_metrics() {
 #[tokio::test]
 async fn the_separate_listener_serves_only_metrics() {
     let kandev =
-        Kandev::start_with(Options::default().toml("[metrics]\nlisten = \"127.0.0.1:0\"")).await;
-    let separate = kandev.metrics_addr.expect("KANDEV_METRICS_LISTENING");
+        Kandev::start(KandevOptions::new().toml("[metrics]\nlisten = \"127.0.0.1:0\"")).await;
+    let separate = kandev.metrics_addr().expect("KANDEV_METRICS_LISTENING");
     assert_eq!(get_text(separate, "/metrics").await.0, 200);
     assert_eq!(get_text(separate, "/api/v1/tasks").await.0, 404);
-    let (status, body): (u16, Value) = kandev.http("GET", "/metrics", None).await;
+    let (status, body) = get_text(kandev.addr(), "/metrics").await;
     assert_eq!(
         status, 200,
         "the main listener serves it too (auth is off on loopback): {body}"

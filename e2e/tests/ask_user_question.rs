@@ -3,10 +3,8 @@
 //! `mock-agent` processes: the mock calls the MCP tool agentctl serves, the backend keeps
 //! the record under its own id, and the answer goes back as the tool result.
 
-mod support;
-
+use kandev_testkit::{ApiResponse, DEADLINE, Kandev, is_uuid_v4, poll_until};
 use serde_json::{Value, json};
-use support::{Kandev, is_uuid_v4, wait_for};
 
 fn pick(question: &str, option: &str) -> Value {
     json!({"question_id": question, "selected_options": [option], "custom_text": ""})
@@ -20,18 +18,28 @@ fn answers(list: Vec<Value>) -> Value {
     json!({"answers": list, "rejected": false, "reject_reason": ""})
 }
 
-/// Prompts `text` on `session` and waits for one more pending record of this path.
-async fn ask(kandev: &Kandev, session: &str, prompt: &str) -> Value {
-    let (status, body) = kandev
-        .http(
-            "POST",
+/// `POST /api/v1/sessions/{session}/prompt` with `text`, asserting the 202.
+async fn prompt(kandev: &Kandev, session: &str, text: &str) {
+    kandev
+        .api()
+        .post(
             &format!("/api/v1/sessions/{session}/prompt"),
-            Some(json!({"text": prompt})),
+            &json!({"text": text}),
         )
-        .await;
-    assert_eq!(status, 202, "{body}");
+        .await
+        .expect_status(202, "prompt");
+}
+
+/// Prompts `text` on `session` and waits for one more pending record of this path.
+async fn ask(kandev: &Kandev, session: &str, text: &str) -> Value {
+    prompt(kandev, session, text).await;
     let mut list = kandev.wait_pending(session, 1).await;
     list.remove(0)
+}
+
+/// `(status, body)` of a response, to compare with an expected pair.
+fn pair(r: ApiResponse) -> (u16, Value) {
+    (r.status, r.body)
 }
 
 /// The JSON the mock reported for its tool call `id` (`ask_user_question ID result: …`),
@@ -39,7 +47,7 @@ async fn ask(kandev: &Kandev, session: &str, prompt: &str) -> Value {
 async fn tool_result(kandev: &Kandev, session: &str, id: &str, n: usize) -> Value {
     let prefix = format!("ask_user_question {id} result: ");
     let prefix = prefix.as_str();
-    wait_for(&format!("{n}× {prefix:?}"), || async move {
+    poll_until(&format!("{n}× {prefix:?}"), DEADLINE, || async move {
         let messages = kandev.messages(session).await;
         let mut reported: Vec<Value> = Vec::new();
         for content in messages
@@ -62,19 +70,29 @@ async fn tool_result(kandev: &Kandev, session: &str, id: &str, n: usize) -> Valu
 
 async fn idle_session(kandev: &Kandev, title: &str) -> String {
     let task = kandev.create_task(title).await;
-    let session = kandev.start_session(&task, "mock", None).await;
+    let task = task["id"].as_str().expect("task id");
+    let session = kandev.start_session(task, "mock", None).await;
     let id = session["id"].as_str().expect("id").to_owned();
-    kandev.wait_state(&id, "IDLE").await;
+    kandev.wait_session_state(&id, "IDLE").await;
     id
+}
+
+/// Switches the flag on through the Settings override.
+async fn flag_on(kandev: &Kandev) {
+    kandev
+        .set_flag_override(json!(true))
+        .await
+        .expect_status(200, "flag on");
 }
 
 #[tokio::test]
 async fn a_tool_call_raises_the_same_clarification_surface_and_the_answer_reaches_the_agent() {
     // The flag is off: this path does not depend on elicitation being advertised.
-    let kandev = Kandev::start().await;
-    let ws = kandev.events().await;
+    let kandev = Kandev::start_default().await;
+    let ws = kandev.ws().await;
     let task = kandev.create_task("Storage").await;
-    let session = kandev.start_session(&task, "mock", Some("/e2e:ask")).await;
+    let task = task["id"].as_str().expect("task id");
+    let session = kandev.start_session(task, "mock", Some("/e2e:ask")).await;
     let session = session["id"].as_str().expect("id").to_owned();
     let rec = kandev.wait_pending(&session, 1).await.remove(0);
     let id = rec["pending_id"].as_str().expect("id").to_owned();
@@ -92,7 +110,9 @@ async fn a_tool_call_raises_the_same_clarification_surface_and_the_answer_reache
     );
 
     // The same surface as an elicitation: message, pending_action, notification, WS events.
-    let s = kandev.wait_state(&session, "WAITING_FOR_INPUT").await;
+    let s = kandev
+        .wait_session_state(&session, "WAITING_FOR_INPUT")
+        .await;
     assert_eq!(s["pending_action"], "clarification");
     let messages = kandev.messages(&session).await;
     let asks: Vec<&Value> = messages
@@ -104,9 +124,11 @@ async fn a_tool_call_raises_the_same_clarification_surface_and_the_answer_reache
     assert_eq!(asks[0]["requests_input"], true);
     assert_eq!(asks[0]["metadata"]["pending_id"], id.as_str());
     assert_eq!(asks[0]["metadata"]["source"], "ask_user_question");
-    ws.wait("clarification.created", |d| d["pending_id"] == id.as_str())
-        .await;
-    let notes = wait_for("the notification", || async {
+    ws.wait_for_type("clarification.created", DEADLINE, |d| {
+        d["pending_id"] == id.as_str()
+    })
+    .await;
+    let notes = poll_until("the notification", DEADLINE, || async {
         let n = kandev.notifications().await;
         (!n.is_empty()).then_some(n)
     })
@@ -115,10 +137,10 @@ async fn a_tool_call_raises_the_same_clarification_surface_and_the_answer_reache
     assert_eq!(notes[0]["event"], "session.clarification_requested");
     assert!(!notes[0]["body"].as_str().unwrap_or("").contains("database"));
 
-    let (status, body) = kandev
-        .respond(&id, answers(vec![pick("q1", "Postgres")]))
+    let r = kandev
+        .respond(&id, &answers(vec![pick("q1", "Postgres")]))
         .await;
-    assert_eq!((status, body), (200, json!({"status": "answered"})));
+    assert_eq!(pair(r), (200, json!({"status": "answered"})));
     let result = tool_result(&kandev, &session, "a1", 1).await;
     assert_eq!(
         result,
@@ -127,19 +149,21 @@ async fn a_tool_call_raises_the_same_clarification_surface_and_the_answer_reache
             "selected_option": "Postgres", "custom_text": null}]})
     );
     let settled = ws
-        .wait("clarification.settled", |d| d["pending_id"] == id.as_str())
+        .wait_for_type("clarification.settled", DEADLINE, |d| {
+            d["pending_id"] == id.as_str()
+        })
         .await;
-    assert_eq!(settled["status"], "answered");
+    assert_eq!(settled["data"]["status"], "answered");
     kandev.wait_agent_text(&session, "Done.").await;
-    let s = kandev.wait_state(&session, "IDLE").await;
+    let s = kandev.wait_session_state(&session, "IDLE").await;
     assert_eq!(s["pending_action"], Value::Null);
 
     // First response wins; the record takes no second one.
-    let (status, body) = kandev
-        .respond(&id, answers(vec![pick("q1", "SQLite")]))
+    let r = kandev
+        .respond(&id, &answers(vec![pick("q1", "SQLite")]))
         .await;
-    assert_eq!(status, 409, "{body}");
-    assert_eq!(body["error"]["code"], "NOT_ACTIVE");
+    assert_eq!(r.status, 409, "{r}");
+    assert_eq!(r.body["error"]["code"], "NOT_ACTIVE");
     assert_eq!(
         kandev.clarification(&id).await["answer"]["answers"][0]["selected_options"],
         json!(["Postgres"])
@@ -148,7 +172,7 @@ async fn a_tool_call_raises_the_same_clarification_surface_and_the_answer_reache
 
 #[tokio::test]
 async fn ac57_every_combination_of_single_select_custom_text_and_skip_follows_this_paths_rules() {
-    let kandev = Kandev::start().await;
+    let kandev = Kandev::start_default().await;
     let session = idle_session(&kandev, "AC-57").await;
     let rec = ask(&kandev, &session, "/e2e:ask").await;
     let id = rec["pending_id"].as_str().expect("id").to_owned();
@@ -183,7 +207,11 @@ async fn ac57_every_combination_of_single_select_custom_text_and_skip_follows_th
         ),
     ];
     for (body, expected) in refused {
-        let (status, reply) = kandev.respond(&id, body.clone()).await;
+        let ApiResponse {
+            status,
+            body: reply,
+            ..
+        } = kandev.respond(&id, &body).await;
         assert_eq!(status, 400, "{body}: {reply}");
         assert_eq!(reply["error"]["code"], "INVALID_ANSWER");
         let message = reply["error"]["message"].as_str().unwrap_or("");
@@ -196,65 +224,60 @@ async fn ac57_every_combination_of_single_select_custom_text_and_skip_follows_th
 
     // A single selection.
     assert_eq!(
-        kandev
-            .respond(&id, answers(vec![pick("q1", "SQLite")]))
-            .await,
+        pair(
+            kandev
+                .respond(&id, &answers(vec![pick("q1", "SQLite")]))
+                .await
+        ),
         (200, json!({"status": "answered"}))
     );
     let result = tool_result(&kandev, &session, "a1", 1).await;
     assert_eq!(result["answers"][0]["selected_option"], "SQLite");
     assert_eq!(result["answers"][0]["custom_text"], Value::Null);
-    kandev.wait_state(&session, "IDLE").await;
+    kandev.wait_session_state(&session, "IDLE").await;
 
     // Custom text alone (exactly 2,000 characters is still accepted).
     let rec = ask(&kandev, &session, "/e2e:ask").await;
     let id = rec["pending_id"].as_str().expect("id").to_owned();
     let text = format!("CockroachDB{}", "!".repeat(2000 - 11));
     assert_eq!(
-        kandev.respond(&id, answers(vec![typed("q1", &text)])).await,
+        pair(
+            kandev
+                .respond(&id, &answers(vec![typed("q1", &text)]))
+                .await
+        ),
         (200, json!({"status": "answered"}))
     );
     let result = tool_result(&kandev, &session, "a1", 2).await;
     assert_eq!(result["answers"][0]["selected_option"], Value::Null);
     assert_eq!(result["answers"][0]["custom_text"], text.as_str());
-    kandev.wait_state(&session, "IDLE").await;
+    kandev.wait_session_state(&session, "IDLE").await;
 
     // Skip: `rejected: true` alone.
     let rec = ask(&kandev, &session, "/e2e:ask").await;
     let id = rec["pending_id"].as_str().expect("id").to_owned();
     assert_eq!(
-        kandev
-            .respond(
-                &id,
-                json!({"answers": [], "rejected": true, "reject_reason": "skipped"})
-            )
-            .await,
+        pair(kandev.reject(&id).await),
         (200, json!({"status": "declined"}))
     );
     let result = tool_result(&kandev, &session, "a1", 3).await;
     assert_eq!(result["status"], "rejected");
     assert_eq!(
-        kandev.wait_status(&id, "declined").await["answer"]["rejected"],
+        kandev.wait_clarification_status(&id, "declined").await["answer"]["rejected"],
         true
     );
 }
 
 #[tokio::test]
 async fn d4_identical_tool_calls_share_one_record_and_identical_elicitations_do_not() {
-    let kandev = Kandev::start().await;
-    assert_eq!(kandev.set_flag(Some(true)).await.0, 200);
+    let kandev = Kandev::start_default().await;
+    flag_on(&kandev).await;
     let session = idle_session(&kandev, "D4").await;
     let rec = ask(&kandev, &session, "/e2e:ask-twice").await;
     let id = rec["pending_id"].as_str().expect("id").to_owned();
     // Both calls reached the backend; the second joined the first record.
     kandev.wait_log("the call joins that record (D4)", 1).await;
-    assert_eq!(
-        kandev
-            .clarifications(&format!("session_id={session}"))
-            .await
-            .len(),
-        1
-    );
+    assert_eq!(kandev.clarifications(&session, None).await.len(), 1);
     let asks = kandev
         .messages(&session)
         .await
@@ -263,7 +286,7 @@ async fn d4_identical_tool_calls_share_one_record_and_identical_elicitations_do_
         .count();
     assert_eq!(asks, 1);
     assert_eq!(
-        kandev.respond(&id, answers(vec![pick("q1", "Yes")])).await,
+        pair(kandev.respond(&id, &answers(vec![pick("q1", "Yes")])).await),
         (200, json!({"status": "answered"}))
     );
     // One answer returns both calls.
@@ -271,18 +294,11 @@ async fn d4_identical_tool_calls_share_one_record_and_identical_elicitations_do_
         let result = tool_result(&kandev, &session, call, 1).await;
         assert_eq!(result["answers"][0]["selected_option"], "Yes", "{call}");
     }
-    kandev.wait_state(&session, "IDLE").await;
+    kandev.wait_session_state(&session, "IDLE").await;
     assert_eq!(kandev.notifications().await.len(), 1);
 
     // Elicitations with identical text are never collapsed (D4).
-    let (status, _) = kandev
-        .http(
-            "POST",
-            &format!("/api/v1/sessions/{session}/prompt"),
-            Some(json!({"text": "/e2e:two-identical"})),
-        )
-        .await;
-    assert_eq!(status, 202);
+    prompt(&kandev, &session, "/e2e:two-identical").await;
     let two = kandev.wait_pending(&session, 2).await;
     assert!(two.iter().all(|r| r["source"] == "elicitation"));
     assert_ne!(two[0]["pending_id"], two[1]["pending_id"]);
@@ -290,17 +306,10 @@ async fn d4_identical_tool_calls_share_one_record_and_identical_elicitations_do_
 
 #[tokio::test]
 async fn both_paths_pending_on_one_session_are_answered_independently() {
-    let kandev = Kandev::start().await;
-    assert_eq!(kandev.set_flag(Some(true)).await.0, 200);
+    let kandev = Kandev::start_default().await;
+    flag_on(&kandev).await;
     let session = idle_session(&kandev, "Both").await;
-    let (status, _) = kandev
-        .http(
-            "POST",
-            &format!("/api/v1/sessions/{session}/prompt"),
-            Some(json!({"text": "/e2e:ask-and-elicit"})),
-        )
-        .await;
-    assert_eq!(status, 202);
+    prompt(&kandev, &session, "/e2e:ask-and-elicit").await;
     let both = kandev.wait_pending(&session, 2).await;
     let by_source = |source: &str| {
         both.iter()
@@ -315,9 +324,11 @@ async fn both_paths_pending_on_one_session_are_answered_independently() {
 
     // The tool call first: the elicitation stays pending, the session still waits.
     assert_eq!(
-        kandev
-            .respond(&tool, answers(vec![pick("q1", "SQLite")]))
-            .await,
+        pair(
+            kandev
+                .respond(&tool, &answers(vec![pick("q1", "SQLite")]))
+                .await
+        ),
         (200, json!({"status": "answered"}))
     );
     assert_eq!(
@@ -330,43 +341,44 @@ async fn both_paths_pending_on_one_session_are_answered_independently() {
         (Some("WAITING_FOR_INPUT"), Some("clarification"))
     );
     // The elicitation's own rules still apply to it (selection and text coexist).
-    let (status, body) = kandev
+    let r = kandev
         .respond(
             &elicitation,
-            answers(vec![json!({"question_id": "question_0", "selected_options": ["Red"], "custom_text": "Teal"})]),
+            &answers(vec![json!({"question_id": "question_0", "selected_options": ["Red"], "custom_text": "Teal"})]),
         )
         .await;
-    assert_eq!((status, body), (200, json!({"status": "answered"})));
+    assert_eq!(pair(r), (200, json!({"status": "answered"})));
     kandev
         .wait_agent_text(&session, "elicitation e1 result:")
         .await;
     let result = tool_result(&kandev, &session, "a1", 1).await;
     assert_eq!(result["answers"][0]["selected_option"], "SQLite");
-    kandev.wait_state(&session, "IDLE").await;
+    kandev.wait_session_state(&session, "IDLE").await;
 }
 
 #[tokio::test]
 async fn turn_cancel_releases_the_blocked_tool_call_and_withdraws_the_surface() {
-    let kandev = Kandev::start().await;
-    let ws = kandev.events().await;
+    let kandev = Kandev::start_default().await;
+    let ws = kandev.ws().await;
     let session = idle_session(&kandev, "Cancel").await;
     let rec = ask(&kandev, &session, "/e2e:ask").await;
     let id = rec["pending_id"].as_str().expect("id").to_owned();
-    let (status, _) = kandev
-        .http("POST", &format!("/api/v1/sessions/{session}/cancel"), None)
-        .await;
-    assert_eq!(status, 202);
-    let rec = kandev.wait_status(&id, "cancelled").await;
+    let cancel = format!("/api/v1/sessions/{session}/cancel");
+    assert_eq!(
+        kandev.api().request("POST", &cancel, None).await.status,
+        202
+    );
+    let rec = kandev.wait_clarification_status(&id, "cancelled").await;
     assert_eq!(rec["source"], "ask_user_question");
-    ws.wait("clarification.settled", |d| {
+    ws.wait_for_type("clarification.settled", DEADLINE, |d| {
         d["pending_id"] == id.as_str() && d["status"] == "cancelled"
     })
     .await;
-    let s = kandev.wait_state(&session, "IDLE").await;
+    let s = kandev.wait_session_state(&session, "IDLE").await;
     assert_eq!(s["pending_action"], Value::Null);
-    let (status, body) = kandev
-        .respond(&id, answers(vec![pick("q1", "Postgres")]))
+    let r = kandev
+        .respond(&id, &answers(vec![pick("q1", "Postgres")]))
         .await;
-    assert_eq!(status, 409, "{body}");
-    assert_eq!(body["error"]["code"], "NOT_ACTIVE");
+    assert_eq!(r.status, 409, "{r}");
+    assert_eq!(r.body["error"]["code"], "NOT_ACTIVE");
 }

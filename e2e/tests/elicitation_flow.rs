@@ -1,22 +1,51 @@
 //! The elicitation lifecycle through the operator API, with the real `kandev`,
 //! `agentctl` and `mock-agent` processes (docs/architecture.md §3).
 
-mod support;
-
+use kandev_testkit::{DEADLINE, FrameLog, Kandev, KandevOptions, bins, is_uuid_v4, poll_until};
 use serde_json::{Value, json};
-use support::{Kandev, Options, capability_fixture, is_uuid_v4, wait_for};
 
 fn red() -> Value {
     json!({"answers": [{"question_id": "question_0", "selected_options": ["Red"], "custom_text": ""}],
            "rejected": false, "reject_reason": ""})
 }
 
+/// The checked-in capability fixtures of agentctl, one per agent family (AC-02).
+fn capability_fixture(name: &str) -> String {
+    let path = bins::repo_root()
+        .join("crates/agentctl/tests/fixtures/capabilities")
+        .join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim_end()
+        .to_owned()
+}
+
+/// Switches the flag on through the Settings override.
+async fn flag_on(kandev: &Kandev) {
+    kandev
+        .set_flag_override(json!(true))
+        .await
+        .expect_status(200, "flag on");
+}
+
+/// A new task titled `title`; its id.
+async fn task(kandev: &Kandev, title: &str) -> String {
+    kandev.create_task(title).await["id"]
+        .as_str()
+        .expect("task id")
+        .to_owned()
+}
+
+/// Waits for the agent's `n`-th elicitation response; returns all it received.
+async fn responses(frames: &FrameLog, n: usize) -> Vec<Value> {
+    frames.wait_for_elicitation_responses(n, DEADLINE).await
+}
+
 /// A kandev with the flag switched on through the API, a task and a demo session
 /// whose first prompt raises the "Pick a colour" form.
 async fn demo_waiting(kandev: &Kandev) -> (String, String, Value) {
-    let (status, _) = kandev.set_flag(Some(true)).await;
-    assert_eq!(status, 200);
-    let task = kandev.create_task("Paint the shed").await;
+    flag_on(kandev).await;
+    let task = task(kandev, "Paint the shed").await;
     let session = kandev
         .start_session(&task, "mock", Some("Pick for me"))
         .await;
@@ -27,15 +56,21 @@ async fn demo_waiting(kandev: &Kandev) -> (String, String, Value) {
 
 #[tokio::test]
 async fn ac01_flag_on_the_session_reports_elicitation_form_as_sent_in_initialize() {
-    let kandev = Kandev::start().await;
-    assert_eq!(kandev.set_flag(Some(true)).await.0, 200);
-    let task = kandev.create_task("Caps").await;
+    let kandev = Kandev::start_default().await;
+    flag_on(&kandev).await;
+    let task = task(&kandev, "Caps").await;
     let session = kandev.start_session(&task, "mock", None).await;
     assert_eq!(session["state"], "IDLE", "{session}");
     let caps = &session["client_capabilities"];
     assert_eq!(caps["elicitation"], json!({"form": {}}));
     assert!(caps["elicitation"].get("url").is_none(), "never url");
-    let init = kandev.mock_log().received("initialize");
+    let init: Vec<Value> = kandev
+        .frames()
+        .frames()
+        .into_iter()
+        .filter(|f| f.dir == "recv" && f.method() == Some("initialize"))
+        .map(|f| f.frame)
+        .collect();
     assert_eq!(init.len(), 1);
     assert_eq!(
         &init[0]["params"]["clientCapabilities"], caps,
@@ -46,12 +81,12 @@ async fn ac01_flag_on_the_session_reports_elicitation_form_as_sent_in_initialize
 
 #[tokio::test]
 async fn ac02_flag_off_capabilities_equal_each_agents_pinned_fixture() {
-    let mock = support::sibling("mock-agent").display().to_string();
-    let kandev = Kandev::start_with(Options::default().toml(&format!(
+    let mock = bins::mock_agent().display().to_string();
+    let kandev = Kandev::start(KandevOptions::new().toml(&format!(
         "[agents.cursor-acp]\ncommand = [{mock:?}]\n[agents.claude-acp]\ncommand = [{mock:?}]\n"
     )))
     .await;
-    let task = kandev.create_task("Caps off").await;
+    let task = task(&kandev, "Caps off").await;
     for (agent, fixture) in [
         ("cursor-acp", "cursor-acp.json"),
         ("claude-acp", "default.json"),
@@ -75,8 +110,8 @@ async fn ac02_flag_off_capabilities_equal_each_agents_pinned_fixture() {
 
 #[tokio::test]
 async fn ac08_ac10_ac13_f9_answer_the_demo_form_and_the_same_turn_continues() {
-    let kandev = Kandev::start().await;
-    let ws = kandev.events().await;
+    let kandev = Kandev::start_default().await;
+    let ws = kandev.ws().await;
     let (task, session, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"]
         .as_str()
@@ -94,7 +129,9 @@ async fn ac08_ac10_ac13_f9_answer_the_demo_form_and_the_same_turn_continues() {
     );
 
     // AC-08: the agent-authored clarification_request message, and pending_action.
-    let s = kandev.wait_state(&session, "WAITING_FOR_INPUT").await;
+    let s = kandev
+        .wait_session_state(&session, "WAITING_FOR_INPUT")
+        .await;
     assert_eq!(s["pending_action"], "clarification");
     let messages = kandev.messages(&session).await;
     let ask: Vec<&Value> = messages
@@ -105,14 +142,14 @@ async fn ac08_ac10_ac13_f9_answer_the_demo_form_and_the_same_turn_continues() {
     assert_eq!(ask[0]["author_type"], "agent");
     assert_eq!(ask[0]["requests_input"], true);
     assert_eq!(ask[0]["metadata"]["pending_id"], pending_id.as_str());
-    let t = kandev.get(&format!("/api/v1/tasks/{task}")).await;
+    let t = kandev.task(&task).await;
     assert_eq!(
         (t["state"].clone(), t["pending_action"].clone()),
         (json!("WAITING_FOR_INPUT"), json!("clarification"))
     );
 
     // F9: one notification, naming the task, never the question.
-    let notes = wait_for("the notification", || async {
+    let notes = poll_until("the notification", DEADLINE, || async {
         let n = kandev.notifications().await;
         (!n.is_empty()).then_some(n)
     })
@@ -125,29 +162,29 @@ async fn ac08_ac10_ac13_f9_answer_the_demo_form_and_the_same_turn_continues() {
         !body.contains("Pick a colour") && !body.contains("Colour"),
         "{body}"
     );
-    ws.wait("notification", |n| {
+    ws.wait_for_type("notification", DEADLINE, |n| {
         n["event"] == "session.clarification_requested"
     })
     .await;
-    ws.wait("clarification.created", |c| {
+    ws.wait_for_type("clarification.created", DEADLINE, |c| {
         c["pending_id"] == pending_id.as_str()
     })
     .await;
 
     // AC-10: the answer reaches the agent as the schema's own key.
-    let (status, v) = kandev.respond(&pending_id, red()).await;
-    assert_eq!((status, v), (200, json!({"status": "answered"})));
-    let log = kandev.mock_log();
-    let results = log.wait_elicitation_results(1).await;
+    let r = kandev.respond(&pending_id, &red()).await;
+    assert_eq!((r.status, r.body), (200, json!({"status": "answered"})));
+    let log = kandev.frames();
+    let results = responses(log, 1).await;
     assert_eq!(
         results,
         [json!({"action": "accept", "content": {"question_0": "Red"}})]
     );
     kandev.wait_agent_text(&session, "You picked Red.").await;
-    kandev.wait_state(&session, "IDLE").await;
+    kandev.wait_session_state(&session, "IDLE").await;
 
     // AC-13: one session/prompt for the whole exchange, and it is the one that returned.
-    let prompts = log.received("session/prompt");
+    let prompts = log.prompt_requests();
     assert_eq!(prompts.len(), 1);
     let answers = log.answers_to(&prompts[0]["id"]);
     assert_eq!(answers.len(), 1);
@@ -165,15 +202,15 @@ async fn ac08_ac10_ac13_f9_answer_the_demo_form_and_the_same_turn_continues() {
         .find(|m| m["type"] == "clarification_request")
         .expect("message");
     assert_eq!(ask["metadata"]["status"], "answered");
-    ws.wait("clarification.settled", |c| {
+    ws.wait_for_type("clarification.settled", DEADLINE, |c| {
         c["pending_id"] == pending_id.as_str()
     })
     .await;
-    ws.wait("session.updated", |s| {
+    ws.wait_for_type("session.updated", DEADLINE, |s| {
         s["id"] == session.as_str() && s["state"] == "IDLE"
     })
     .await;
-    ws.wait("message.created", |m| m["type"] == "tool_call")
+    ws.wait_for_type("message.created", DEADLINE, |m| m["type"] == "tool_call")
         .await;
     // Still exactly one notification (F9) once everything settled.
     assert_eq!(kandev.notifications().await.len(), 1);
@@ -183,9 +220,9 @@ async fn ac08_ac10_ac13_f9_answer_the_demo_form_and_the_same_turn_continues() {
 
 #[tokio::test]
 async fn ac12f_ac60_identical_questions_make_two_records_and_answering_one_leaves_the_other() {
-    let kandev = Kandev::start().await;
-    assert_eq!(kandev.set_flag(Some(true)).await.0, 200);
-    let task = kandev.create_task("Pick a datastore").await;
+    let kandev = Kandev::start_default().await;
+    flag_on(&kandev).await;
+    let task = task(&kandev, "Pick a datastore").await;
     let session = kandev
         .start_session(&task, "mock", Some("/e2e:two-identical"))
         .await;
@@ -202,7 +239,7 @@ async fn ac12f_ac60_identical_questions_make_two_records_and_answering_one_leave
         "identical text, not collapsed"
     );
     // Two notifications, one per elicitation (F9: once each).
-    wait_for("two notifications", || async {
+    poll_until("two notifications", DEADLINE, || async {
         (kandev.notifications().await.len() == 2).then_some(())
     })
     .await;
@@ -210,8 +247,8 @@ async fn ac12f_ac60_identical_questions_make_two_records_and_answering_one_leave
     let answer =
         json!({"answers": [{"question_id": "question_0", "selected_options": ["Postgres"]}]});
     // AC-60: agentctl accepts the backend's id, so it is agentctl's own, verbatim.
-    let (status, v) = kandev.respond(&a, answer.clone()).await;
-    assert_eq!((status, v), (200, json!({"status": "answered"})));
+    let r = kandev.respond(&a, &answer).await;
+    assert_eq!((r.status, r.body), (200, json!({"status": "answered"})));
     assert_eq!(kandev.clarification(&a).await["status"], "answered");
     assert_eq!(
         kandev.clarification(&b).await["status"],
@@ -223,34 +260,33 @@ async fn ac12f_ac60_identical_questions_make_two_records_and_answering_one_leave
         (s["state"].clone(), s["pending_action"].clone()),
         (json!("WAITING_FOR_INPUT"), json!("clarification"))
     );
-    let log = kandev.mock_log();
-    assert_eq!(log.wait_elicitation_results(1).await.len(), 1);
+    let log = kandev.frames();
+    assert_eq!(responses(log, 1).await.len(), 1);
 
-    let (status, _) = kandev.respond(&b, answer).await;
-    assert_eq!(status, 200);
-    let results = log.wait_elicitation_results(2).await;
+    assert_eq!(kandev.respond(&b, &answer).await.status, 200);
+    let results = responses(log, 2).await;
     assert_eq!(results.len(), 2);
-    kandev.wait_state(id, "IDLE").await;
+    kandev.wait_session_state(id, "IDLE").await;
 }
 
 #[tokio::test]
 async fn ac12g_ac61_a_second_submission_is_forwarded_and_agentctl_says_not_found() {
-    let kandev = Kandev::start().await;
+    let kandev = Kandev::start_default().await;
     let (_, session, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
-    assert_eq!(kandev.respond(pending_id, red()).await.0, 200);
+    assert_eq!(kandev.respond(pending_id, &red()).await.status, 200);
     let blue = json!({"answers": [{"question_id": "question_0", "selected_options": ["Blue"]}]});
-    let (status, v) = kandev.respond(pending_id, blue).await;
-    assert_eq!(status, 404, "{v}");
-    assert_eq!(v["error"]["code"], "NOT_FOUND");
+    let r = kandev.respond(pending_id, &blue).await;
+    assert_eq!(r.status, 404, "{r}");
+    assert_eq!(r.body["error"]["code"], "NOT_FOUND");
     assert_eq!(
-        v["error"]["origin"], "agentctl",
+        r.body["error"]["origin"], "agentctl",
         "adjudicated by agentctl, not locally"
     );
     kandev.wait_agent_text(&session, "You picked Red.").await;
-    kandev.wait_state(&session, "IDLE").await;
+    kandev.wait_session_state(&session, "IDLE").await;
     // The agent observed exactly one response.
-    let results = kandev.mock_log().elicitation_results();
+    let results = kandev.frames().elicitation_responses();
     assert_eq!(
         results,
         [json!({"action": "accept", "content": {"question_0": "Red"}})]
@@ -260,19 +296,19 @@ async fn ac12g_ac61_a_second_submission_is_forwarded_and_agentctl_says_not_found
 
 #[tokio::test]
 async fn ac14_skipping_declines() {
-    let kandev = Kandev::start().await;
+    let kandev = Kandev::start_default().await;
     let (_, session, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
-    let (status, v) = kandev
+    let r = kandev
         .respond(
             pending_id,
-            json!({"answers": [], "rejected": true, "reject_reason": "not now"}),
+            &json!({"answers": [], "rejected": true, "reject_reason": "not now"}),
         )
         .await;
-    assert_eq!((status, v), (200, json!({"status": "declined"})));
-    let results = kandev.mock_log().wait_elicitation_results(1).await;
+    assert_eq!((r.status, r.body), (200, json!({"status": "declined"})));
+    let results = responses(kandev.frames(), 1).await;
     assert_eq!(results, [json!({"action": "decline"})]);
-    kandev.wait_state(&session, "IDLE").await;
+    kandev.wait_session_state(&session, "IDLE").await;
     let rec = kandev.clarification(pending_id).await;
     assert_eq!(rec["status"], "declined");
     assert_eq!(rec["answer"]["reject_reason"], "not now");
@@ -280,15 +316,17 @@ async fn ac14_skipping_declines() {
 
 #[tokio::test]
 async fn an_operator_cancel_reaches_the_agent_as_cancel_and_a_second_is_agentctls_404() {
-    let kandev = Kandev::start().await;
+    let kandev = Kandev::start_default().await;
     let (_, session, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
     let path = format!("/api/v1/clarifications/{pending_id}/cancel");
-    let (status, v) = kandev.http("POST", &path, None).await;
-    assert_eq!((status, v), (200, json!({"status": "cancelled"})));
-    let results = kandev.mock_log().wait_elicitation_results(1).await;
+    let r = kandev.api().request("POST", &path, None).await;
+    assert_eq!((r.status, r.body), (200, json!({"status": "cancelled"})));
+    let results = responses(kandev.frames(), 1).await;
     assert_eq!(results, [json!({"action": "cancel"})]);
-    let rec = kandev.wait_status(pending_id, "cancelled").await;
+    let rec = kandev
+        .wait_clarification_status(pending_id, "cancelled")
+        .await;
     assert_eq!(
         (rec["outcome"].as_str(), rec["answered_by"].as_str()),
         (Some("cancelled"), Some("local"))
@@ -296,20 +334,18 @@ async fn an_operator_cancel_reaches_the_agent_as_cancel_and_a_second_is_agentctl
     let s = kandev.session(&session).await;
     assert_eq!(s["pending_action"], Value::Null);
     // Forward first: agentctl adjudicates the second cancel, and an answer after it.
-    let (status, v) = kandev.http("POST", &path, None).await;
+    for r in [
+        kandev.api().request("POST", &path, None).await,
+        kandev.respond(pending_id, &red()).await,
+    ] {
+        assert_eq!(
+            (r.status, r.body["error"]["origin"].as_str()),
+            (404, Some("agentctl")),
+            "{r}"
+        );
+    }
     assert_eq!(
-        (status, v["error"]["origin"].as_str()),
-        (404, Some("agentctl")),
-        "{v}"
-    );
-    let (status, v) = kandev.respond(pending_id, red()).await;
-    assert_eq!(
-        (status, v["error"]["origin"].as_str()),
-        (404, Some("agentctl")),
-        "{v}"
-    );
-    assert_eq!(
-        kandev.mock_log().elicitation_results().len(),
+        kandev.frames().elicitation_responses().len(),
         1,
         "one response, ever"
     );
@@ -321,40 +357,43 @@ async fn an_operator_cancel_reaches_the_agent_as_cancel_and_a_second_is_agentctl
 
 #[tokio::test]
 async fn invalid_answer_is_400_and_the_pending_stays_open() {
-    let kandev = Kandev::start().await;
+    let kandev = Kandev::start_default().await;
     let (_, session, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
     let green = json!({"answers": [{"question_id": "question_0", "selected_options": ["Green"]}]});
-    let (status, v) = kandev.respond(pending_id, green).await;
-    assert_eq!(status, 400, "{v}");
-    assert_eq!(v["error"]["code"], "INVALID_ANSWER");
+    let r = kandev.respond(pending_id, &green).await;
+    assert_eq!(r.status, 400, "{r}");
+    assert_eq!(r.body["error"]["code"], "INVALID_ANSWER");
     assert_eq!(kandev.clarification(pending_id).await["status"], "pending");
     assert_eq!(kandev.session(&session).await["state"], "WAITING_FOR_INPUT");
     assert!(
-        kandev.mock_log().elicitation_results().is_empty(),
+        kandev.frames().elicitation_responses().is_empty(),
         "nothing sent to the agent"
     );
     // The operator can still answer it.
-    assert_eq!(kandev.respond(pending_id, red()).await.0, 200);
+    assert_eq!(kandev.respond(pending_id, &red()).await.status, 200);
     kandev.wait_agent_text(&session, "You picked Red.").await;
 }
 
 #[tokio::test]
 async fn ac15_cancelling_the_turn_answers_cancel_and_withdraws_the_surface() {
-    let kandev = Kandev::start().await;
-    let ws = kandev.events().await;
+    let kandev = Kandev::start_default().await;
+    let ws = kandev.ws().await;
     let (_, session, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
-    let (status, _) = kandev
-        .http("POST", &format!("/api/v1/sessions/{session}/cancel"), None)
-        .await;
-    assert_eq!(status, 202);
-    let results = kandev.mock_log().wait_elicitation_results(1).await;
+    let cancel = format!("/api/v1/sessions/{session}/cancel");
+    assert_eq!(
+        kandev.api().request("POST", &cancel, None).await.status,
+        202
+    );
+    let results = responses(kandev.frames(), 1).await;
     assert_eq!(results, [json!({"action": "cancel"})]);
-    kandev.wait_status(pending_id, "cancelled").await;
-    let s = kandev.wait_state(&session, "IDLE").await;
+    kandev
+        .wait_clarification_status(pending_id, "cancelled")
+        .await;
+    let s = kandev.wait_session_state(&session, "IDLE").await;
     assert!(s["pending_action"].is_null());
-    ws.wait("clarification.settled", |c| {
+    ws.wait_for_type("clarification.settled", DEADLINE, |c| {
         c["pending_id"] == pending_id && c["status"] == "cancelled"
     })
     .await;
@@ -368,17 +407,22 @@ async fn ac15_cancelling_the_turn_answers_cancel_and_withdraws_the_surface() {
 
 #[tokio::test]
 async fn ac20_flag_off_an_elicitation_anyway_is_declined_and_nothing_surfaces() {
-    let kandev = Kandev::start().await;
-    let task = kandev.create_task("Flag off").await;
+    let kandev = Kandev::start_default().await;
+    let task = task(&kandev, "Flag off").await;
     let session = kandev
         .start_session(&task, "mock", Some("/e2e:single"))
         .await;
     let id = session["id"].as_str().expect("id");
     assert!(session["client_capabilities"].get("elicitation").is_none());
-    let results = kandev.mock_log().wait_elicitation_results(1).await;
+    let results = responses(kandev.frames(), 1).await;
     assert_eq!(results, [json!({"action": "decline"})]);
-    kandev.wait_state(id, "IDLE").await;
-    assert!(kandev.clarifications("").await.is_empty());
+    kandev.wait_session_state(id, "IDLE").await;
+    let all = kandev
+        .api()
+        .get("/api/v1/clarifications")
+        .await
+        .expect_status(200, "list clarifications");
+    assert_eq!(all["clarifications"], json!([]), "{all}");
     assert!(
         kandev
             .messages(id)
@@ -392,17 +436,19 @@ async fn ac20_flag_off_an_elicitation_anyway_is_declined_and_nothing_surfaces() 
 
 #[tokio::test]
 async fn ac64_the_answer_deadline_declines_and_the_turn_continues() {
-    let kandev = Kandev::start_with(
-        Options::default()
-            .env("KANDEV_ELICITATION_ANSWER_TIMEOUT", "1s")
+    let kandev = Kandev::start(
+        KandevOptions::new()
+            .answer_timeout("1s")
             .env("KANDEV_ACP_IDLE_TIMEOUT", "1h"),
     )
     .await;
     let (_, session, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
-    let rec = kandev.wait_status(pending_id, "expired").await;
+    let rec = kandev
+        .wait_clarification_status(pending_id, "expired")
+        .await;
     assert!(rec["settled_at"].is_string());
-    let results = kandev.mock_log().wait_elicitation_results(1).await;
+    let results = responses(kandev.frames(), 1).await;
     assert_eq!(
         results,
         [json!({"action": "decline"})],
@@ -411,7 +457,7 @@ async fn ac64_the_answer_deadline_declines_and_the_turn_continues() {
     kandev
         .wait_agent_text(&session, "You skipped the question.")
         .await;
-    kandev.wait_state(&session, "IDLE").await;
+    kandev.wait_session_state(&session, "IDLE").await;
     let messages = kandev.messages(&session).await;
     let ask = messages
         .iter()
@@ -422,19 +468,21 @@ async fn ac64_the_answer_deadline_declines_and_the_turn_continues() {
 
 #[tokio::test]
 async fn f7_an_agent_cancelled_request_is_withdrawn() {
-    let kandev = Kandev::start().await;
-    let ws = kandev.events().await;
-    assert_eq!(kandev.set_flag(Some(true)).await.0, 200);
-    let task = kandev.create_task("Withdrawn").await;
+    let kandev = Kandev::start_default().await;
+    let ws = kandev.ws().await;
+    flag_on(&kandev).await;
+    let task = task(&kandev, "Withdrawn").await;
     let session = kandev
         .start_session(&task, "mock", Some("/e2e:agent-cancel"))
         .await;
     let id = session["id"].as_str().expect("id");
     let settled = ws
-        .wait("clarification.settled", |c| c["status"] == "cancelled")
+        .wait_for_type("clarification.settled", DEADLINE, |c| {
+            c["status"] == "cancelled"
+        })
         .await;
-    let pending_id = settled["pending_id"].as_str().expect("id");
-    kandev.wait_state(id, "IDLE").await;
+    let pending_id = settled["data"]["pending_id"].as_str().expect("id");
+    kandev.wait_session_state(id, "IDLE").await;
     let messages = kandev.messages(id).await;
     let ask = messages
         .iter()
@@ -443,23 +491,23 @@ async fn f7_an_agent_cancelled_request_is_withdrawn() {
     assert_eq!(ask["metadata"]["pending_id"], pending_id);
     assert_eq!(ask["metadata"]["status"], "cancelled");
     // Answering a withdrawn record: agentctl no longer holds it.
-    let (status, v) = kandev.respond(pending_id, red()).await;
+    let r = kandev.respond(pending_id, &red()).await;
     assert_eq!(
-        (status, v["error"]["origin"].clone()),
+        (r.status, r.body["error"]["origin"].clone()),
         (404, json!("agentctl"))
     );
 }
 
 #[tokio::test]
 async fn messages_hold_prompts_aggregated_text_and_tool_calls() {
-    let kandev = Kandev::start().await;
-    let task = kandev.create_task("Plain").await;
+    let kandev = Kandev::start_default().await;
+    let task = task(&kandev, "Plain").await;
     let session = kandev
         .start_session(&task, "mock", Some("/e2e:plain"))
         .await;
     let id = session["id"].as_str().expect("id");
-    kandev.wait_state(id, "IDLE").await;
-    let messages = wait_for("the plain transcript", || async {
+    kandev.wait_session_state(id, "IDLE").await;
+    let messages = poll_until("the plain transcript", DEADLINE, || async {
         let m = kandev.messages(id).await;
         (m.len() >= 4).then_some(m)
     })
@@ -478,18 +526,18 @@ async fn messages_hold_prompts_aggregated_text_and_tool_calls() {
         .collect();
     assert_eq!(texts.len(), 2, "{messages:?}");
     // A second prompt on the same session.
-    let (status, _) = kandev
-        .http(
-            "POST",
+    let r = kandev
+        .api()
+        .post(
             &format!("/api/v1/sessions/{id}/prompt"),
-            Some(json!({"text": "/e2e:plain"})),
+            &json!({"text": "/e2e:plain"}),
         )
         .await;
-    assert_eq!(status, 202);
-    wait_for("second turn", || async {
+    assert_eq!(r.status, 202, "{r}");
+    poll_until("second turn", DEADLINE, || async {
         let m = kandev.messages(id).await;
         (m.iter().filter(|m| m["author_type"] == "user").count() == 2 && m.len() >= 8).then_some(())
     })
     .await;
-    kandev.wait_state(id, "IDLE").await;
+    kandev.wait_session_state(id, "IDLE").await;
 }

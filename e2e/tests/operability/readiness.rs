@@ -1,17 +1,17 @@
 //! `/healthz` says the process answers; `/readyz` follows the database, its migrations
 //! and the drain.
 
+use kandev_testkit::{DEADLINE, Kandev, KandevOptions, poll_until};
 use serde_json::Value;
 
-use crate::support::{Kandev, Options, wait_for};
-
 async fn readyz(kandev: &Kandev) -> (u16, Value) {
-    kandev.http("GET", "/readyz", None).await
+    let r = kandev.api().get("/readyz").await;
+    (r.status, r.body)
 }
 
 /// Waits until `/readyz` answers `status`; returns the body.
 async fn wait_ready(kandev: &Kandev, status: u16) -> Value {
-    wait_for(&format!("/readyz {status}"), || async {
+    poll_until(&format!("/readyz {status}"), DEADLINE, || async {
         let (got, body) = readyz(kandev).await;
         (got == status).then_some(body)
     })
@@ -36,8 +36,7 @@ async fn readiness_follows_the_sqlite_file_and_its_migrations() {
     let data = db.path().join("data");
     let file = data.join("kandev.db");
     let kandev =
-        Kandev::start_with(Options::default().database(format!("sqlite://{}", file.display())))
-            .await;
+        Kandev::start(KandevOptions::new().database(&format!("sqlite://{}", file.display()))).await;
     let (status, body) = readyz(&kandev).await;
     assert_eq!(status, 200, "{body}");
     assert_up(&body);
@@ -50,7 +49,7 @@ async fn readiness_follows_the_sqlite_file_and_its_migrations() {
     assert_eq!(body["status"], "not_ready", "{body}");
     assert_eq!(body["checks"]["database"]["ok"], false, "{body}");
     assert!(body["checks"]["database"]["error"].is_string(), "{body}");
-    assert_eq!(kandev.http("GET", "/healthz", None).await.0, 200);
+    assert_eq!(kandev.api().get("/healthz").await.status, 200);
 
     std::fs::rename(&away, &data).expect("move it back");
     assert_up(&wait_ready(&kandev, 200).await);
@@ -84,7 +83,7 @@ async fn readiness_follows_the_postgres_server() {
     let mut cluster =
         kandev_testkit::postgres::private_cluster("readiness_follows_the_postgres_server");
     let url = cluster.create_database().await.expect("a database");
-    let kandev = Kandev::start_with(Options::default().database(url)).await;
+    let kandev = Kandev::start(KandevOptions::new().database(&url)).await;
     let (status, body) = readyz(&kandev).await;
     assert_eq!(status, 200, "{body}");
     assert_up(&body);
@@ -93,5 +92,5 @@ async fn readiness_follows_the_postgres_server() {
     let body = wait_ready(&kandev, 503).await;
     assert_eq!(body["checks"]["database"]["ok"], false, "{body}");
     assert!(body["checks"]["database"]["error"].is_string(), "{body}");
-    assert_eq!(kandev.http("GET", "/healthz", None).await.0, 200);
+    assert_eq!(kandev.api().get("/healthz").await.status, 200);
 }

@@ -1,9 +1,6 @@
 //! Operating kandev in production, against the real processes: readiness that follows
 //! the database, structured logs, metrics, graceful drain.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod drain;
 mod logs;
 mod metrics;

@@ -3,15 +3,12 @@
 
 use std::process::Output;
 
+use kandev_testkit::kandev_command;
+
 fn serve_with(database_url: &str) -> Output {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kandev"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("KANDEV_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.arg("serve")
+    kandev_command()
+        .arg("serve")
         .current_dir(dir.path())
         .env("KANDEV_LISTEN", "127.0.0.1:0")
         .env("KANDEV_DATABASE_URL", database_url)

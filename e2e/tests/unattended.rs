@@ -2,19 +2,15 @@
 //! agent answering over MCP at `/api/v1/mcp`, auto-answer rules, and what the answer
 //! deadline does (`on_deadline`). The real `kandev`, `agentctl` and `mock-agent`.
 
-mod support;
-
-use std::path::PathBuf;
-
 use chrono::{DateTime, Utc};
 use kandev_backend::auth::token_sha256;
+use kandev_testkit::{ApiResponse, DEADLINE, Kandev, KandevOptions, poll_until, refused_start};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use support::{DEADLINE, Kandev, Options, refused_start, wait_for};
 
 const ALICE: &str = "kdv_alice_orchestrator_token";
 
@@ -26,60 +22,51 @@ fn auth_toml() -> String {
 }
 
 /// One API request with alice's token.
-async fn authed(kandev: &Kandev, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-    let response = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(DEADLINE)
-        .build()
-        .expect("client")
-        .request(method, format!("http://{}{path}", kandev.addr))
-        .bearer_auth(ALICE)
-        .json(&body.unwrap_or(Value::Null))
-        .send()
+async fn authed(kandev: &Kandev, method: &str, path: &str, body: Option<Value>) -> ApiResponse {
+    let auth = format!("Bearer {ALICE}");
+    kandev
+        .api()
+        .send(method, path, body.as_ref(), &[("authorization", &auth)])
         .await
-        .expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
 }
 
 /// With auth on: the flag on, a task, a demo session waiting on "Pick a colour".
 async fn waiting_with_auth(kandev: &Kandev) -> (String, String, String) {
-    let (status, v) = authed(
+    authed(
         kandev,
         "PATCH",
         "/api/v1/runtime-flags/features.acpElicitation",
         Some(json!({"override": true})),
     )
-    .await;
-    assert_eq!(status, 200, "{v}");
-    let (status, task) = authed(
+    .await
+    .expect_status(200, "flag on");
+    let task = authed(
         kandev,
         "POST",
         "/api/v1/tasks",
         Some(json!({"title": "Orchestrated"})),
     )
-    .await;
-    assert_eq!(status, 201, "{task}");
+    .await
+    .expect_status(201, "create task");
     let task = task["id"].as_str().expect("task").to_owned();
-    let (status, session) = authed(
+    let session = authed(
         kandev,
         "POST",
         &format!("/api/v1/tasks/{task}/sessions"),
         Some(json!({"agent": "mock", "prompt": "Pick for me"})),
     )
-    .await;
-    assert_eq!(status, 201, "{session}");
+    .await
+    .expect_status(201, "start session");
     let session = session["id"].as_str().expect("session").to_owned();
-    let pending_id = wait_for("a pending question", || async {
-        let (_, list) = authed(
+    let pending_id = poll_until("a pending question", DEADLINE, || async {
+        let list = authed(
             kandev,
             "GET",
             &format!("/api/v1/clarifications?session_id={session}&status=pending"),
             None,
         )
         .await;
-        list["clarifications"][0]["pending_id"]
+        list.body["clarifications"][0]["pending_id"]
             .as_str()
             .map(str::to_owned)
     })
@@ -88,23 +75,24 @@ async fn waiting_with_auth(kandev: &Kandev) -> (String, String, String) {
 }
 
 async fn record(kandev: &Kandev, pending_id: &str) -> Value {
-    let (status, v) = authed(
+    authed(
         kandev,
         "GET",
         &format!("/api/v1/clarifications/{pending_id}"),
         None,
     )
-    .await;
-    assert_eq!(status, 200, "{v}");
-    v
+    .await
+    .expect_status(200, "get clarification")
 }
 
 async fn mcp_client(
     kandev: &Kandev,
     token: Option<&str>,
 ) -> Result<RunningService<RoleClient, ()>, String> {
-    let mut config =
-        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/api/v1/mcp", kandev.addr));
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!(
+        "http://{}/api/v1/mcp",
+        kandev.addr()
+    ));
     if let Some(token) = token {
         config = config.auth_header(token.to_owned());
     }
@@ -142,7 +130,7 @@ fn colour(option: &str) -> Value {
 
 #[tokio::test]
 async fn an_orchestrator_lists_a_pending_question_over_mcp_and_answers_it_as_its_operator() {
-    let kandev = Kandev::start_with(Options::default().toml(&auth_toml())).await;
+    let kandev = Kandev::start(KandevOptions::new().toml(&auth_toml())).await;
     let (task, session, pending_id) = waiting_with_auth(&kandev).await;
     let client = mcp_client(&kandev, Some(ALICE))
         .await
@@ -211,7 +199,10 @@ async fn an_orchestrator_lists_a_pending_question_over_mcp_and_answers_it_as_its
     .await;
     assert!(!error, "{answered}");
     assert_eq!(answered, json!({"status": "answered"}));
-    let results = kandev.mock_log().wait_elicitation_results(1).await;
+    let results = kandev
+        .frames()
+        .wait_for_elicitation_responses(1, DEADLINE)
+        .await;
     assert_eq!(
         results,
         [json!({"action": "accept", "content": {"question_0": "Blue"}})],
@@ -225,7 +216,7 @@ async fn an_orchestrator_lists_a_pending_question_over_mcp_and_answers_it_as_its
 
 #[tokio::test]
 async fn two_mcp_answers_race_and_exactly_one_reaches_the_agent() {
-    let kandev = Kandev::start_with(Options::default().toml(&auth_toml())).await;
+    let kandev = Kandev::start(KandevOptions::new().toml(&auth_toml())).await;
     let (_, session, pending_id) = waiting_with_auth(&kandev).await;
     let one = mcp_client(&kandev, Some(ALICE)).await.expect("connects");
     let two = mcp_client(&kandev, Some(ALICE)).await.expect("connects");
@@ -253,13 +244,13 @@ async fn two_mcp_answers_race_and_exactly_one_reaches_the_agent() {
         "agentctl's verdict: {loser}"
     );
     // The turn ends once the agent has its answer: every response it got is in by then.
-    wait_for("the turn to end", || async {
-        let (_, s) = authed(&kandev, "GET", &format!("/api/v1/sessions/{session}"), None).await;
-        (s["state"] == "IDLE").then_some(())
+    poll_until("the turn to end", DEADLINE, || async {
+        let s = authed(&kandev, "GET", &format!("/api/v1/sessions/{session}"), None).await;
+        (s.body["state"] == "IDLE").then_some(())
     })
     .await;
     assert_eq!(
-        kandev.mock_log().elicitation_results().len(),
+        kandev.frames().elicitation_responses().len(),
         1,
         "exactly one answer reached the agent"
     );
@@ -269,16 +260,16 @@ async fn two_mcp_answers_race_and_exactly_one_reaches_the_agent() {
 
 #[tokio::test]
 async fn an_mcp_call_without_a_token_is_refused_when_auth_is_on() {
-    let kandev = Kandev::start_with(Options::default().toml(&auth_toml())).await;
-    let (status, body) = support::http(
-        kandev.addr,
-        "POST",
-        "/api/v1/mcp",
-        Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})),
-    )
-    .await;
-    assert_eq!(status, 401, "{body}");
-    assert_eq!(body["error"]["code"], "AUTH_REQUIRED");
+    let kandev = Kandev::start(KandevOptions::new().toml(&auth_toml())).await;
+    let r = kandev
+        .api()
+        .post(
+            "/api/v1/mcp",
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
+        .await;
+    assert_eq!(r.status, 401, "{r}");
+    assert_eq!(r.body["error"]["code"], "AUTH_REQUIRED");
     assert!(
         mcp_client(&kandev, None).await.is_err(),
         "no token, no session"
@@ -300,16 +291,24 @@ async fn an_mcp_call_without_a_token_is_refused_when_auth_is_on() {
 
 /// A kandev without auth whose mock agent has `rules` (TOML under `[agents.mock]`).
 async fn with_rules(rules: &str) -> Kandev {
-    Kandev::start_with(Options::default().toml(rules)).await
+    Kandev::start(KandevOptions::new().toml(rules)).await
+}
+
+/// Switches the flag on and starts a session of the mock agent on `prompt` in a new
+/// task; returns the session.
+async fn flagged_session(kandev: &Kandev, title: &str, prompt: &str) -> Value {
+    kandev
+        .set_flag_override(json!(true))
+        .await
+        .expect_status(200, "flag on");
+    let task = kandev.create_task(title).await;
+    let task = task["id"].as_str().expect("task id");
+    kandev.start_session(task, "mock", Some(prompt)).await
 }
 
 /// The flag on, a task, a demo session waiting on "Pick a colour" (no auth).
 async fn demo_waiting(kandev: &Kandev) -> (String, Value) {
-    assert_eq!(kandev.set_flag(Some(true)).await.0, 200);
-    let task = kandev.create_task("Unattended").await;
-    let session = kandev
-        .start_session(&task, "mock", Some("Pick for me"))
-        .await;
+    let session = flagged_session(kandev, "Unattended", "Pick for me").await;
     let id = session["id"].as_str().expect("id").to_owned();
     let pending = kandev.wait_pending(&id, 1).await.remove(0);
     (id, pending)
@@ -332,7 +331,9 @@ async fn a_rule_answers_a_matching_question_after_its_delay_and_not_before() {
     .await;
     let (_, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
-    let rec = kandev.wait_status(pending_id, "answered").await;
+    let rec = kandev
+        .wait_clarification_status(pending_id, "answered")
+        .await;
     assert_eq!(rec["answered_by"], "rule:red", "{rec}");
     let waited = at(&rec, "settled_at") - at(&rec, "created_at");
     assert!(
@@ -340,14 +341,17 @@ async fn a_rule_answers_a_matching_question_after_its_delay_and_not_before() {
         "answered after {waited}, before `after`"
     );
     assert_eq!(
-        kandev.mock_log().wait_elicitation_results(1).await,
+        kandev
+            .frames()
+            .wait_for_elicitation_responses(1, DEADLINE)
+            .await,
         [json!({"action": "accept", "content": {"question_0": "Red"}})]
     );
     // Counted once the rule's respond returns, which is after the settlement the test
     // has just seen (the session's consumer writes it): wait for the count.
     let answered = "kandev_auto_answers_total{result=\"answered\"} 1";
-    wait_for("the rule's answer counted", || async {
-        let (_, metrics) = support::http::get_text(kandev.addr, "/metrics").await;
+    poll_until("the rule's answer counted", DEADLINE, || async {
+        let (_, metrics) = kandev.api().get_text("/metrics").await;
         metrics.contains(answered).then_some(())
     })
     .await;
@@ -361,10 +365,10 @@ async fn an_operator_who_answers_first_wins_over_the_rule() {
     .await;
     let (_, pending) = demo_waiting(&kandev).await;
     let pending_id = pending["pending_id"].as_str().expect("id");
-    let (status, v) = kandev
-        .respond(pending_id, json!({"answers": colour("Blue")}))
+    let r = kandev
+        .respond(pending_id, &json!({"answers": colour("Blue")}))
         .await;
-    assert_eq!((status, v), (200, json!({"status": "answered"})));
+    assert_eq!((r.status, r.body), (200, json!({"status": "answered"})));
     kandev.wait_log("the question was settled first", 1).await;
     let rec = kandev.clarification(pending_id).await;
     assert_eq!(rec["answered_by"], "local", "{rec}");
@@ -373,7 +377,7 @@ async fn an_operator_who_answers_first_wins_over_the_rule() {
         json!(["Blue"])
     );
     assert_eq!(
-        kandev.mock_log().elicitation_results(),
+        kandev.frames().elicitation_responses(),
         [json!({"action": "accept", "content": {"question_0": "Blue"}})]
     );
 }
@@ -389,13 +393,13 @@ async fn a_rule_whose_answer_does_not_fit_never_answers_and_leaves_the_question_
     kandev
         .wait_log("auto-answer rule cannot answer this question", 1)
         .await;
-    assert!(kandev.stderr().contains("Purple"), "the reason is logged");
+    assert!(kandev.log().contains("Purple"), "the reason is logged");
     assert_eq!(kandev.clarification(pending_id).await["status"], "pending");
-    assert!(kandev.mock_log().elicitation_results().is_empty());
-    let (status, _) = kandev
-        .respond(pending_id, json!({"answers": colour("Red")}))
+    assert!(kandev.frames().elicitation_responses().is_empty());
+    let r = kandev
+        .respond(pending_id, &json!({"answers": colour("Red")}))
         .await;
-    assert_eq!(status, 200, "the operator still can");
+    assert_eq!(r.status, 200, "the operator still can: {r}");
 }
 
 #[tokio::test]
@@ -426,35 +430,24 @@ async fn a_rule_that_cannot_answer_is_a_one_line_configuration_error_at_start() 
     }
 }
 
-fn scenarios() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scenarios")
-}
-
-/// The mock agent with `on_deadline`, a 1 s answer deadline, and the fixture scenarios.
+/// The mock agent with `on_deadline` and a 1 s answer deadline (the `defaults-form`
+/// scenario is one of the suite's, in `e2e/scenarios`).
 async fn with_deadline(on_deadline: &str) -> Kandev {
-    Kandev::start_with(
-        Options::default()
-            .env("KANDEV_ELICITATION_ANSWER_TIMEOUT", "1s")
+    Kandev::start(
+        KandevOptions::new()
+            .answer_timeout("1s")
             .env("KANDEV_ACP_IDLE_TIMEOUT", "1h")
-            .env(
-                "MOCK_AGENT_SCENARIO_DIR",
-                &scenarios().display().to_string(),
-            )
-            .toml(&format!(
-                "on_deadline = \"{on_deadline}\"\ninherit_env = [\"MOCK_AGENT_SCENARIO_DIR\"]"
-            )),
+            .mock_agent_toml(&format!("on_deadline = \"{on_deadline}\"")),
     )
     .await
 }
 
 async fn expire(kandev: &Kandev, prompt: &str) -> Value {
-    assert_eq!(kandev.set_flag(Some(true)).await.0, 200);
-    let task = kandev.create_task("Deadline").await;
-    let session = kandev.start_session(&task, "mock", Some(prompt)).await;
+    let session = flagged_session(kandev, "Deadline", prompt).await;
     let id = session["id"].as_str().expect("id");
     let pending = kandev.wait_pending(id, 1).await.remove(0);
     kandev
-        .wait_status(pending["pending_id"].as_str().expect("id"), "expired")
+        .wait_clarification_status(pending["pending_id"].as_str().expect("id"), "expired")
         .await
 }
 
@@ -468,7 +461,10 @@ async fn on_deadline_defaults_sends_the_schema_defaults() {
         "the history says which applied"
     );
     assert_eq!(
-        kandev.mock_log().wait_elicitation_results(1).await,
+        kandev
+            .frames()
+            .wait_for_elicitation_responses(1, DEADLINE)
+            .await,
         [json!({"action": "accept", "content": {"colour": "blue", "replicas": 2}})]
     );
 }
@@ -479,7 +475,10 @@ async fn on_deadline_defaults_declines_when_a_required_field_has_no_default() {
     let rec = expire(&kandev, "/e2e:extended").await;
     assert!(rec["answered_by"].is_null(), "{rec}");
     assert_eq!(
-        kandev.mock_log().wait_elicitation_results(1).await,
+        kandev
+            .frames()
+            .wait_for_elicitation_responses(1, DEADLINE)
+            .await,
         [json!({"action": "decline"})]
     );
 }
@@ -490,7 +489,10 @@ async fn ac64_on_deadline_decline_still_declines() {
     let rec = expire(&kandev, "/e2e:defaults-form").await;
     assert!(rec["answered_by"].is_null(), "{rec}");
     assert_eq!(
-        kandev.mock_log().wait_elicitation_results(1).await,
+        kandev
+            .frames()
+            .wait_for_elicitation_responses(1, DEADLINE)
+            .await,
         [json!({"action": "decline"})]
     );
 }
@@ -501,7 +503,10 @@ async fn on_deadline_cancel_cancels() {
     let rec = expire(&kandev, "/e2e:defaults-form").await;
     assert_eq!(rec["answered_by"], "deadline:cancel");
     assert_eq!(
-        kandev.mock_log().wait_elicitation_results(1).await,
+        kandev
+            .frames()
+            .wait_for_elicitation_responses(1, DEADLINE)
+            .await,
         [json!({"action": "cancel"})]
     );
 }

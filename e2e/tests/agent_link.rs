@@ -1,62 +1,38 @@
-//! The agent link against the real `agentctl` and `mock-agent` binaries: the local
-//! executor (agentctl started by the link), the remote executor (agentctl started by
-//! the test with its own token), a wrong token, agentctl dying, and a dropped stream
-//! re-attaching through a TCP proxy the test can cut.
-//!
-//! Needs `target/<profile>/agentctl` and `mock-agent`: `cargo build -p kandev-agentctl
-//! -p kandev-mock-agent` (`just test` builds every binary first).
-
-mod support;
+//! The backend's agent link (`kandev_backend::agent_link`) against the real `agentctl` and
+//! `mock-agent` binaries: the local executor (agentctl started by the link), the remote
+//! executor (agentctl started by the test with its own token), a wrong token, agentctl
+//! dying, and a dropped stream re-attaching through the fault proxy.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kandev_agent_stream::request::{AgentSpec, Empty, Prompt, SessionStart};
 use kandev_agent_stream::response::{PromptAccepted, SessionStarted, Success};
 use kandev_agent_stream::{AgentEvent, ErrorCode, SettleOutcome, action};
-use kandev_backend::agent_link::{
-    AGENTCTL_TOKEN_VAR, AgentLink, ExecutorConfig, LinkError, LinkEvent, LinkOptions,
-};
+use kandev_backend::agent_link::{AgentLink, ExecutorConfig, LinkError, LinkEvent, LinkOptions};
+use kandev_testkit::process::descendants;
+use kandev_testkit::{FaultProxy, RemoteAgentctl, bins, poll_until};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
-
-use support::wait::wait_within;
 
 /// Generous: the machine is shared and agents are real processes.
 const WAIT: Duration = Duration::from_secs(30);
 const FLAG: &str = "features.acpElicitation";
 
-/// A binary of this workspace, beside the test's own `deps` directory.
-fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let path = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.is_file(),
-        "{} is missing: run `cargo build -p kandev-agentctl -p kandev-mock-agent` first",
-        path.display()
-    );
-    path
+fn local() -> ExecutorConfig {
+    ExecutorConfig::local(Some(bins::agentctl()))
 }
 
-fn local() -> ExecutorConfig {
-    ExecutorConfig::local(Some(binary("agentctl")))
+/// The remote executor reaching `agentctl` at `url` with its token.
+fn remote(url: String, agentctl: &RemoteAgentctl) -> ExecutorConfig {
+    ExecutorConfig::remote(url, agentctl.token().to_owned())
 }
 
 fn session_start(session_id: &str, args: &[&str], elicitation: bool) -> SessionStart {
-    let mut command = vec![binary("mock-agent").display().to_string()];
+    let mut command = vec![bins::mock_agent().display().to_string()];
     command.extend(args.iter().map(|a| a.to_string()));
     SessionStart {
         session_id: session_id.into(),
@@ -134,21 +110,6 @@ async fn until_end(events: &mut UnboundedReceiver<LinkEvent>) -> Vec<LinkEvent> 
     seen
 }
 
-/// The direct children of `pid` (Linux `/proc`).
-fn children_of(pid: u32) -> Vec<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc task list");
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|children| {
-            children
-                .split_whitespace()
-                .filter_map(|c| c.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
-}
-
 /// Whether `pid` runs (a zombie counts as gone: it has exited, only its reaping is left).
 fn process_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -157,109 +118,6 @@ fn process_alive(pid: u32) -> bool {
             .rsplit_once(") ")
             .is_some_and(|(_, rest)| !rest.starts_with('Z')),
         Err(_) => false,
-    }
-}
-
-/// `agentctl serve` started by the test (the remote executor's counterpart).
-struct ServedAgentctl {
-    addr: SocketAddr,
-    token: String,
-    _child: tokio::process::Child,
-}
-
-async fn serve_agentctl() -> ServedAgentctl {
-    serve_agentctl_with(&[]).await
-}
-
-async fn serve_agentctl_with(env: &[(&str, &str)]) -> ServedAgentctl {
-    let token = format!("remote-test-token-{}", std::process::id());
-    let mut child = tokio::process::Command::new(binary("agentctl"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .envs(env.iter().copied())
-        .env(AGENTCTL_TOKEN_VAR, &token)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn agentctl");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let addr = tokio::time::timeout(WAIT, async {
-        while let Some(line) = lines.next_line().await.expect("read stdout") {
-            if let Some(addr) = line.strip_prefix("AGENTCTL_LISTENING ") {
-                return addr.trim().parse::<SocketAddr>().expect("an address");
-            }
-        }
-        panic!("agentctl exited before listening");
-    })
-    .await
-    .expect("AGENTCTL_LISTENING within the deadline");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    ServedAgentctl {
-        addr,
-        token,
-        _child: child,
-    }
-}
-
-/// A TCP proxy in front of agentctl whose connections the test can cut, and which
-/// can refuse new ones for a while.
-struct CuttableProxy {
-    addr: SocketAddr,
-    refuse: Arc<AtomicBool>,
-    live: Arc<Mutex<Vec<AbortHandle>>>,
-    accepted: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl CuttableProxy {
-    async fn start(target: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
-        let addr = listener.local_addr().expect("proxy addr");
-        let refuse = Arc::new(AtomicBool::new(false));
-        let live: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
-        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (refusing, connections, count) = (
-            Arc::clone(&refuse),
-            Arc::clone(&live),
-            Arc::clone(&accepted),
-        );
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                if refusing.load(Ordering::SeqCst) {
-                    continue; // dropped: the dialer sees the connection close
-                }
-                count.fetch_add(1, Ordering::SeqCst);
-                let task = tokio::spawn(async move {
-                    if let Ok(mut outbound) = TcpStream::connect(target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-                connections.lock().expect("lock").push(task.abort_handle());
-            }
-        });
-        Self {
-            addr,
-            refuse,
-            live,
-            accepted,
-        }
-    }
-
-    /// Cuts every open connection and refuses new ones until [`Self::admit`].
-    fn cut_and_refuse(&self) {
-        self.refuse.store(true, Ordering::SeqCst);
-        for connection in self.live.lock().expect("lock").drain(..) {
-            connection.abort();
-        }
-    }
-
-    fn admit(&self) {
-        self.refuse.store(false, Ordering::SeqCst);
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
     }
 }
 
@@ -302,7 +160,7 @@ async fn local_executor_runs_a_session_and_shutdown_stops_agentctl() {
         Some(LinkEvent::Agent(AgentEvent::TurnCompleted { stop_reason, .. })) if stop_reason == "end_turn"
     ));
 
-    let agents = children_of(pid);
+    let agents: Vec<u32> = descendants(pid).into_iter().map(|(p, _)| p).collect();
     assert_eq!(agents.len(), 1, "agentctl runs the mock agent: {agents:?}");
     link.shutdown().await;
     assert!(
@@ -310,7 +168,7 @@ async fn local_executor_runs_a_session_and_shutdown_stops_agentctl() {
         "shutdown stops the agentctl the link started"
     );
     // agent.shutdown (and agentctl's own SIGTERM handling) stop the agent too.
-    wait_within("the agent to stop with its agentctl", WAIT, || async {
+    poll_until("the agent to stop with its agentctl", WAIT, || async {
         (!agents.iter().any(|agent| process_alive(*agent))).then_some(())
     })
     .await;
@@ -337,7 +195,7 @@ async fn the_default_local_agentctl_is_the_one_beside_the_executable() {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("agentctl executable");
     assert_eq!(
         exe,
-        binary("agentctl").canonicalize().expect("canonical path")
+        bins::agentctl().canonicalize().expect("canonical path")
     );
     link.shutdown().await;
     assert!(!process_alive(pid));
@@ -352,7 +210,7 @@ async fn dropping_the_link_stops_its_local_agentctl() {
     let pid = link.agentctl_pid().expect("pid");
     drop(link);
     until_end(&mut events).await;
-    wait_within("agentctl to stop with its dropped link", WAIT, || async {
+    poll_until("agentctl to stop with its dropped link", WAIT, || async {
         (!process_alive(pid)).then_some(())
     })
     .await;
@@ -402,7 +260,7 @@ async fn a_local_agentctl_that_cannot_start_reports_its_stderr() {
     let wrapper = dir.path().join("agentctl-misconfigured");
     let script = format!(
         "#!/bin/sh\nKANDEV_ELICITATION_ANSWER_TIMEOUT=2h KANDEV_ACP_IDLE_TIMEOUT=1h exec '{}' \"$@\"\n",
-        binary("agentctl").display()
+        bins::agentctl().display()
     );
     write_executable(&wrapper, &script);
     let misconfigured = ExecutorConfig::local(Some(wrapper));
@@ -438,9 +296,8 @@ fn write_executable(path: &Path, body: &str) {
 
 #[tokio::test]
 async fn remote_executor_runs_an_elicitation_round_trip() {
-    let agentctl = serve_agentctl().await;
-    let executor =
-        ExecutorConfig::remote(format!("ws://{}", agentctl.addr), agentctl.token.clone());
+    let agentctl = RemoteAgentctl::start(&[]).await;
+    let executor = remote(format!("ws://{}", agentctl.addr()), &agentctl);
     let (link, mut events) = AgentLink::connect(&executor, "it-remote")
         .await
         .expect("connect");
@@ -501,9 +358,11 @@ async fn remote_executor_runs_an_elicitation_round_trip() {
 
 #[tokio::test]
 async fn a_wrong_token_is_unreachable_with_a_clear_message() {
-    let agentctl = serve_agentctl().await;
-    let executor =
-        ExecutorConfig::remote(format!("ws://{}", agentctl.addr), "certainly-not-the-token");
+    let agentctl = RemoteAgentctl::start(&[]).await;
+    let executor = ExecutorConfig::remote(
+        format!("ws://{}", agentctl.addr()),
+        "certainly-not-the-token",
+    );
     let Err(LinkError::Unreachable(message)) = AgentLink::connect(&executor, "it-token").await
     else {
         panic!("a wrong token is refused");
@@ -518,9 +377,9 @@ async fn a_wrong_token_is_unreachable_with_a_clear_message() {
 
 #[tokio::test]
 async fn a_dropped_stream_reattaches_with_the_pending_elicitation() {
-    let agentctl = serve_agentctl().await;
-    let proxy = CuttableProxy::start(agentctl.addr).await;
-    let executor = ExecutorConfig::remote(format!("ws://{}", proxy.addr), agentctl.token.clone());
+    let agentctl = RemoteAgentctl::start(&[]).await;
+    let proxy = FaultProxy::start(agentctl.addr()).await;
+    let executor = remote(proxy.ws_url(), &agentctl);
     let (link, mut events) = AgentLink::connect(&executor, "it-drop")
         .await
         .expect("connect");
@@ -538,7 +397,7 @@ async fn a_dropped_stream_reattaches_with_the_pending_elicitation() {
         }
     };
 
-    proxy.cut_and_refuse();
+    proxy.cut();
     assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
     let respond = json!({
         "pending_id": requested.pending_id,
@@ -552,7 +411,7 @@ async fn a_dropped_stream_reattaches_with_the_pending_elicitation() {
         "{refused:?}"
     );
 
-    proxy.admit();
+    proxy.restore();
     match next_event(&mut events).await {
         LinkEvent::Reattached { pending, questions } => {
             assert_eq!(
@@ -580,8 +439,8 @@ async fn a_dropped_stream_reattaches_with_the_pending_elicitation() {
 
 #[tokio::test]
 async fn events_emitted_while_detached_arrive_after_reattach_in_order() {
-    let agentctl = serve_agentctl().await;
-    let proxy = CuttableProxy::start(agentctl.addr).await;
+    let agentctl = RemoteAgentctl::start(&[]).await;
+    let proxy = FaultProxy::start(agentctl.addr()).await;
     let scenarios = tempfile::tempdir().expect("tempdir");
     let scenario = json!({
         "name": "slow-talk",
@@ -615,7 +474,7 @@ async fn events_emitted_while_detached_arrive_after_reattach_in_order() {
         .env
         .insert("MOCK_AGENT_LOG".into(), agent_log.display().to_string());
 
-    let executor = ExecutorConfig::remote(format!("ws://{}", proxy.addr), agentctl.token.clone());
+    let executor = remote(proxy.ws_url(), &agentctl);
     let options = LinkOptions {
         reconnect_window: WAIT,
         ..LinkOptions::default()
@@ -631,13 +490,13 @@ async fn events_emitted_while_detached_arrive_after_reattach_in_order() {
             break;
         }
     }
-    proxy.cut_and_refuse();
+    proxy.cut();
     assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
 
     // Keep the stream down until the agent has finished its turn, so agentctl must
     // buffer "two", "three" and the turn end.
     wait_for_agent_log(&agent_log, "stopReason").await;
-    proxy.admit();
+    proxy.restore();
 
     let rest = until_reattached_and_turn_completed(&mut events).await;
     let texts: Vec<String> = rest.iter().filter_map(agent_text).collect();
@@ -669,7 +528,7 @@ async fn until_reattached_and_turn_completed(
 
 /// Polls the mock agent's frame log until it contains `needle`.
 async fn wait_for_agent_log(log: &Path, needle: &str) {
-    wait_within(&format!("{needle} in the agent log"), WAIT, || async {
+    poll_until(&format!("{needle} in the agent log"), WAIT, || async {
         std::fs::read_to_string(log)
             .unwrap_or_default()
             .contains(needle)
@@ -683,8 +542,8 @@ async fn a_pending_settled_while_detached_is_reported_before_the_snapshot() {
     // A one-second answer deadline: agentctl declines the elicitation while the stream
     // is down. The link must deliver that `elicitation_settled` before `Reattached`,
     // whose snapshot then no longer lists it (so the backend never mistakes it for lost).
-    let agentctl = serve_agentctl_with(&[("KANDEV_ELICITATION_ANSWER_TIMEOUT", "1s")]).await;
-    let proxy = CuttableProxy::start(agentctl.addr).await;
+    let agentctl = RemoteAgentctl::start(&[("KANDEV_ELICITATION_ANSWER_TIMEOUT", "1s")]).await;
+    let proxy = FaultProxy::start(agentctl.addr()).await;
     let logs = tempfile::tempdir().expect("tempdir");
     let agent_log = logs.path().join("agent.log");
     let mut start_request = session_start("it-timeout", &["--scenario", "demo"], true);
@@ -693,7 +552,7 @@ async fn a_pending_settled_while_detached_is_reported_before_the_snapshot() {
         .env
         .insert("MOCK_AGENT_LOG".into(), agent_log.display().to_string());
 
-    let executor = ExecutorConfig::remote(format!("ws://{}", proxy.addr), agentctl.token.clone());
+    let executor = remote(proxy.ws_url(), &agentctl);
     let (link, mut events) = AgentLink::connect(&executor, "it-timeout")
         .await
         .expect("connect");
@@ -706,11 +565,11 @@ async fn a_pending_settled_while_detached_is_reported_before_the_snapshot() {
             break requested;
         }
     };
-    proxy.cut_and_refuse();
+    proxy.cut();
     assert_eq!(next_event(&mut events).await, LinkEvent::Disconnected);
     // The agent got the deadline's decline and finished its turn: all of it is buffered.
     wait_for_agent_log(&agent_log, "stopReason").await;
-    proxy.admit();
+    proxy.restore();
 
     let rest = until_reattached_and_turn_completed(&mut events).await;
     let settled = rest.iter().position(|e| {
