@@ -7,6 +7,11 @@
 //! time) and the operator's name in [`OPERATOR_HEADER`], so the owner records who
 //! answered. The owner never forwards a forwarded call again: if it lost the session
 //! meanwhile, it answers as a replica without it would.
+//!
+//! The owner stamps its answer with [`REPLICA_HEADER`]. A lease can outlive its replica
+//! (a drain or a crash), and another process may then listen on its address; an answer
+//! without the owner's stamp is that other process's, so it is reported as the owner
+//! being unreachable (a retryable 503) instead of being passed on as the verb's outcome.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -30,6 +35,8 @@ pub const SECRET_HEADER: &str = "x-kandev-cluster-secret";
 pub const OPERATOR_HEADER: &str = "x-kandev-operator";
 /// The replica that forwarded the call (for the owner's log).
 pub const FORWARDED_BY_HEADER: &str = "x-kandev-forwarded-by";
+/// The replica that answered a forwarded call, so the forwarder knows it reached the owner.
+pub const REPLICA_HEADER: &str = "x-kandev-replica";
 
 /// How long the owner may take: longer than agentctl's own request timeout, so its
 /// `AGENTCTL_TIMEOUT` comes back rather than ours.
@@ -104,7 +111,17 @@ pub(super) async fn to_owner(
         return next.run(request).await;
     };
     if request.headers().contains_key(SECRET_HEADER) {
-        return next.run(request).await;
+        let from_a_replica = matches!(
+            cluster_call(&state, request.headers()),
+            ClusterCall::Valid(_)
+        );
+        let mut response = next.run(request).await;
+        if from_a_replica
+            && let Ok(me) = HeaderValue::from_str(&state.sessions.ownership.replica_id)
+        {
+            response.headers_mut().insert(REPLICA_HEADER, me);
+        }
+        return response;
     }
     match owner_elsewhere(&state, &target).await {
         Ok(Some(lease)) => {
@@ -257,6 +274,17 @@ async fn send(
             .into_response();
         }
     };
+    if !answered_by(answer.headers(), &owner.replica_id) {
+        tracing::warn!(session_id = %owner.session_id, owner = %owner.replica_id, status = answer.status().as_u16(), "the owner's address answered, but not as that replica");
+        return AppError::Unavailable {
+            code: "OWNER_UNREACHABLE",
+            message: format!(
+                "replica `{}`, which owns session `{}`, no longer answers at {}; another replica takes the session over once its lease runs out (cluster.lease)",
+                owner.replica_id, owner.session_id, owner.advertise_url
+            ),
+        }
+        .into_response();
+    }
     let status = answer.status();
     let content_type = answer.headers().get(header::CONTENT_TYPE).cloned();
     let bytes = match answer.bytes().await {
@@ -288,9 +316,96 @@ async fn send(
     response
 }
 
+/// Whether an answer carries `replica_id`'s stamp, i.e. came from that replica.
+fn answered_by(headers: &HeaderMap, replica_id: &str) -> bool {
+    headers
+        .get(REPLICA_HEADER)
+        .is_some_and(|v| v.as_bytes() == replica_id.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_owners_stamp_makes_an_answer_the_owners() {
+        let stamped = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(REPLICA_HEADER, HeaderValue::from_str(v).expect("header"));
+            h
+        };
+        assert!(answered_by(&stamped("replica-a"), "replica-a"));
+        assert!(!answered_by(&stamped("replica-b"), "replica-a"));
+        assert!(!answered_by(&HeaderMap::new(), "replica-a"));
+    }
+
+    /// A local HTTP receiver at `advertise_url` answering every call 401, with `stamp` (when
+    /// given) as its replica header; returns its URL.
+    async fn receiver(stamp: Option<&'static str>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let app = axum::Router::new().fallback(move || async move {
+            let mut response = axum::http::StatusCode::UNAUTHORIZED.into_response();
+            if let Some(stamp) = stamp {
+                response
+                    .headers_mut()
+                    .insert(REPLICA_HEADER, HeaderValue::from_static(stamp));
+            }
+            response
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_stale_owners_address_answered_by_another_process_is_owner_unreachable() {
+        kandev_tls::install_process_provider();
+        let mut config = crate::config::Config::default();
+        config.cluster.secret = Some("s3cret-s3cret-s3cret".into());
+        let (state, _) = crate::testing::app_with(Default::default(), config).await;
+        let lease = |advertise_url: String| SessionLease {
+            session_id: "s1".into(),
+            replica_id: "replica-a".into(),
+            advertise_url,
+            generation: 1,
+            expires_at: crate::model::time::Timestamp::now(),
+            agent_host: None,
+        };
+        let call = |owner: SessionLease| {
+            let state = state.clone();
+            async move {
+                let body = serde_json::json!({});
+                forward_verb(
+                    &state,
+                    &owner,
+                    &Operator::local(),
+                    "/api/v1/sessions/s1/cancel",
+                    &body,
+                )
+                .await
+            }
+        };
+        // Another process (an agentctl that reused the port) refuses: not the verb's outcome.
+        let stranger = call(lease(receiver(None).await)).await;
+        assert_eq!(
+            stranger.status(),
+            axum::http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        let body = axum::body::to_bytes(stranger.into_body(), 4096)
+            .await
+            .expect("body");
+        assert!(
+            String::from_utf8_lossy(&body).contains("OWNER_UNREACHABLE"),
+            "{body:?}"
+        );
+        // Another replica is no better; the owner's own 401 is passed on as it came.
+        let other = call(lease(receiver(Some("replica-b")).await)).await;
+        assert_eq!(other.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        let owner = call(lease(receiver(Some("replica-a")).await)).await;
+        assert_eq!(owner.status(), axum::http::StatusCode::UNAUTHORIZED);
+    }
 
     #[test]
     fn only_the_verbs_that_need_the_agent_are_forwarded() {
