@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
+use kandev_agent_stream::StreamRequest;
 use kandev_flags::{FlagService, Profile, Profiles};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -35,12 +36,12 @@ pub struct FakeLink {
 }
 
 impl FakeLink {
-    /// Scripts the next reply to `action`.
-    pub fn reply(&self, action: &str, reply: Result<Value, LinkError>) {
+    /// Scripts the next reply to a request of type `R`.
+    pub fn reply<R: StreamRequest>(&self, reply: Result<Value, LinkError>) {
         self.replies
             .lock()
             .expect("lock")
-            .entry(action.to_owned())
+            .entry(R::ACTION.to_owned())
             .or_default()
             .push_back(reply);
     }
@@ -52,13 +53,13 @@ impl FakeLink {
         }
     }
 
-    /// The requests of `action` so far.
-    pub fn calls_of(&self, action: &str) -> Vec<Value> {
+    /// The payloads of the requests of type `R` so far, as they went on the wire.
+    pub fn calls_of<R: StreamRequest>(&self) -> Vec<Value> {
         self.calls
             .lock()
             .expect("lock")
             .iter()
-            .filter(|(a, _)| a == action)
+            .filter(|(a, _)| a == R::ACTION)
             .map(|(_, p)| p.clone())
             .collect()
     }

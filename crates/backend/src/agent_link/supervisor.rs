@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use kandev_agent_stream::request::{ElicitationsList, QuestionsList, SessionAttach};
-use kandev_agent_stream::response::{PendingList, QuestionList, SessionAttached};
+use kandev_agent_stream::response::SessionAttached;
 use kandev_agent_stream::{
     AgentEvent, AskUserQuestionRequested, ElicitationRequested, Envelope, ErrorCode, ErrorPayload,
     FrameType, StreamRequest, action,
@@ -49,6 +49,16 @@ struct Attached {
     /// How many of `flushed` arrived before the elicitation snapshot: those go before
     /// `Reattached`, the rest (newer than that snapshot) after it.
     snapshot_at: usize,
+}
+
+/// How agentctl answered one request of a re-attach.
+enum Exchanged<T> {
+    /// Its response, decoded.
+    Answer(T),
+    /// A response that is not `T`.
+    Undecodable(serde_json::Error),
+    /// An error frame.
+    Refused(ErrorPayload),
 }
 
 /// The close reason agentctl gives a stream that a newer one replaced.
@@ -403,19 +413,20 @@ impl Supervisor {
             session_id,
             after_seq: self.shared.after_seq(),
         };
-        let _attached = match self.exchange(ws, &attach, deadline, &mut flushed).await? {
-            Ok(payload) => serde_json::from_value::<SessionAttached>(payload).map_err(|err| {
-                AttemptError::Fatal(format!(
+        match self.exchange(ws, &attach, deadline, &mut flushed).await? {
+            Exchanged::Answer(SessionAttached { .. }) => {}
+            Exchanged::Undecodable(err) => {
+                return Err(AttemptError::Fatal(format!(
                     "agent.session.attach answer does not decode: {err}"
-                ))
-            })?,
-            Err(error) => {
+                )));
+            }
+            Exchanged::Refused(error) => {
                 return Err(AttemptError::Fatal(format!(
                     "agentctl refused to re-attach the session: {:?}: {}",
                     error.code, error.message
                 )));
             }
-        };
+        }
         // The attach's own list is older than the flushed events: a record they opened is
         // missing from it though agentctl holds it. Reconciling against it would settle
         // such a record while its request still waits, so without a usable list this
@@ -424,16 +435,14 @@ impl Supervisor {
             .exchange(ws, &ElicitationsList {}, deadline, &mut flushed)
             .await?
         {
-            Ok(payload) => match serde_json::from_value::<PendingList>(payload) {
-                Ok(list) => list.pending,
-                Err(err) => {
-                    tracing::warn!(category = ?err.classify(), "pending list undecodable; attaching again");
-                    return Err(AttemptError::Retry(
-                        "the pending list does not decode".into(),
-                    ));
-                }
-            },
-            Err(error) => {
+            Exchanged::Answer(list) => list.pending,
+            Exchanged::Undecodable(err) => {
+                tracing::warn!(category = ?err.classify(), "pending list undecodable; attaching again");
+                return Err(AttemptError::Retry(
+                    "the pending list does not decode".into(),
+                ));
+            }
+            Exchanged::Refused(error) => {
                 tracing::warn!(code = ?error.code, "pending list refused; attaching again");
                 return Err(AttemptError::Retry(format!(
                     "agentctl refused the pending list: {:?}",
@@ -448,14 +457,12 @@ impl Supervisor {
             .exchange(ws, &QuestionsList {}, deadline, &mut flushed)
             .await?
         {
-            Ok(payload) => match serde_json::from_value::<QuestionList>(payload) {
-                Ok(list) => Some(list.pending),
-                Err(err) => {
-                    tracing::warn!(category = ?err.classify(), "question list undecodable; not reconciling calls");
-                    None
-                }
-            },
-            Err(error) => {
+            Exchanged::Answer(list) => Some(list.pending),
+            Exchanged::Undecodable(err) => {
+                tracing::warn!(category = ?err.classify(), "question list undecodable; not reconciling calls");
+                None
+            }
+            Exchanged::Refused(error) => {
                 tracing::warn!(code = ?error.code, "question list refused; not reconciling calls");
                 None
             }
@@ -469,15 +476,16 @@ impl Supervisor {
     }
 
     /// One request/answer on a stream that is not published yet; notifications that
-    /// arrive meanwhile are kept in `flushed`, in order, for `go_live` to deliver. The
-    /// answer stays undecoded: each caller treats a bad one its own way.
+    /// arrive meanwhile are kept in `flushed`, in order, for `go_live` to deliver. An
+    /// answer that does not decode as `Q`'s response is returned as such: each caller
+    /// treats a bad one its own way.
     async fn exchange<Q: StreamRequest>(
         &self,
         ws: &mut WsStream,
         request: &Q,
         deadline: Instant,
         flushed: &mut Vec<Envelope>,
-    ) -> Result<Result<serde_json::Value, ErrorPayload>, AttemptError> {
+    ) -> Result<Exchanged<Q::Response>, AttemptError> {
         let action = Q::ACTION;
         let id = self.shared.next_id();
         let frame = Envelope::request(id.clone(), action, request);
@@ -506,14 +514,21 @@ impl Supervisor {
             };
             match envelope.frame_type {
                 FrameType::Notification => flushed.push(envelope),
-                FrameType::Response if envelope.id == id => return Ok(Ok(envelope.payload)),
+                FrameType::Response if envelope.id == id => {
+                    return Ok(
+                        match serde_json::from_value::<Q::Response>(envelope.payload) {
+                            Ok(answer) => Exchanged::Answer(answer),
+                            Err(err) => Exchanged::Undecodable(err),
+                        },
+                    );
+                }
                 FrameType::Error if envelope.id == id => {
                     let error = envelope
                         .decode_payload::<ErrorPayload>()
                         .unwrap_or_else(|_| {
                             ErrorPayload::new(ErrorCode::Internal, "undecodable error frame")
                         });
-                    return Ok(Err(error));
+                    return Ok(Exchanged::Refused(error));
                 }
                 // A stale answer to a request of the old connection: its waiter already failed.
                 _ => {}

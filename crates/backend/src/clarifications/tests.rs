@@ -5,9 +5,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 
+use kandev_agent_stream::request::{
+    ElicitationsCancel, ElicitationsRespond, QuestionsCancel, QuestionsRespond,
+};
 use kandev_agent_stream::{
     AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorCode, ErrorPayload,
-    SettleOutcome, action,
+    SettleOutcome,
 };
 use kandev_elicitation::{
     Answer, Constraints, OperatorAnswer, Question, QuestionKind, QuestionOption,
@@ -225,7 +228,7 @@ async fn a_respond_while_the_stream_is_down_is_503_and_the_record_stays_open() {
         .await
         .expect("delivered now: the claim was given back");
     assert_eq!(status, RespondStatus::Answered);
-    let sent = link.calls_of(action::QUESTIONS_RESPOND);
+    let sent = link.calls_of::<QuestionsRespond>();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0]["request_id"], "r1");
     assert_eq!(
@@ -266,7 +269,7 @@ fn err_code(err: &ClarificationError) -> (&'static str, u16) {
 #[tokio::test]
 async fn an_answer_whose_reply_was_cut_off_is_settled_by_the_replayed_return() {
     let (state, session, link, rec) = asked_with(asked("r1")).await;
-    link.reply(action::QUESTIONS_RESPOND, Err(LinkError::Interrupted));
+    link.reply::<QuestionsRespond>(Err(LinkError::Interrupted));
     let why = "the reply was lost with the stream: nothing says yet whether the answer arrived";
     stays_pending(&state, &session, &rec, "local", why).await;
     // agentctl's settlement of the call, replayed after the re-attach, says it did.
@@ -277,7 +280,7 @@ async fn an_answer_whose_reply_was_cut_off_is_settled_by_the_replayed_return() {
 #[tokio::test]
 async fn a_respond_whose_call_already_returned_is_404_and_withdraws_the_record() {
     let (state, _session, link, rec) = asked_with(asked("r1")).await;
-    link.reply(action::QUESTIONS_RESPOND, not_found("gone"));
+    link.reply::<QuestionsRespond>(not_found("gone"));
     let err = respond(&state, &rec.pending_id, answer("No"), "local")
         .await
         .expect_err("the call is gone");
@@ -294,7 +297,7 @@ async fn an_operator_cancel_aborts_each_waiting_call_and_records_who() {
         .expect("cancelled");
     assert_eq!(status, CancelStatus::Cancelled);
     let sent: Vec<_> = link
-        .calls_of(action::QUESTIONS_CANCEL)
+        .calls_of::<QuestionsCancel>()
         .iter()
         .map(|p| p["request_id"].clone())
         .collect();
@@ -312,7 +315,7 @@ async fn an_elicitation_cancel_is_forwarded_first_and_a_second_is_agentctls_404(
     let status = cancel(&state, "p-1", "local").await.expect("cancelled");
     assert_eq!(status, CancelStatus::Cancelled);
     assert_eq!(
-        link.calls_of(action::ELICITATIONS_CANCEL),
+        link.calls_of::<ElicitationsCancel>(),
         [json!({"pending_id": "p-1", "cancelled_by": "local"})],
         "agentctl is told who cancelled, and echoes it in its settlement"
     );
@@ -322,15 +325,12 @@ async fn an_elicitation_cancel_is_forwarded_first_and_a_second_is_agentctls_404(
         (Some(Outcome::Cancelled), Some("local"))
     );
     // Forward first (D5): the second cancel still goes to agentctl, which no longer holds it.
-    link.reply(
-        action::ELICITATIONS_CANCEL,
-        not_found("no pending elicitation"),
-    );
+    link.reply::<ElicitationsCancel>(not_found("no pending elicitation"));
     let err = cancel(&state, "p-1", "local")
         .await
         .expect_err("already settled");
     assert_eq!(err_code(&err), ("NOT_FOUND", 404));
-    assert_eq!(link.calls_of(action::ELICITATIONS_CANCEL).len(), 2);
+    assert_eq!(link.calls_of::<ElicitationsCancel>().len(), 2);
     let rec = state
         .stores
         .clarifications
@@ -354,7 +354,7 @@ async fn a_record_opened_here_is_answered_from_memory_and_forgotten_once_settled
         .await
         .expect("delivered");
     assert_eq!(status, RespondStatus::Answered);
-    assert_eq!(link.calls_of(action::ELICITATIONS_RESPOND).len(), 1);
+    assert_eq!(link.calls_of::<ElicitationsRespond>().len(), 1);
     assert_eq!(
         state.clarifications.open.get("p-1"),
         None,
@@ -365,7 +365,7 @@ async fn a_record_opened_here_is_answered_from_memory_and_forgotten_once_settled
         again.is_ok(),
         "read back from the database and forwarded (D5)"
     );
-    assert_eq!(link.calls_of(action::ELICITATIONS_RESPOND).len(), 2);
+    assert_eq!(link.calls_of::<ElicitationsRespond>().len(), 2);
 
     link.push(elicited("p-2"));
     one_pending(&state, &session).await;
@@ -399,12 +399,12 @@ async fn an_answer_to_a_pending_record_whose_session_is_not_live_here_writes_not
         .expect_err("no link here");
     assert_eq!(err_code(&err), ("AGENT_STREAM_NOT_CONNECTED", 503));
     assert_eq!(one_pending(&state, &session).await.pending_id, "p-1");
-    assert!(link.calls_of(action::ELICITATIONS_RESPOND).is_empty());
+    assert!(link.calls_of::<ElicitationsRespond>().is_empty());
     // The process that holds the session still answers it.
     respond(&state, "p-1", answer("Yes"), "alice")
         .await
         .expect("delivered");
-    assert_eq!(link.calls_of(action::ELICITATIONS_RESPOND).len(), 1);
+    assert_eq!(link.calls_of::<ElicitationsRespond>().len(), 1);
 }
 
 #[tokio::test]
@@ -436,7 +436,7 @@ async fn a_secret_answer_reaches_the_agent_and_is_kept_redacted() {
     respond(&state, "p-1", secret, "alice")
         .await
         .expect("delivered");
-    let sent = link.calls_of(action::ELICITATIONS_RESPOND);
+    let sent = link.calls_of::<ElicitationsRespond>();
     assert!(
         sent[0].to_string().contains("sk-live-0123"),
         "the agent gets the value: {sent:?}"

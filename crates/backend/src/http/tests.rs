@@ -9,6 +9,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, Response, StatusCode};
+use kandev_agent_stream::request::{Cancel, ElicitationsRespond, Prompt, SessionStart};
 use kandev_agent_stream::{
     AgentEvent, AskUserQuestionRequested, ElicitationRequested, ErrorCode, ErrorPayload,
     SettleOutcome,
@@ -487,7 +488,7 @@ async fn a_patch_applies_to_the_next_session_start() {
     );
     let sent = connector
         .link(on["id"].as_str().expect("id"))
-        .calls_of("agent.session.start");
+        .calls_of::<SessionStart>();
     assert_eq!(sent[0]["flags"], json!({"features.acpElicitation": true}));
     assert_eq!(sent[0]["agent"]["id"], "mock");
     assert_eq!(sent[0]["agent"]["command"][1], "--scenario");
@@ -575,7 +576,7 @@ async fn agentctl_errors_map_to_their_statuses() {
         ),
     ];
     for (reply, status, code) in errors {
-        link.reply("agent.prompt", reply);
+        link.reply::<Prompt>(reply);
         api.refuses("POST", &prompt, Some(r#"{"text": "x"}"#), status, code)
             .await;
     }
@@ -672,15 +673,15 @@ async fn respond_forwards_first_and_settles_from_agentctls_verdict() {
         .refuses("POST", &respond_uri("nope"), answer, 404, NOT_FOUND)
         .await;
     assert_eq!(error["origin"], "backend");
-    assert!(link.calls_of("agent.elicitations.respond").is_empty());
+    assert!(link.calls_of::<ElicitationsRespond>().is_empty());
     let three = Some(r#"{"answers": 3}"#);
     api.refuses("POST", &respond, three, 400, BAD).await;
 
     // INVALID_ANSWER passes through as 400, record stays pending.
-    link.reply(
-        "agent.elicitations.respond",
-        remote_error(ErrorCode::InvalidAnswer, "option `Green` is not declared"),
-    );
+    link.reply::<ElicitationsRespond>(remote_error(
+        ErrorCode::InvalidAnswer,
+        "option `Green` is not declared",
+    ));
     let error = api
         .refuses("POST", &respond, answer, 400, "INVALID_ANSWER")
         .await;
@@ -708,14 +709,11 @@ async fn respond_forwards_first_and_settles_from_agentctls_verdict() {
     assert_eq!(api.state_of(&id).await, "WAITING_FOR_INPUT");
 
     // A second submission is still forwarded; agentctl's NOT_FOUND comes back as origin agentctl.
-    link.reply(
-        "agent.elicitations.respond",
-        remote_error(ErrorCode::NotFound, "no pending `p-1`"),
-    );
+    link.reply::<ElicitationsRespond>(remote_error(ErrorCode::NotFound, "no pending `p-1`"));
     let error = api.refuses("POST", &respond, answer, 404, NOT_FOUND).await;
     assert_eq!(error["origin"], "agentctl");
     assert_eq!(
-        link.calls_of("agent.elicitations.respond").len(),
+        link.calls_of::<ElicitationsRespond>().len(),
         3,
         "every submission reached agentctl"
     );
@@ -776,7 +774,7 @@ async fn a_lost_link_disconnects_pendings_and_answers_are_not_delivered() {
     let (s, v) = api.respond("p-1", RED).await;
     assert_eq!((s, v), (StatusCode::OK, json!({"status": "not_delivered"})));
     assert!(
-        link.calls_of("agent.elicitations.respond").is_empty(),
+        link.calls_of::<ElicitationsRespond>().is_empty(),
         "nothing sent"
     );
     let messages = api.messages(&id).await;
@@ -821,7 +819,7 @@ async fn cancel_and_stop() {
     let Started { api, link, id, .. } = waiting().await;
     let (cancel, stop) = (session_uri(&id, "cancel"), session_uri(&id, "stop"));
     api.post(&cancel, None, StatusCode::ACCEPTED).await;
-    assert_eq!(link.calls_of("agent.cancel").len(), 1);
+    assert_eq!(link.calls_of::<Cancel>().len(), 1);
     api.post(&stop, None, StatusCode::ACCEPTED).await;
     let v = api.session(&id).await;
     assert_eq!(
@@ -855,7 +853,7 @@ async fn turn_finished_notification_when_enabled() {
     assert_eq!(s["state"], "RUNNING");
     let id = s["id"].as_str().expect("id");
     let link = connector.link(id);
-    assert_eq!(link.calls_of("agent.prompt"), [json!({"text": "go"})]);
+    assert_eq!(link.calls_of::<Prompt>(), [json!({"text": "go"})]);
     link.push(turn_completed());
     api.wait_state(id, "IDLE").await;
     let n = api.notifications().await;
@@ -931,7 +929,7 @@ async fn restart_under_a_remote_executor_reattaches_and_keeps_what_agentctl_hold
     // The record agentctl still holds is answered through the resumed link.
     let (s, v) = api.respond("p-2", RED).await;
     assert_eq!((s, v), (StatusCode::OK, json!({"status": "answered"})));
-    let sent = link.calls_of("agent.elicitations.respond");
+    let sent = link.calls_of::<ElicitationsRespond>();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0]["pending_id"], "p-2");
     // The turn is still on: answering its last question does not make the session idle.

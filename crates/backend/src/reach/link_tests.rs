@@ -8,6 +8,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use hmac::{Hmac, Mac};
+use kandev_agent_stream::request::ElicitationsRespond;
 use serde_json::{Value, json};
 use sha2::Sha256;
 use tower::ServiceExt;
@@ -169,7 +170,7 @@ async fn an_answer_link_answers_its_question_once_and_every_misuse_is_refused() 
         );
     }
     assert!(
-        link.calls_of("agent.elicitations.respond").is_empty(),
+        link.calls_of::<ElicitationsRespond>().is_empty(),
         "no misuse reached the agent"
     );
 
@@ -190,7 +191,7 @@ async fn an_answer_link_answers_its_question_once_and_every_misuse_is_refused() 
         .expect("record");
     assert_eq!(record.status, ClarificationStatus::Answered);
     assert_eq!(record.answered_by.as_deref(), Some("bob (phone)"));
-    let calls = link.calls_of("agent.elicitations.respond");
+    let calls = link.calls_of::<ElicitationsRespond>();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0]["pending_id"], "p-1");
 
@@ -205,7 +206,7 @@ async fn an_answer_link_answers_its_question_once_and_every_misuse_is_refused() 
         (409, Some("ANSWER_LINK_USED"))
     );
     assert_eq!(
-        link.calls_of("agent.elicitations.respond").len(),
+        link.calls_of::<ElicitationsRespond>().len(),
         1,
         "the replay changed nothing"
     );
@@ -322,13 +323,13 @@ async fn a_slack_click_is_the_operators_answer_and_a_forged_or_stale_click_is_re
     .await;
     assert_eq!(stale.0, StatusCode::UNAUTHORIZED, "{}", stale.1);
     assert!(
-        link.calls_of("agent.elicitations.respond").is_empty(),
+        link.calls_of::<ElicitationsRespond>().is_empty(),
         "refused clicks change nothing"
     );
 
     let ok = post(now, slack_signature("slack-signing-secret", now, &body)).await;
     assert_eq!(ok.0, StatusCode::OK, "{}", ok.1);
-    let calls = link.calls_of("agent.elicitations.respond");
+    let calls = link.calls_of::<ElicitationsRespond>();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0]["pending_id"], "p-s");
     assert_eq!(
