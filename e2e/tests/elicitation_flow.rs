@@ -1,23 +1,12 @@
 //! The elicitation lifecycle through the operator API, with the real `kandev`,
 //! `agentctl` and `mock-agent` processes (docs/architecture.md §3).
 
-use kandev_testkit::{DEADLINE, FrameLog, Kandev, KandevOptions, bins, poll_until};
+use kandev_testkit::{DEADLINE, FrameLog, Kandev, KandevOptions, poll_until};
 use serde_json::{Value, json};
 
 fn red() -> Value {
     json!({"answers": [{"question_id": "question_0", "selected_options": ["Red"], "custom_text": ""}],
            "rejected": false, "reject_reason": ""})
-}
-
-/// The checked-in capability fixtures of agentctl, one per agent family (AC-02).
-fn capability_fixture(name: &str) -> String {
-    let path = bins::repo_root()
-        .join("crates/agentctl/tests/fixtures/capabilities")
-        .join(name);
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .trim_end()
-        .to_owned()
 }
 
 /// Switches the flag on through the Settings override.
@@ -52,60 +41,6 @@ async fn demo_waiting(kandev: &Kandev) -> (String, String, Value) {
     let id = session["id"].as_str().expect("id").to_owned();
     let pending = kandev.wait_pending(&id, 1).await.remove(0);
     (task, id, pending)
-}
-
-#[tokio::test]
-async fn ac01_flag_on_the_session_reports_elicitation_form_as_sent_in_initialize() {
-    let kandev = Kandev::start_default().await;
-    flag_on(&kandev).await;
-    let task = task(&kandev, "Caps").await;
-    let session = kandev.start_session(&task, "mock", None).await;
-    assert_eq!(session["state"], "IDLE", "{session}");
-    let caps = &session["client_capabilities"];
-    assert_eq!(caps["elicitation"], json!({"form": {}}));
-    assert!(caps["elicitation"].get("url").is_none(), "never url");
-    let init: Vec<Value> = kandev
-        .frames()
-        .frames()
-        .into_iter()
-        .filter(|f| f.dir == "recv" && f.method() == Some("initialize"))
-        .map(|f| f.frame)
-        .collect();
-    assert_eq!(init.len(), 1);
-    assert_eq!(
-        &init[0]["params"]["clientCapabilities"], caps,
-        "the exact JSON sent in initialize"
-    );
-    assert_eq!(session["flags"], json!({"features.acpElicitation": true}));
-}
-
-#[tokio::test]
-async fn ac02_flag_off_capabilities_equal_each_agents_pinned_fixture() {
-    let mock = bins::mock_agent().display().to_string();
-    let kandev = Kandev::start(KandevOptions::new().toml(&format!(
-        "[agents.cursor-acp]\ncommand = [{mock:?}]\n[agents.claude-acp]\ncommand = [{mock:?}]\n"
-    )))
-    .await;
-    let task = task(&kandev, "Caps off").await;
-    for (agent, fixture) in [
-        ("cursor-acp", "cursor-acp.json"),
-        ("claude-acp", "default.json"),
-    ] {
-        let session = kandev.start_session(&task, agent, None).await;
-        let caps = &session["client_capabilities"];
-        assert_eq!(
-            caps.to_string(),
-            capability_fixture(fixture),
-            "{agent}: byte for byte"
-        );
-        assert!(caps.get("elicitation").is_none());
-        // And it survives the round trip through the store.
-        let again = kandev.session(session["id"].as_str().expect("id")).await;
-        assert_eq!(
-            again["client_capabilities"].to_string(),
-            capability_fixture(fixture)
-        );
-    }
 }
 
 #[tokio::test]
@@ -177,35 +112,6 @@ async fn ac15_cancelling_the_turn_answers_cancel_and_withdraws_the_surface() {
         .find(|m| m["type"] == "clarification_request")
         .expect("message");
     assert_eq!(ask["metadata"]["status"], "cancelled");
-}
-
-#[tokio::test]
-async fn ac20_flag_off_an_elicitation_anyway_is_declined_and_nothing_surfaces() {
-    let kandev = Kandev::start_default().await;
-    let task = task(&kandev, "Flag off").await;
-    let session = kandev
-        .start_session(&task, "mock", Some("/e2e:single"))
-        .await;
-    let id = session["id"].as_str().expect("id");
-    assert!(session["client_capabilities"].get("elicitation").is_none());
-    let results = responses(kandev.frames(), 1).await;
-    assert_eq!(results, [json!({"action": "decline"})]);
-    kandev.wait_session_state(id, "IDLE").await;
-    let all = kandev
-        .api()
-        .get("/api/v1/clarifications")
-        .await
-        .expect_status(200, "list clarifications");
-    assert_eq!(all["clarifications"], json!([]), "{all}");
-    assert!(
-        kandev
-            .messages(id)
-            .await
-            .iter()
-            .all(|m| m["type"] != "clarification_request")
-    );
-    assert!(kandev.notifications().await.is_empty());
-    assert!(kandev.session(id).await["pending_action"].is_null());
 }
 
 #[tokio::test]

@@ -9,8 +9,6 @@ use kandev_testkit::{
 };
 use serde_json::{Value, json};
 
-const PROSE: &str = "I don't have the AskUserQuestion tool available";
-
 fn red() -> Value {
     json!({"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]})
 }
@@ -38,64 +36,6 @@ async fn agentctl_gone(kandev: &Kandev) {
         kandev.agentctls().is_empty().then_some(())
     })
     .await
-}
-
-#[tokio::test]
-async fn a_patch_applies_to_the_next_session_without_a_restart() {
-    let kandev = Kandev::start_default().await;
-    let task = task(&kandev, "Toggle").await;
-
-    let off = kandev.start_session(&task, "mock", Some("Pick")).await;
-    assert!(off["client_capabilities"].get("elicitation").is_none());
-    kandev.wait_agent_text(&id(&off), PROSE).await;
-    kandev.wait_session_state(&id(&off), "IDLE").await;
-
-    let r = kandev.set_flag_override(json!(true)).await;
-    assert_eq!(r.status, 200);
-    assert_eq!(
-        (r.body["value"].clone(), r.body["source"].clone()),
-        (json!(true), json!("override"))
-    );
-    let on = kandev.start_session(&task, "mock", Some("Pick")).await;
-    assert_eq!(
-        on["client_capabilities"]["elicitation"],
-        json!({"form": {}})
-    );
-    let pending = kandev.wait_pending(&id(&on), 1).await;
-
-    assert_eq!(kandev.set_flag_override(Value::Null).await.status, 200);
-    let back = kandev.start_session(&task, "mock", None).await;
-    assert!(back["client_capabilities"].get("elicitation").is_none());
-
-    // The running session keeps what it started with and can still be answered.
-    let pending_id = pending[0]["pending_id"].as_str().expect("id");
-    assert_eq!(kandev.respond(pending_id, &red()).await.status, 200);
-    kandev.wait_agent_text(&id(&on), "You picked Red.").await;
-    assert_eq!(
-        kandev.session(&id(&on)).await["flags"],
-        json!({"features.acpElicitation": true})
-    );
-}
-
-#[tokio::test]
-async fn the_env_var_locks_the_flag_and_patch_is_409() {
-    let kandev = Kandev::start(KandevOptions::new().flag_env(true)).await;
-    let flag = kandev.flag().await;
-    assert_eq!(
-        (
-            flag["value"].clone(),
-            flag["source"].clone(),
-            flag["locked"].clone()
-        ),
-        (json!(true), json!("env"), json!(true))
-    );
-    let r = kandev.set_flag_override(json!(false)).await;
-    assert_eq!(r.status, 409, "{r}");
-    assert_eq!(r.body["error"]["code"], "FLAG_LOCKED");
-    assert_eq!(kandev.set_flag_override(Value::Null).await.status, 409);
-    let task = task(&kandev, "Locked").await;
-    let s = kandev.start_session(&task, "mock", None).await;
-    assert_eq!(s["client_capabilities"]["elicitation"], json!({"form": {}}));
 }
 
 #[tokio::test]
