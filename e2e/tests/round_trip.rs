@@ -3,7 +3,7 @@
 //! AC-08, AC-09, AC-10, AC-11, AC-11a, AC-12, AC-12a, AC-12b, AC-12c, AC-12h, AC-12i,
 //! AC-12j, AC-13, AC-14, AC-55, AC-56, F9, F10.
 
-use kandev_testkit::{DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, is_uuid_v4};
+use kandev_testkit::{Asked, DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, is_uuid_v4};
 use serde_json::{Value, json};
 
 async fn kandev_on() -> Kandev {
@@ -23,6 +23,25 @@ async fn answer_and_see(
         .frames()
         .wait_for_elicitation_response(1, TURN_DEADLINE)
         .await
+}
+
+/// A kandev with the flag on and a mock-agent session asked by `prompt`, answered with
+/// `answers`: asserts the agent received `accept` with `content`; returns both (the
+/// record as first listed is `Asked::record`).
+async fn answered(
+    prompt: &str,
+    answers: &[(&str, &[&str], &str)],
+    content: Value,
+) -> (Kandev, Asked) {
+    let kandev = kandev_on().await;
+    let asked = kandev.ask("mock", prompt).await;
+    let got = answer_and_see(&kandev, &asked.pending_id, answers).await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": content}),
+        "{prompt} answered {answers:?}"
+    );
+    (kandev, asked)
 }
 
 #[tokio::test]
@@ -286,66 +305,47 @@ async fn ac_10_ac_13_selected_label_reaches_the_agent_at_the_schema_key_and_the_
 
 #[tokio::test]
 async fn ac_11_free_text_goes_to_the_declared_companion_key_answer_freeform() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:e2e-freeform").await;
+    let (_, asked) = answered(
+        "/e2e:e2e-freeform",
+        &[("answer", &[], "Split the module")],
+        json!({"answer_freeform": "Split the module"}),
+    )
+    .await;
     let q = &asked.record["questions"][0];
     assert_eq!(q["id"], "answer");
     assert_eq!(q["custom_answer"]["key"], "answer_freeform");
     assert_eq!(asked.record["questions"].as_array().map(Vec::len), Some(1));
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
-        &[("answer", &[], "Split the module")],
-    )
-    .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"answer_freeform": "Split the module"}})
-    );
 }
 
 #[tokio::test]
 async fn ac_11a_ac_56_rule_4_question_has_zero_options_and_its_free_text_goes_to_its_own_key() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:mcp-apikey").await;
+    let (_, asked) = answered(
+        "/e2e:mcp-apikey",
+        &[("apiKey", &[], "sk-live-123")],
+        json!({"apiKey": "sk-live-123"}),
+    )
+    .await;
     let questions = asked.record["questions"].as_array().expect("questions");
     assert_eq!(questions.len(), 1);
     assert_eq!(questions[0]["id"], "apiKey");
     assert_eq!(questions[0]["kind"], "text");
     assert_eq!(questions[0]["options"], json!([]));
     assert_eq!(questions[0]["custom_answer"], Value::Null);
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
-        &[("apiKey", &[], "sk-live-123")],
-    )
-    .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"apiKey": "sk-live-123"}})
-    );
 }
 
 #[tokio::test]
 async fn ac_12_ac_55_multi_select_carries_both_labels_in_declaration_order_not_click_order() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:multi").await;
+    let (kandev, asked) = answered(
+        "/e2e:multi",
+        &[("question_1", &["prod", "dev"], "")],
+        json!({"question_1": ["dev", "prod"]}),
+    )
+    .await;
     let envs = asked.record["questions"]
         .as_array()
         .and_then(|qs| qs.iter().find(|q| q["id"] == "question_1"))
-        .expect("question_1")
-        .clone();
+        .expect("question_1");
     assert_eq!(envs["kind"], "multi_select");
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
-        &[("question_1", &["prod", "dev"], "")],
-    )
-    .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"question_1": ["dev", "prod"]}})
-    );
     let record = kandev
         .wait_clarification_status(&asked.pending_id, "answered")
         .await;
@@ -362,34 +362,22 @@ async fn ac_12_ac_55_multi_select_carries_both_labels_in_declaration_order_not_c
 
 #[tokio::test]
 async fn ac_12a_ac_12i_custom_text_with_a_selection_sends_only_the_trimmed_companion() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
+    answered(
+        "/e2e:single",
         &[("question_0", &["Postgres"], "  CockroachDB  ")],
+        json!({"question_0_custom": "CockroachDB"}),
     )
     .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"question_0_custom": "CockroachDB"}})
-    );
 }
 
 #[tokio::test]
 async fn ac_12j_whitespace_only_free_text_with_no_selection_contributes_no_key() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
-    let got = answer_and_see(&kandev, &asked.pending_id, &[("question_0", &[], "   ")]).await;
-    assert_eq!(got, json!({"action": "accept", "content": {}}));
+    answered("/e2e:single", &[("question_0", &[], "   ")], json!({})).await;
 }
 
 #[tokio::test]
 async fn ac_12b_submitting_nothing_is_accept_with_empty_content_not_decline() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
-    let got = answer_and_see(&kandev, &asked.pending_id, &[]).await;
-    assert_eq!(got, json!({"action": "accept", "content": {}}));
+    let (kandev, asked) = answered("/e2e:single", &[], json!({})).await;
     kandev
         .wait_clarification_status(&asked.pending_id, "answered")
         .await;
@@ -397,8 +385,12 @@ async fn ac_12b_submitting_nothing_is_accept_with_empty_content_not_decline() {
 
 #[tokio::test]
 async fn ac_12c_refusal_fallback_is_one_two_option_question_and_retry_fallback_is_accepted() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:refusal").await;
+    let (_, asked) = answered(
+        "/e2e:refusal",
+        &[("choice", &["retry_fallback"], "")],
+        json!({"choice": "retry_fallback"}),
+    )
+    .await;
     let questions = asked.record["questions"].as_array().expect("questions");
     assert_eq!(questions.len(), 1);
     let q = &questions[0];
@@ -412,22 +404,16 @@ async fn ac_12c_refusal_fallback_is_one_two_option_question_and_retry_fallback_i
         "prompt is the request's message"
     );
     assert!(q["title"].is_null(), "{q}");
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
-        &[("choice", &["retry_fallback"], "")],
-    )
-    .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"choice": "retry_fallback"}})
-    );
 }
 
 #[tokio::test]
 async fn ac_12h_only_the_answered_question_of_three_contributes_a_key() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:e2e-three").await;
+    let (_, asked) = answered(
+        "/e2e:e2e-three",
+        &[("question_1", &["Kafka"], "")],
+        json!({"question_1": "Kafka"}),
+    )
+    .await;
     let ids: Vec<&Value> = asked.record["questions"]
         .as_array()
         .expect("questions")
@@ -441,16 +427,6 @@ async fn ac_12h_only_the_answered_question_of_three_contributes_a_key() {
             &json!("question_1"),
             &json!("question_2")
         ]
-    );
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
-        &[("question_1", &["Kafka"], "")],
-    )
-    .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"question_1": "Kafka"}})
     );
 }
 
