@@ -3,13 +3,24 @@
 //! AC-01, AC-02, AC-20.
 
 use kandev_testkit::kandev::TURN_DEADLINE;
-use kandev_testkit::{Kandev, KandevOptions};
+use kandev_testkit::{Kandev, KandevOptions, bins};
 use serde_json::{Value, json};
 
 const PROSE: &str = "I don't have the AskUserQuestion tool available in this session";
 
 fn id(v: &Value) -> String {
     v["id"].as_str().expect("id").to_owned()
+}
+
+/// agentctl's checked-in flag-off capability fixture of one agent family (AC-02).
+fn capability_fixture(name: &str) -> String {
+    let path = bins::repo_root()
+        .join("crates/agentctl/tests/fixtures/capabilities")
+        .join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim_end()
+        .to_owned()
 }
 
 /// The clientCapabilities the agent received in `initialize`, from its own frame log.
@@ -24,7 +35,12 @@ fn initialize_capabilities(kandev: &Kandev) -> Value {
 #[tokio::test]
 async fn flag_off_by_default_no_elicitation_capability_and_demo_agent_asks_in_prose_section_k_control_ac_02()
  {
-    let kandev = Kandev::start_default().await;
+    // Two more agent families on the mock agent: their capabilities are agentctl's.
+    let mock = bins::mock_agent().display().to_string();
+    let kandev = Kandev::start(KandevOptions::new().toml(&format!(
+        "[agents.cursor-acp]\ncommand = [{mock:?}]\n[agents.claude-acp]\ncommand = [{mock:?}]\n"
+    )))
+    .await;
     let flag = kandev.flag().await;
     assert_eq!(flag["value"], false, "{flag}");
     assert_eq!(flag["locked"], false, "{flag}");
@@ -43,6 +59,7 @@ async fn flag_off_by_default_no_elicitation_capability_and_demo_agent_asks_in_pr
     let caps = &session["client_capabilities"];
     assert!(caps.get("elicitation").is_none(), "{caps}");
     assert_eq!(caps, &json!({"_meta": {"terminal_output": true}}));
+    assert_eq!(caps.to_string(), capability_fixture("default.json"));
     assert_eq!(
         initialize_capabilities(&kandev),
         *caps,
@@ -51,6 +68,28 @@ async fn flag_off_by_default_no_elicitation_capability_and_demo_agent_asks_in_pr
     assert!(kandev.frames().elicitation_requests().is_empty());
     assert!(kandev.clarifications(&sid, None).await.is_empty());
     assert_eq!(session["pending_action"], Value::Null);
+
+    // AC-02 for each agent family: its pinned fixture byte for byte, also as stored.
+    let task = kandev.create_task("capabilities per family").await;
+    for (agent, fixture) in [
+        ("cursor-acp", "cursor-acp.json"),
+        ("claude-acp", "default.json"),
+    ] {
+        let session = kandev.start_session(&id(&task), agent, None).await;
+        let caps = &session["client_capabilities"];
+        assert_eq!(
+            caps.to_string(),
+            capability_fixture(fixture),
+            "{agent}: byte for byte"
+        );
+        assert!(caps.get("elicitation").is_none(), "{agent}: {caps}");
+        let stored = kandev.session(&id(&session)).await;
+        assert_eq!(
+            stored["client_capabilities"].to_string(),
+            capability_fixture(fixture),
+            "{agent}: the store gives it back byte for byte"
+        );
+    }
 }
 
 #[tokio::test]
@@ -71,6 +110,11 @@ async fn flag_patch_on_applies_to_the_next_session_which_advertises_form_and_ask
         .set_flag_override(json!(true))
         .await
         .expect_status(200, "PATCH on");
+    assert_eq!(
+        (&patched["value"], &patched["source"]),
+        (&json!(true), &json!("override")),
+        "{patched}"
+    );
     let flag = kandev.flag().await;
     assert_eq!(flag["value"], true, "PATCH answered {patched}; now {flag}");
     assert_eq!(flag["source"], "override", "{flag}");
@@ -116,29 +160,42 @@ async fn flag_patch_on_applies_to_the_next_session_which_advertises_form_and_ask
         sent[1]
     );
     assert!(sent[1]["elicitation"].get("url").is_none(), "never url");
+    assert_eq!(
+        &sent[1], caps,
+        "the session reports exactly what initialize sent"
+    );
+    assert_eq!(session["flags"], json!({"features.acpElicitation": true}));
     ws.wait_for_type("clarification.created", TURN_DEADLINE, |d| {
         d["pending_id"] == record["pending_id"]
     })
     .await;
+
+    // PATCH null clears the override again: the next session is off, the running one
+    // keeps its snapshot.
+    kandev
+        .set_flag_override(Value::Null)
+        .await
+        .expect_status(200, "PATCH null");
+    assert_eq!(kandev.flag().await["value"], false);
+    let back = kandev.start_session(&tid, "mock", None).await;
+    assert!(back["client_capabilities"].get("elicitation").is_none());
+
     // §K: the answer continues the same turn and the agent acts on it.
     let pid = record["pending_id"].as_str().expect("pending_id");
     let r = kandev.answer(pid, &[("question_0", &["Red"], "")]).await;
     assert_eq!(r.status, 200, "{r}");
     kandev.wait_agent_text(&sid, "You picked Red.").await;
     kandev.wait_session_state(&sid, "IDLE").await;
-    // Two sessions so far, one session/prompt each: the answer added none.
+    // Three sessions, two of them prompted once each: the answer added no session/prompt.
     assert_eq!(kandev.frames().prompt_requests().len(), 2);
+    assert_eq!(
+        kandev.session(&sid).await["flags"],
+        json!({"features.acpElicitation": true})
+    );
 
     // The earlier session is untouched: still no capability.
     let first = kandev.session(&id(&before)).await;
     assert!(first["client_capabilities"].get("elicitation").is_none());
-
-    // PATCH null clears the override again.
-    kandev
-        .set_flag_override(Value::Null)
-        .await
-        .expect_status(200, "PATCH null");
-    assert_eq!(kandev.flag().await["value"], false);
 }
 
 #[tokio::test]
@@ -151,9 +208,16 @@ async fn flag_env_lock_makes_patch_409_and_keeps_the_env_value() {
     for value in [json!(false), json!(true), Value::Null] {
         let r = kandev.set_flag_override(value.clone()).await;
         assert_eq!(r.status, 409, "PATCH {value} while env-locked: {r}");
-        assert!(r.body["error"]["code"].is_string(), "{r}");
+        assert_eq!(r.body["error"]["code"], "FLAG_LOCKED", "{r}");
     }
     assert_eq!(kandev.flag().await["value"], true, "unchanged");
+    // Sessions follow the env value.
+    let task = kandev.create_task("locked").await;
+    let session = kandev.start_session(&id(&task), "mock", None).await;
+    assert_eq!(
+        session["client_capabilities"]["elicitation"],
+        json!({"form": {}})
+    );
     let unknown = kandev
         .api()
         .patch(
@@ -171,6 +235,7 @@ async fn ac_20_flag_off_an_unadvertised_form_elicitation_is_declined_with_no_mes
     let ws = kandev.ws().await;
     let (task, session) = kandev.task_with_session("mock", "/e2e:single").await;
     let sid = id(&session);
+    assert!(session["client_capabilities"].get("elicitation").is_none());
     let response = kandev
         .frames()
         .wait_for_elicitation_response(1, TURN_DEADLINE)
@@ -179,6 +244,16 @@ async fn ac_20_flag_off_an_unadvertised_form_elicitation_is_declined_with_no_mes
     let session = kandev.wait_session_state(&sid, "IDLE").await;
     assert_eq!(session["pending_action"], Value::Null);
     assert!(kandev.clarifications(&sid, None).await.is_empty());
+    let all = kandev
+        .api()
+        .get("/api/v1/clarifications")
+        .await
+        .expect_status(200, "list clarifications");
+    assert_eq!(
+        all["clarifications"],
+        json!([]),
+        "no record anywhere: {all}"
+    );
     let messages = kandev.messages(&sid).await;
     assert!(
         messages

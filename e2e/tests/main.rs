@@ -13,7 +13,6 @@ mod config_mcp_servers;
 mod database_url;
 mod declines;
 mod dist;
-mod elicitation_flow;
 mod faults;
 mod flag;
 mod foreign_agent;

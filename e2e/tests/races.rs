@@ -1,10 +1,12 @@
-//! Idempotency and races at full stack: AC-12f, AC-12g, AC-61, and 20 operators
+//! Idempotency and races at full stack: AC-12f, AC-60, AC-12g, AC-61, and 20 operators
 //! answering one pending at once — exactly one answer is delivered, the agent sees one
 //! response, and every other submission is refused by agentctl (D5).
 
 use std::sync::Arc;
 
-use kandev_testkit::{Kandev, KandevOptions, TURN_DEADLINE, answer_body};
+use kandev_testkit::{
+    DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, answer_body, is_uuid_v4, poll_until,
+};
 use serde_json::json;
 
 async fn kandev_on() -> Kandev {
@@ -22,15 +24,34 @@ async fn ac_12f_ac_60_f9_two_identical_elicitations_are_two_records_and_answerin
     let (a, b) = (&pending[0], &pending[1]);
     assert_ne!(a["pending_id"], b["pending_id"], "not collapsed (D4)");
     assert_eq!(a["questions"], b["questions"], "identical question text");
+    assert_eq!(a["message"], b["message"], "identical message");
     let requests = kandev.frames().elicitation_requests();
     assert_eq!(requests.len(), 2);
 
     let first = a["pending_id"].as_str().expect("id");
     let second = b["pending_id"].as_str().expect("id");
+    // AC-60: agentctl's ids (UUID v4), verbatim: agentctl's own log names them, and it
+    // accepts the answer to the first under it.
+    assert!(is_uuid_v4(first) && is_uuid_v4(second), "{first} {second}");
+    for pid in [first, second] {
+        poll_until(
+            "agentctl's log to name the pending id",
+            DEADLINE,
+            || async {
+                kandev
+                    .log()
+                    .lines()
+                    .any(|l| l.contains("kandev::agentctl") && l.contains(pid))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
     let r = kandev
         .answer(first, &[("question_0", &["Postgres"], "")])
         .await;
     assert_eq!(r.status, 200, "{r}");
+    assert_eq!(r.body, json!({"status": "answered"}), "{r}");
     kandev
         .frames()
         .wait_for_elicitation_response(1, TURN_DEADLINE)
@@ -42,13 +63,15 @@ async fn ac_12f_ac_60_f9_two_identical_elicitations_are_two_records_and_answerin
         "answering the first leaves the second open"
     );
     assert_eq!(kandev.frames().elicitation_responses().len(), 1);
+    let s = kandev.session(&sid).await;
     assert_eq!(
-        kandev.session(&sid).await["pending_action"],
-        "clarification"
+        (&s["state"], &s["pending_action"]),
+        (&json!("WAITING_FOR_INPUT"), &json!("clarification")),
+        "still waiting on the twin: {s}"
     );
 
     // F9: one session.clarification_requested per elicitation, not per question text.
-    kandev_testkit::poll_until("two notifications", kandev_testkit::DEADLINE, || async {
+    poll_until("two notifications", DEADLINE, || async {
         (requested_notifications(&kandev).await == 2).then_some(())
     })
     .await;
@@ -104,6 +127,11 @@ async fn ac_12g_ac_61_a_second_answer_is_forwarded_and_refused_by_agentctl_404_a
         again.body["error"]["origin"], "agentctl",
         "AC-61: the duplicate was forwarded and adjudicated by agentctl, not short-circuited: {again}"
     );
+    // The turn continues on the first answer.
+    let text = kandev
+        .wait_agent_text(&asked.session_id, "elicitation e1 result")
+        .await;
+    assert!(text.contains("Postgres"), "{text}");
     kandev.wait_session_state(&asked.session_id, "IDLE").await;
     let responses = kandev.frames().elicitation_responses();
     assert_eq!(

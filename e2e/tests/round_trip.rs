@@ -1,9 +1,9 @@
 //! The round trip at full stack: an agent's `elicitation/create` becomes an operator
 //! clarification, the operator's answer reaches the agent inside the same turn.
 //! AC-08, AC-09, AC-10, AC-11, AC-11a, AC-12, AC-12a, AC-12b, AC-12c, AC-12h, AC-12i,
-//! AC-13, AC-14, AC-55, AC-56, AC-60, F9, F10.
+//! AC-12j, AC-13, AC-14, AC-55, AC-56, F9, F10.
 
-use kandev_testkit::{DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, poll_until};
+use kandev_testkit::{Asked, DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, is_uuid_v4};
 use serde_json::{Value, json};
 
 async fn kandev_on() -> Kandev {
@@ -25,35 +25,33 @@ async fn answer_and_see(
         .await
 }
 
-fn is_uuid_v4(id: &str) -> bool {
-    let parts: Vec<&str> = id.split('-').collect();
-    parts.iter().map(|p| p.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
-        && id.chars().all(|c| c == '-' || c.is_ascii_hexdigit())
-        && parts[2].starts_with('4')
+/// A kandev with the flag on and a mock-agent session asked by `prompt`, answered with
+/// `answers`: asserts the agent received `accept` with `content`; returns both (the
+/// record as first listed is `Asked::record`).
+async fn answered(
+    prompt: &str,
+    answers: &[(&str, &[&str], &str)],
+    content: Value,
+) -> (Kandev, Asked) {
+    let kandev = kandev_on().await;
+    let asked = kandev.ask("mock", prompt).await;
+    let got = answer_and_see(&kandev, &asked.pending_id, answers).await;
+    assert_eq!(
+        got,
+        json!({"action": "accept", "content": content}),
+        "{prompt} answered {answers:?}"
+    );
+    (kandev, asked)
 }
 
 #[tokio::test]
-async fn ac_08_ac_60_f9_elicitation_becomes_an_agent_clarification_message_with_agentctls_pending_id_and_one_notification()
- {
+async fn ac_08_f9_elicitation_becomes_an_agent_clarification_message_and_one_notification() {
     let kandev = kandev_on().await;
     let ws = kandev.ws().await;
     let asked = kandev.ask("mock", "/e2e:single").await;
     let pid = asked.pending_id.as_str();
-
-    // AC-60: agentctl's id (UUID v4), verbatim: agentctl's own log names it.
+    // agentctl's pending id (AC-60, asserted in races.rs).
     assert!(is_uuid_v4(pid), "{pid}");
-    poll_until(
-        "agentctl's log to name the pending id",
-        DEADLINE,
-        || async {
-            kandev
-                .log()
-                .lines()
-                .any(|l| l.contains("kandev::agentctl") && l.contains(pid))
-                .then_some(())
-        },
-    )
-    .await;
     assert_eq!(asked.record["source"], "elicitation");
     assert_eq!(asked.record["status"], "pending");
     assert_eq!(asked.record["session_id"], asked.session_id.as_str());
@@ -89,8 +87,16 @@ async fn ac_08_ac_60_f9_elicitation_becomes_an_agent_clarification_message_with_
     assert_eq!(m["author_type"], "agent");
     assert_eq!(m["requests_input"], true);
     assert_eq!(m["metadata"]["pending_id"], pid);
-    let session = kandev.session(&asked.session_id).await;
+    let session = kandev
+        .wait_session_state(&asked.session_id, "WAITING_FOR_INPUT")
+        .await;
     assert_eq!(session["pending_action"], "clarification");
+    let task = kandev.task(&asked.task_id).await;
+    assert_eq!(
+        (&task["state"], &task["pending_action"]),
+        (&json!("WAITING_FOR_INPUT"), &json!("clarification")),
+        "{task}"
+    );
 
     // The operator's surfaces heard about it.
     ws.wait_for_type("clarification.created", DEADLINE, |d| {
@@ -107,18 +113,15 @@ async fn ac_08_ac_60_f9_elicitation_becomes_an_agent_clarification_message_with_
         .answer(pid, &[("question_0", &["Postgres"], "")])
         .await;
     assert_eq!(answer.status, 200, "{answer}");
-    kandev.wait_session_state(&asked.session_id, "IDLE").await;
-    let notes: Vec<Value> = kandev
-        .notifications()
-        .await
-        .into_iter()
-        .filter(|n| n["event"] == "session.clarification_requested")
-        .collect();
+    let session = kandev.wait_session_state(&asked.session_id, "IDLE").await;
+    assert_eq!(session["pending_action"], Value::Null);
+    let notes = kandev.notifications().await;
     assert_eq!(
         notes.len(),
         1,
-        "one notification per elicitation: {notes:?}"
+        "one notification per elicitation, and no other: {notes:?}"
     );
+    assert_eq!(notes[0]["event"], "session.clarification_requested");
     let note = &notes[0];
     assert_eq!(note["session_id"], asked.session_id.as_str());
     assert_eq!(note["task_id"], asked.task_id.as_str());
@@ -142,12 +145,15 @@ async fn ac_08_ac_60_f9_elicitation_becomes_an_agent_clarification_message_with_
             .contains("e2e: /e2e:single"),
         "the body names the task: {note}"
     );
-    let ws_notes = ws
-        .of_type("notification")
-        .into_iter()
-        .filter(|e| e["data"]["event"] == "session.clarification_requested")
-        .count();
-    assert_eq!(ws_notes, 1, "one notification event on the WebSocket");
+    ws.wait_for_type("notification", DEADLINE, |n| {
+        n["event"] == "session.clarification_requested"
+    })
+    .await;
+    assert_eq!(
+        ws.of_type("notification").len(),
+        1,
+        "one notification event on the WebSocket"
+    );
 }
 
 #[tokio::test]
@@ -259,6 +265,11 @@ async fn ac_10_ac_13_selected_label_reaches_the_agent_at_the_schema_key_and_the_
         "the original prompt returns after the answer"
     );
     assert_eq!(frames[ended_at].frame["result"]["stopReason"], "end_turn");
+    assert_eq!(
+        kandev.frames().answers_to(prompt_id).len(),
+        1,
+        "the prompt is answered once"
+    );
 
     let record = kandev
         .wait_clarification_status(&asked.pending_id, "answered")
@@ -272,6 +283,20 @@ async fn ac_10_ac_13_selected_label_reaches_the_agent_at_the_schema_key_and_the_
         d["pending_id"] == asked.pending_id.as_str() && d["status"] == "answered"
     })
     .await;
+    ws.wait_for_type("session.updated", DEADLINE, |d| {
+        d["id"] == asked.session_id.as_str() && d["state"] == "IDLE"
+    })
+    .await;
+    let messages = kandev.messages(&asked.session_id).await;
+    let ask = messages
+        .iter()
+        .find(|m| m["type"] == "clarification_request")
+        .expect("the clarification message");
+    assert_eq!(ask["metadata"]["status"], "answered", "{ask}");
+    assert_eq!(
+        kandev.session(&asked.session_id).await["pending_action"],
+        Value::Null
+    );
     let text = kandev
         .wait_agent_text(&asked.session_id, "elicitation e1 result")
         .await;
@@ -280,66 +305,47 @@ async fn ac_10_ac_13_selected_label_reaches_the_agent_at_the_schema_key_and_the_
 
 #[tokio::test]
 async fn ac_11_free_text_goes_to_the_declared_companion_key_answer_freeform() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:e2e-freeform").await;
+    let (_, asked) = answered(
+        "/e2e:e2e-freeform",
+        &[("answer", &[], "Split the module")],
+        json!({"answer_freeform": "Split the module"}),
+    )
+    .await;
     let q = &asked.record["questions"][0];
     assert_eq!(q["id"], "answer");
     assert_eq!(q["custom_answer"]["key"], "answer_freeform");
     assert_eq!(asked.record["questions"].as_array().map(Vec::len), Some(1));
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
-        &[("answer", &[], "Split the module")],
-    )
-    .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"answer_freeform": "Split the module"}})
-    );
 }
 
 #[tokio::test]
 async fn ac_11a_ac_56_rule_4_question_has_zero_options_and_its_free_text_goes_to_its_own_key() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:mcp-apikey").await;
+    let (_, asked) = answered(
+        "/e2e:mcp-apikey",
+        &[("apiKey", &[], "sk-live-123")],
+        json!({"apiKey": "sk-live-123"}),
+    )
+    .await;
     let questions = asked.record["questions"].as_array().expect("questions");
     assert_eq!(questions.len(), 1);
     assert_eq!(questions[0]["id"], "apiKey");
     assert_eq!(questions[0]["kind"], "text");
     assert_eq!(questions[0]["options"], json!([]));
     assert_eq!(questions[0]["custom_answer"], Value::Null);
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
-        &[("apiKey", &[], "sk-live-123")],
-    )
-    .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"apiKey": "sk-live-123"}})
-    );
 }
 
 #[tokio::test]
 async fn ac_12_ac_55_multi_select_carries_both_labels_in_declaration_order_not_click_order() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:multi").await;
+    let (kandev, asked) = answered(
+        "/e2e:multi",
+        &[("question_1", &["prod", "dev"], "")],
+        json!({"question_1": ["dev", "prod"]}),
+    )
+    .await;
     let envs = asked.record["questions"]
         .as_array()
         .and_then(|qs| qs.iter().find(|q| q["id"] == "question_1"))
-        .expect("question_1")
-        .clone();
+        .expect("question_1");
     assert_eq!(envs["kind"], "multi_select");
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
-        &[("question_1", &["prod", "dev"], "")],
-    )
-    .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"question_1": ["dev", "prod"]}})
-    );
     let record = kandev
         .wait_clarification_status(&asked.pending_id, "answered")
         .await;
@@ -356,34 +362,22 @@ async fn ac_12_ac_55_multi_select_carries_both_labels_in_declaration_order_not_c
 
 #[tokio::test]
 async fn ac_12a_ac_12i_custom_text_with_a_selection_sends_only_the_trimmed_companion() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
+    answered(
+        "/e2e:single",
         &[("question_0", &["Postgres"], "  CockroachDB  ")],
+        json!({"question_0_custom": "CockroachDB"}),
     )
     .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"question_0_custom": "CockroachDB"}})
-    );
 }
 
 #[tokio::test]
 async fn ac_12j_whitespace_only_free_text_with_no_selection_contributes_no_key() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
-    let got = answer_and_see(&kandev, &asked.pending_id, &[("question_0", &[], "   ")]).await;
-    assert_eq!(got, json!({"action": "accept", "content": {}}));
+    answered("/e2e:single", &[("question_0", &[], "   ")], json!({})).await;
 }
 
 #[tokio::test]
 async fn ac_12b_submitting_nothing_is_accept_with_empty_content_not_decline() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:single").await;
-    let got = answer_and_see(&kandev, &asked.pending_id, &[]).await;
-    assert_eq!(got, json!({"action": "accept", "content": {}}));
+    let (kandev, asked) = answered("/e2e:single", &[], json!({})).await;
     kandev
         .wait_clarification_status(&asked.pending_id, "answered")
         .await;
@@ -391,8 +385,12 @@ async fn ac_12b_submitting_nothing_is_accept_with_empty_content_not_decline() {
 
 #[tokio::test]
 async fn ac_12c_refusal_fallback_is_one_two_option_question_and_retry_fallback_is_accepted() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:refusal").await;
+    let (_, asked) = answered(
+        "/e2e:refusal",
+        &[("choice", &["retry_fallback"], "")],
+        json!({"choice": "retry_fallback"}),
+    )
+    .await;
     let questions = asked.record["questions"].as_array().expect("questions");
     assert_eq!(questions.len(), 1);
     let q = &questions[0];
@@ -406,22 +404,16 @@ async fn ac_12c_refusal_fallback_is_one_two_option_question_and_retry_fallback_i
         "prompt is the request's message"
     );
     assert!(q["title"].is_null(), "{q}");
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
-        &[("choice", &["retry_fallback"], "")],
-    )
-    .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"choice": "retry_fallback"}})
-    );
 }
 
 #[tokio::test]
 async fn ac_12h_only_the_answered_question_of_three_contributes_a_key() {
-    let kandev = kandev_on().await;
-    let asked = kandev.ask("mock", "/e2e:e2e-three").await;
+    let (_, asked) = answered(
+        "/e2e:e2e-three",
+        &[("question_1", &["Kafka"], "")],
+        json!({"question_1": "Kafka"}),
+    )
+    .await;
     let ids: Vec<&Value> = asked.record["questions"]
         .as_array()
         .expect("questions")
@@ -435,16 +427,6 @@ async fn ac_12h_only_the_answered_question_of_three_contributes_a_key() {
             &json!("question_1"),
             &json!("question_2")
         ]
-    );
-    let got = answer_and_see(
-        &kandev,
-        &asked.pending_id,
-        &[("question_1", &["Kafka"], "")],
-    )
-    .await;
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"question_1": "Kafka"}})
     );
 }
 
@@ -461,9 +443,13 @@ async fn ac_14_rejecting_the_bundle_is_decline_and_the_record_is_declined() {
         .wait_for_elicitation_response(1, TURN_DEADLINE)
         .await;
     assert_eq!(got, json!({"action": "decline"}));
-    kandev
+    let record = kandev
         .wait_clarification_status(&asked.pending_id, "declined")
         .await;
+    assert_eq!(
+        record["answer"]["reject_reason"], "skipped",
+        "the reason is kept: {record}"
+    );
     ws.wait_for_type("clarification.settled", DEADLINE, |d| {
         d["pending_id"] == asked.pending_id.as_str() && d["status"] == "declined"
     })
@@ -489,6 +475,10 @@ async fn f10_an_answer_naming_an_undeclared_option_is_400_invalid_answer_and_the
     }
     let record = kandev.clarification(&asked.pending_id).await;
     assert_eq!(record["status"], "pending", "{record}");
+    assert_eq!(
+        kandev.session(&asked.session_id).await["state"],
+        "WAITING_FOR_INPUT"
+    );
     assert!(
         kandev.frames().elicitation_responses().is_empty(),
         "nothing reached the agent"
@@ -504,4 +494,8 @@ async fn f10_an_answer_naming_an_undeclared_option_is_400_invalid_answer_and_the
         got,
         json!({"action": "accept", "content": {"question_0": "SQLite"}})
     );
+    let text = kandev
+        .wait_agent_text(&asked.session_id, "elicitation e1 result")
+        .await;
+    assert!(text.contains("SQLite"), "the turn goes on: {text}");
 }

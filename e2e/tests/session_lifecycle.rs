@@ -1,15 +1,15 @@
-//! Sessions, flags, executors and failures through the operator API, with the real
-//! `kandev`, `agentctl` and `mock-agent` processes (was the backend's `tests/lifecycle.rs`).
+//! Sessions, executors and failures through the operator API, with the real `kandev`,
+//! `agentctl` and `mock-agent` processes: the transcript, stop, the remote executor,
+//! shutdown and restart, configuration errors (was the backend's `tests/lifecycle.rs`; its
+//! flag and settlement tests were folded into `flag.rs` and `settlement.rs`).
 
 use std::path::Path;
 
 use kandev_testkit::{
-    DEADLINE, FaultProxy, Kandev, KandevOptions, RemoteAgentctl, bins, fresh_database,
-    kandev_command, on_postgres, poll_until,
+    DEADLINE, Kandev, KandevOptions, RemoteAgentctl, bins, fresh_database, kandev_command,
+    on_postgres, poll_until,
 };
 use serde_json::{Value, json};
-
-const PROSE: &str = "I don't have the AskUserQuestion tool available";
 
 fn red() -> Value {
     json!({"answers": [{"question_id": "question_0", "selected_options": ["Red"]}]})
@@ -38,147 +38,6 @@ async fn agentctl_gone(kandev: &Kandev) {
         kandev.agentctls().is_empty().then_some(())
     })
     .await
-}
-
-#[tokio::test]
-async fn a_patch_applies_to_the_next_session_without_a_restart() {
-    let kandev = Kandev::start_default().await;
-    let task = task(&kandev, "Toggle").await;
-
-    let off = kandev.start_session(&task, "mock", Some("Pick")).await;
-    assert!(off["client_capabilities"].get("elicitation").is_none());
-    kandev.wait_agent_text(&id(&off), PROSE).await;
-    kandev.wait_session_state(&id(&off), "IDLE").await;
-
-    let r = kandev.set_flag_override(json!(true)).await;
-    assert_eq!(r.status, 200);
-    assert_eq!(
-        (r.body["value"].clone(), r.body["source"].clone()),
-        (json!(true), json!("override"))
-    );
-    let on = kandev.start_session(&task, "mock", Some("Pick")).await;
-    assert_eq!(
-        on["client_capabilities"]["elicitation"],
-        json!({"form": {}})
-    );
-    let pending = kandev.wait_pending(&id(&on), 1).await;
-
-    assert_eq!(kandev.set_flag_override(Value::Null).await.status, 200);
-    let back = kandev.start_session(&task, "mock", None).await;
-    assert!(back["client_capabilities"].get("elicitation").is_none());
-
-    // The running session keeps what it started with and can still be answered.
-    let pending_id = pending[0]["pending_id"].as_str().expect("id");
-    assert_eq!(kandev.respond(pending_id, &red()).await.status, 200);
-    kandev.wait_agent_text(&id(&on), "You picked Red.").await;
-    assert_eq!(
-        kandev.session(&id(&on)).await["flags"],
-        json!({"features.acpElicitation": true})
-    );
-}
-
-#[tokio::test]
-async fn the_env_var_locks_the_flag_and_patch_is_409() {
-    let kandev = Kandev::start(KandevOptions::new().flag_env(true)).await;
-    let flag = kandev.flag().await;
-    assert_eq!(
-        (
-            flag["value"].clone(),
-            flag["source"].clone(),
-            flag["locked"].clone()
-        ),
-        (json!(true), json!("env"), json!(true))
-    );
-    let r = kandev.set_flag_override(json!(false)).await;
-    assert_eq!(r.status, 409, "{r}");
-    assert_eq!(r.body["error"]["code"], "FLAG_LOCKED");
-    assert_eq!(kandev.set_flag_override(Value::Null).await.status, 409);
-    let task = task(&kandev, "Locked").await;
-    let s = kandev.start_session(&task, "mock", None).await;
-    assert_eq!(s["client_capabilities"]["elicitation"], json!({"form": {}}));
-}
-
-#[tokio::test]
-async fn agentctl_killed_with_a_pending_disconnects_it_and_a_later_answer_is_not_delivered() {
-    let kandev = Kandev::start_default().await;
-    let ws = kandev.ws().await;
-    flag_on(&kandev).await;
-    let task = task(&kandev, "Crashy").await;
-    let session = id(&kandev.start_session(&task, "mock", Some("Pick")).await);
-    let pending = kandev.wait_pending(&session, 1).await;
-    let pending_id = pending[0]["pending_id"].as_str().expect("id").to_owned();
-
-    let agentctls = kandev.agentctls();
-    assert_eq!(agentctls.len(), 1, "one agentctl per session");
-    let killed = std::process::Command::new("kill")
-        .args(["-KILL", &agentctls[0].0.to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-
-    let s = kandev.wait_session_state(&session, "FAILED").await;
-    assert!(s["pending_action"].is_null());
-    assert!(s["error"].as_str().is_some_and(|e| !e.is_empty()));
-    let rec = kandev
-        .wait_clarification_status(&pending_id, "agent_disconnected")
-        .await;
-    assert!(rec["settled_at"].is_string());
-    ws.wait_for_type("clarification.settled", DEADLINE, |c| {
-        c["pending_id"] == pending_id.as_str() && c["status"] == "agent_disconnected"
-    })
-    .await;
-
-    let r = kandev.respond(&pending_id, &red()).await;
-    assert_eq!(
-        (r.status, r.body),
-        (200, json!({"status": "not_delivered"}))
-    );
-    assert!(
-        kandev.frames().elicitation_responses().is_empty(),
-        "nothing reached the agent"
-    );
-    let messages = kandev.messages(&session).await;
-    let ask = messages
-        .iter()
-        .find(|m| m["type"] == "clarification_request")
-        .expect("message");
-    assert_eq!(ask["metadata"]["status"], "agent_disconnected");
-    assert_eq!(
-        ask["metadata"]["undelivered_answer"]["answers"][0]["selected_options"],
-        json!(["Red"])
-    );
-    let r = kandev
-        .api()
-        .post(
-            &format!("/api/v1/sessions/{session}/prompt"),
-            &json!({"text": "hi"}),
-        )
-        .await;
-    assert_eq!((r.status, r.error_code()), (409, "SESSION_ENDED"));
-}
-
-#[tokio::test]
-async fn an_agent_that_exits_fails_the_session_and_disconnects_its_pending() {
-    let kandev = Kandev::start_default().await;
-    flag_on(&kandev).await;
-    let task = task(&kandev, "Exit 3").await;
-    let session = id(&kandev
-        .start_session(&task, "mock", Some("/e2e:crash"))
-        .await);
-    let s = kandev.wait_session_state(&session, "FAILED").await;
-    assert!(s["error"].as_str().expect("error").contains('3'), "{s}");
-    let recs = kandev.clarifications(&session, None).await;
-    assert_eq!(recs.len(), 1);
-    assert_eq!(recs[0]["status"], "agent_disconnected");
-    let r = kandev
-        .respond(recs[0]["pending_id"].as_str().expect("id"), &red())
-        .await;
-    assert_eq!(
-        (r.status, r.body),
-        (200, json!({"status": "not_delivered"}))
-    );
-    // The session's agentctl is stopped too.
-    agentctl_gone(&kandev).await;
 }
 
 #[tokio::test]
@@ -218,44 +77,6 @@ async fn the_remote_executor_runs_a_session_on_an_agentctl_started_elsewhere() {
     kandev.wait_agent_text(&sid, "You picked Red.").await;
     kandev.wait_session_state(&sid, "IDLE").await;
     assert!(agentctl.is_running());
-}
-
-#[tokio::test]
-async fn ac20a_with_the_stream_down_an_answer_is_503_and_the_record_stays_open() {
-    let agentctl = RemoteAgentctl::start(&[]).await;
-    let proxy = FaultProxy::start(agentctl.addr()).await;
-    let kandev =
-        Kandev::start(KandevOptions::new().remote(&proxy.ws_url(), agentctl.token())).await;
-    flag_on(&kandev).await;
-    let task = task(&kandev, "Flaky network").await;
-    let session = id(&kandev.start_session(&task, "mock", Some("Pick")).await);
-    let pending = kandev.wait_pending(&session, 1).await;
-    let pending_id = pending[0]["pending_id"].as_str().expect("id").to_owned();
-
-    proxy.cut();
-    kandev.wait_log("agent stream dropped", 1).await;
-    let r = kandev.respond(&pending_id, &red()).await;
-    assert_eq!(r.status, 503, "{r}");
-    assert_eq!(r.body["error"]["code"], "AGENT_STREAM_NOT_CONNECTED");
-    assert_eq!(
-        kandev.clarification(&pending_id).await["status"],
-        "pending",
-        "the record stays open"
-    );
-    assert_eq!(kandev.session(&session).await["state"], "WAITING_FOR_INPUT");
-    assert!(
-        kandev.frames().elicitation_responses().is_empty(),
-        "no ACP frame was sent"
-    );
-
-    // Back online: the stream re-attaches, the pending is still agentctl's, the answer goes through.
-    proxy.restore();
-    kandev.wait_log("agent stream re-attached", 1).await;
-    assert_eq!(kandev.clarification(&pending_id).await["status"], "pending");
-    let r = kandev.respond(&pending_id, &red()).await;
-    assert_eq!((r.status, r.body), (200, json!({"status": "answered"})));
-    kandev.wait_agent_text(&session, "You picked Red.").await;
-    assert_eq!(kandev.frames().elicitation_responses().len(), 1);
 }
 
 #[tokio::test]
@@ -348,4 +169,51 @@ async fn an_agent_that_cannot_start_fails_its_session_with_the_reason() {
     // The backend stays up and the next session works.
     let ok = kandev.start_session(&task, "mock", None).await;
     assert_eq!(ok["state"], "IDLE");
+}
+
+#[tokio::test]
+async fn messages_hold_prompts_aggregated_text_and_tool_calls() {
+    let kandev = Kandev::start_default().await;
+    let ws = kandev.ws().await;
+    let task = task(&kandev, "Plain").await;
+    let session = kandev
+        .start_session(&task, "mock", Some("/e2e:plain"))
+        .await;
+    let id = session["id"].as_str().expect("id");
+    kandev.wait_session_state(id, "IDLE").await;
+    let messages = poll_until("the plain transcript", DEADLINE, || async {
+        let m = kandev.messages(id).await;
+        (m.len() >= 4).then_some(m)
+    })
+    .await;
+    assert_eq!(messages[0]["author_type"], "user");
+    assert_eq!(messages[0]["content"], "/e2e:plain");
+    let tool = messages
+        .iter()
+        .find(|m| m["type"] == "tool_call")
+        .expect("tool call");
+    assert!(tool["metadata"]["tool_call_id"].is_string());
+    assert_eq!(tool["metadata"]["status"], "completed", "updated in place");
+    ws.wait_for_type("message.created", DEADLINE, |m| m["type"] == "tool_call")
+        .await;
+    let texts: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["type"] == "message" && m["author_type"] == "agent")
+        .collect();
+    assert_eq!(texts.len(), 2, "{messages:?}");
+    // A second prompt on the same session.
+    let r = kandev
+        .api()
+        .post(
+            &format!("/api/v1/sessions/{id}/prompt"),
+            &json!({"text": "/e2e:plain"}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{r}");
+    poll_until("second turn", DEADLINE, || async {
+        let m = kandev.messages(id).await;
+        (m.iter().filter(|m| m["author_type"] == "user").count() == 2 && m.len() >= 8).then_some(())
+    })
+    .await;
+    kandev.wait_session_state(id, "IDLE").await;
 }

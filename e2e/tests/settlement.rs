@@ -1,8 +1,8 @@
-//! Settlement without the operator (F7) at full stack: turn cancel (AC-15), the answer
-//! deadline (AC-64), the agent's own cancel, the agent exiting, agentctl killed
-//! (→ `agent_disconnected`, then `not_delivered`), and a dropped agent stream through the
-//! fault proxy (AC-20a: 503 while down, the record stays open; re-attach, same pending
-//! answered, no event lost).
+//! Settlement other than by an answer (F7) at full stack: turn cancel (AC-15), the
+//! operator's cancel of one question, the answer deadline (AC-64), the agent's own cancel,
+//! the agent exiting, agentctl killed (→ `agent_disconnected`, then `not_delivered`), and a
+//! dropped agent stream through the fault proxy (AC-20a: 503 while down, the record stays
+//! open; re-attach, same pending answered, no event lost).
 
 use kandev_testkit::{
     ApiResponse, Asked, DEADLINE, FaultProxy, Kandev, KandevOptions, OperatorWs, RemoteAgentctl,
@@ -50,6 +50,14 @@ async fn late_answer(kandev: &Kandev, asked: &Asked) -> ApiResponse {
         .await;
     assert_eq!(late.status, 404, "an answer after the settlement: {late}");
     late
+}
+
+/// Waits until kandev has no local agentctl left.
+async fn agentctl_gone(kandev: &Kandev) {
+    poll_until("agentctl gone", DEADLINE, || async {
+        kandev.agentctls().is_empty().then_some(())
+    })
+    .await
 }
 
 /// Sends `signal` to the one local agentctl kandev started.
@@ -112,6 +120,7 @@ async fn session_action_cancels_the_question(action: &str) -> (Kandev, Asked) {
 #[tokio::test]
 async fn ac_15_turn_cancel_answers_cancel_and_withdraws_the_surface() {
     let (kandev, asked) = session_action_cancels_the_question("cancel").await;
+    kandev.wait_session_state(&asked.session_id, "IDLE").await;
     late_answer(&kandev, &asked).await;
     assert_eq!(
         kandev.frames().elicitation_responses().len(),
@@ -121,9 +130,52 @@ async fn ac_15_turn_cancel_answers_cancel_and_withdraws_the_surface() {
 }
 
 #[tokio::test]
-async fn ac_64_answer_deadline_declines_the_request_the_turn_continues_and_the_surface_is_withdrawn()
+async fn an_operator_cancel_reaches_the_agent_as_cancel_and_a_second_is_agentctls_404() {
+    let (kandev, ws, asked) = single_question().await;
+    let path = format!("/api/v1/clarifications/{}/cancel", asked.pending_id);
+    let r = kandev.api().request("POST", &path, None).await;
+    assert_eq!((r.status, r.body), (200, json!({"status": "cancelled"})));
+    assert_eq!(first_response(&kandev).await, json!({"action": "cancel"}));
+    assert_withdrawn(&kandev, &ws, &asked, "cancelled").await;
+    let record = kandev.clarification(&asked.pending_id).await;
+    assert_eq!(
+        (record["outcome"].as_str(), record["answered_by"].as_str()),
+        (Some("cancelled"), Some("local")),
+        "{record}"
+    );
+    // Forward first: agentctl adjudicates a second cancel, and an answer after it.
+    for r in [
+        kandev.api().request("POST", &path, None).await,
+        late_answer(&kandev, &asked).await,
+    ] {
+        assert_eq!(
+            (r.status, r.body["error"]["origin"].as_str()),
+            (404, Some("agentctl")),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        kandev.frames().elicitation_responses().len(),
+        1,
+        "one response, ever"
+    );
+    assert_eq!(
+        kandev.clarification(&asked.pending_id).await["outcome"],
+        "cancelled"
+    );
+}
+
+#[tokio::test]
+async fn ac_64_answer_deadline_declines_the_request_the_turn_continues_the_surface_is_withdrawn_and_a_deadline_not_below_the_idle_timeout_is_refused()
  {
-    let kandev = kandev_on(KandevOptions::new().answer_timeout("1500ms")).await;
+    assert_a_deadline_not_below_the_idle_timeout_is_refused().await;
+    // The idle timeout is far away: the decline is the answer deadline's.
+    let kandev = kandev_on(
+        KandevOptions::new()
+            .answer_timeout("1500ms")
+            .env("KANDEV_ACP_IDLE_TIMEOUT", "1h"),
+    )
+    .await;
     let ws = kandev.ws().await;
     // The deadline is short: find the record whatever its status by now.
     let asked = asked_any_status(&kandev, "/e2e:single").await;
@@ -150,7 +202,11 @@ async fn agent_cancelling_its_own_request_settles_the_record_cancelled_and_withd
     // The agent cancels 100 ms after asking: wait for the record whatever its status.
     let (kandev, asked) = settled_by_the_agent("/e2e:agent-cancel", "cancelled").await;
     kandev.wait_session_state(&asked.session_id, "IDLE").await;
-    late_answer(&kandev, &asked).await;
+    let late = late_answer(&kandev, &asked).await;
+    assert_eq!(
+        late.body["error"]["origin"], "agentctl",
+        "agentctl no longer holds it: {late}"
+    );
     assert_eq!(
         kandev.frames().elicitation_responses(),
         vec![json!({"action": "cancel"})],
@@ -162,7 +218,17 @@ async fn agent_cancelling_its_own_request_settles_the_record_cancelled_and_withd
 async fn agent_exit_marks_the_record_agent_disconnected_and_a_later_answer_is_200_not_delivered() {
     // The agent exits 200 ms after asking: wait for the record whatever its status.
     let (kandev, asked) = settled_by_the_agent("/e2e:crash", "agent_disconnected").await;
-    assert_failed_and_not_delivered(&kandev, &asked).await;
+    let session = assert_failed_and_not_delivered(&kandev, &asked).await;
+    assert!(
+        session["error"].as_str().expect("error").contains('3'),
+        "the reason names the exit code: {session}"
+    );
+    assert_eq!(
+        kandev.clarifications(&asked.session_id, None).await.len(),
+        1
+    );
+    // The session's agentctl is stopped too.
+    agentctl_gone(&kandev).await;
 }
 
 /// A kandev with the flag on, a session on `prompt` whose question the agent settles
@@ -196,12 +262,16 @@ async fn asked_any_status(kandev: &Kandev, prompt: &str) -> Asked {
     }
 }
 
-/// The session failed with no pending action, and a submission after
+/// The session failed saying why, with no pending action, and a submission after
 /// `agent_disconnected` is 200 `not_delivered`, recorded on the message, and nothing
-/// reaches an agent.
-async fn assert_failed_and_not_delivered(kandev: &Kandev, asked: &Asked) {
+/// reaches an agent; returns the failed session.
+async fn assert_failed_and_not_delivered(kandev: &Kandev, asked: &Asked) -> Value {
     let session = kandev.wait_session_state(&asked.session_id, "FAILED").await;
     assert_eq!(session["pending_action"], Value::Null);
+    assert!(
+        session["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{session}"
+    );
     let r = kandev
         .answer(&asked.pending_id, &[("question_0", &["SQLite"], "")])
         .await;
@@ -223,6 +293,7 @@ async fn assert_failed_and_not_delivered(kandev: &Kandev, asked: &Asked) {
         json!(["SQLite"]),
         "what the operator chose is kept on the message: {m}"
     );
+    session
 }
 
 #[tokio::test]
@@ -232,6 +303,14 @@ async fn agentctl_killed_marks_the_record_agent_disconnected_and_a_later_answer_
     signal_the_agentctl(&kandev, "KILL");
     assert_withdrawn(&kandev, &ws, &asked, "agent_disconnected").await;
     assert_failed_and_not_delivered(&kandev, &asked).await;
+    let r = kandev
+        .api()
+        .post(
+            &format!("/api/v1/sessions/{}/prompt", asked.session_id),
+            &json!({"text": "hi"}),
+        )
+        .await;
+    assert_eq!((r.status, r.error_code()), (409, "SESSION_ENDED"), "{r}");
 }
 
 #[tokio::test]
@@ -244,6 +323,7 @@ async fn ac_20a_dropped_stream_is_503_with_the_record_open_then_reattach_answers
     let asked = kandev.ask("mock", "/e2e:e2e-detach").await;
 
     proxy.cut();
+    kandev.wait_log("agent stream dropped", 1).await;
     let r = kandev
         .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
         .await;
@@ -259,23 +339,21 @@ async fn ac_20a_dropped_stream_is_503_with_the_record_open_then_reattach_answers
         "no ACP frame sent"
     );
     assert!(ws.of_type("clarification.settled").is_empty());
+    assert_eq!(
+        kandev.session(&asked.session_id).await["state"],
+        "WAITING_FOR_INPUT"
+    );
 
-    // Restored: the backend re-attaches; the same pending takes the answer.
+    // Restored: the backend re-attaches, the pending is still agentctl's and takes the answer.
     proxy.restore();
-    let answered = poll_until(
-        "the re-attached stream to take the answer",
-        DEADLINE,
-        || async {
-            let r = kandev
-                .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
-                .await;
-            match r.status {
-                503 => None,
-                _ => Some(r),
-            }
-        },
-    )
-    .await;
+    kandev.wait_log("agent stream re-attached", 1).await;
+    assert_eq!(
+        kandev.clarification(&asked.pending_id).await["status"],
+        "pending"
+    );
+    let answered = kandev
+        .answer(&asked.pending_id, &[("question_0", &["Postgres"], "")])
+        .await;
     assert_eq!(answered.status, 200, "{answered}");
     assert_eq!(answered.body, json!({"status": "answered"}));
     // The agent pauses 1.5 s after this answer before its next question: drop the
@@ -410,9 +488,9 @@ async fn ac_20b_agentctl_serves_no_acp_http_route_the_answer_travels_on_the_agen
     );
 }
 
-#[tokio::test]
-async fn ac_64_an_answer_deadline_not_below_the_idle_timeout_is_refused_and_the_session_fails_saying_why()
- {
+/// A kandev whose answer deadline is not below its idle timeout refuses to run a session,
+/// and the failure names the variable (AC-64).
+async fn assert_a_deadline_not_below_the_idle_timeout_is_refused() {
     let kandev = kandev_on(
         KandevOptions::new()
             .answer_timeout("2s")
