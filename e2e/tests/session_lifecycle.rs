@@ -32,14 +32,6 @@ async fn flag_on(kandev: &Kandev) {
         .expect_status(200, "flag on");
 }
 
-/// Waits until kandev has no local agentctl left.
-async fn agentctl_gone(kandev: &Kandev) {
-    poll_until("agentctl gone", DEADLINE, || async {
-        kandev.agentctls().is_empty().then_some(())
-    })
-    .await
-}
-
 #[tokio::test]
 async fn stop_completes_the_session_and_stops_its_agentctl() {
     let kandev = Kandev::start_default().await;
@@ -50,7 +42,7 @@ async fn stop_completes_the_session_and_stops_its_agentctl() {
     assert_eq!(kandev.api().request("POST", &stop, None).await.status, 202);
     let s = kandev.session(&session).await;
     assert_eq!(s["state"], "COMPLETED");
-    agentctl_gone(&kandev).await;
+    kandev.wait_agentctls_gone().await;
     let r = kandev.api().request("POST", &stop, None).await;
     assert_eq!((r.status, r.error_code()), (409, "SESSION_ENDED"));
 }

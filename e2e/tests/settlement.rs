@@ -52,14 +52,6 @@ async fn late_answer(kandev: &Kandev, asked: &Asked) -> ApiResponse {
     late
 }
 
-/// Waits until kandev has no local agentctl left.
-async fn agentctl_gone(kandev: &Kandev) {
-    poll_until("agentctl gone", DEADLINE, || async {
-        kandev.agentctls().is_empty().then_some(())
-    })
-    .await
-}
-
 /// Sends `signal` to the one local agentctl kandev started.
 fn signal_the_agentctl(kandev: &Kandev, signal: &str) {
     let agentctls = kandev.agentctls();
@@ -228,7 +220,7 @@ async fn agent_exit_marks_the_record_agent_disconnected_and_a_later_answer_is_20
         1
     );
     // The session's agentctl is stopped too.
-    agentctl_gone(&kandev).await;
+    kandev.wait_agentctls_gone().await;
 }
 
 /// A kandev with the flag on, a session on `prompt` whose question the agent settles

@@ -405,6 +405,17 @@ impl Kandev {
             .collect()
     }
 
+    /// Waits until kandev has no local agentctl process left.
+    ///
+    /// # Panics
+    /// When [`DEADLINE`] passes first.
+    pub async fn wait_agentctls_gone(&self) {
+        poll_until("kandev's agentctls gone", DEADLINE, || async {
+            self.agentctls().is_empty().then_some(())
+        })
+        .await
+    }
+
     // ----- operator API helpers -------------------------------------------------------
 
     /// `POST /api/v1/tasks` → the task.
