@@ -1,49 +1,22 @@
 //! Real sockets, certificates generated at run time with rcgen.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use kandev_testkit::pki::TestPki;
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
 
-/// A CA and a leaf for `localhost`/127.0.0.1 it signed, as PEM files in `dir`.
-struct Pki {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-fn pki(dir: &Path, name: &str) -> Pki {
-    let ca_key = KeyPair::generate().expect("ca key");
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, format!("{name} test CA"));
-    let ca_cert = ca_params.self_signed(&ca_key).expect("ca cert");
-    let issuer = Issuer::new(ca_params, ca_key);
-    let leaf_key = KeyPair::generate().expect("leaf key");
-    let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-        .expect("leaf params")
-        .signed_by(&leaf_key, &issuer)
-        .expect("leaf cert");
-    let files = Pki {
-        ca: dir.join(format!("{name}-ca.pem")),
-        cert: dir.join(format!("{name}-cert.pem")),
-        key: dir.join(format!("{name}-key.pem")),
-    };
-    std::fs::write(&files.ca, ca_cert.pem()).expect("write ca");
-    std::fs::write(&files.cert, leaf.pem()).expect("write cert");
-    std::fs::write(&files.key, leaf_key.serialize_pem()).expect("write key");
-    files
+/// A CA and a leaf for `localhost`/127.0.0.1 it signed, as PEM files in `dir` (the kit's).
+fn pki(dir: &Path, name: &str) -> TestPki {
+    TestPki::new(dir, name)
 }
 
 /// Serves `GET /` answering the peer address, on a fresh port; TLS when `tls` is given.
