@@ -143,6 +143,17 @@ fn ac_12h_only_the_answered_question_contributes_a_key() {
     assert!(!content.contains_key("a") && !content.contains_key("c"));
 }
 
+/// The "never \"\"" of AC-12h is about unanswered questions: an option the schema declares
+/// as `""` is sent when chosen (proptest found the case).
+#[test]
+fn a_chosen_option_declared_as_the_empty_string_is_sent() {
+    let m = form(json!({
+        "a": {"type": "string", "oneOf": [{"const": "", "title": "None"}, {"const": "x"}]},
+    }));
+    let out = build_response(&m, &submission(vec![answer("a", &[""], "")])).expect("valid");
+    assert_eq!(content(&out).get("a"), Some(&json!("")));
+}
+
 #[test]
 fn ac_12j_whitespace_only_text_is_no_text() {
     for (fixture, given, sent) in [
