@@ -14,17 +14,10 @@ run:
     cargo build --workspace --bins
     KANDEV_PROFILE=dev KANDEV_LISTEN=127.0.0.1:8080 target/debug/kandev serve
 
-# Everything CI runs: lints, unit and integration tests, the full-stack e2e suite (on SQLite,
-# then again on PostgreSQL), the browser tests and the quick bench
-# (fails only on a lost or doubled response). Debian's postgresql is installed when missing. Needs
-# Node.js + npm (bridge conformance, foreign agent, browser tests); chromium is installed
-# by `web-deps` when missing.
-
-# The whole suite, what CI runs (.ci/run): lint, unit, integration and e2e tests, the e2e suite again on PostgreSQL, browser, quick bench.
+# The whole suite, what CI runs (.ci/run): lint, unit, integration, doc and e2e tests, the e2e suite again on PostgreSQL, browser, quick bench. Installs Debian's postgresql and chromium when missing; needs Node.js + npm.
 test: lint pg-deps e2e-deps web-deps
     cargo build --workspace --bins
-    RUST_TEST_THREADS=4 cargo test --workspace --all-targets --no-fail-fast -- --include-ignored
-    cargo test --workspace --doc
+    RUST_TEST_THREADS=4 cargo test --workspace --no-fail-fast -- --include-ignored
     node --test e2e/foreign-agent/
     TEST_DATABASE=postgres cargo test --workspace --test e2e -- --include-ignored --test-threads 4
     node --test apps/web/tests/

@@ -8,7 +8,7 @@
 //! (`http::guard`) puts one on every API request it lets through — the operator whose
 //! credentials it carried, or [`Operator::LOCAL`] when auth is off.
 //!
-//! ```ignore
+//! ```text
 //! async fn respond(operator: Operator, /* … */) -> Result<…, AppError> {
 //!     tracing::info!(answered_by = %operator.name, "clarification answered");
 //! }
