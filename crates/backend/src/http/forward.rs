@@ -26,7 +26,7 @@ use tracing::Instrument;
 
 use crate::auth::Operator;
 use crate::http::error::AppError;
-use crate::model::SessionLease;
+use crate::model::{ClarificationStatus, SessionLease};
 use crate::state::AppState;
 
 /// The header carrying `cluster.secret` on a replica-to-replica call.
@@ -138,15 +138,18 @@ async fn owner_elsewhere(
     state: &AppState,
     target: &Target,
 ) -> Result<Option<SessionLease>, AppError> {
-    let session_id = match target {
-        Target::Session(id) => id.clone(),
+    let (session_id, settled) = match target {
+        Target::Session(id) => (id.clone(), false),
         Target::Clarification(pending_id) => {
             match state
                 .clarifications
                 .record_of(&*state.sessions, pending_id)
                 .await?
             {
-                Some(record) => record.session_id,
+                Some(record) => (
+                    record.session_id,
+                    record.status != ClarificationStatus::Pending,
+                ),
                 None => return Ok(None),
             }
         }
@@ -160,9 +163,10 @@ async fn owner_elsewhere(
     if lease.replica_id != state.sessions.ownership.replica_id {
         return Ok(Some(lease));
     }
-    if matches!(target, Target::Clarification(_)) {
-        // Ours, not live yet: being re-attached after a takeover. Answered now, the
-        // record would be settled as if its agent were gone.
+    if matches!(target, Target::Clarification(_)) && !settled {
+        // Ours, not live, the record still pending: being re-attached after a takeover.
+        // Answered now, it would be settled as if its agent were gone. (A settled record
+        // is answered here: its session ended, and its lease is about to be released.)
         return Err(AppError::Unavailable {
             code: "SESSION_TAKEOVER",
             message: format!(
