@@ -11,14 +11,16 @@
 //!
 //! [`hops`]: the per-hop timing lines `just bench` reads, made from the domain's hop
 //! spans by a layer [`init`] installs (inert unless `kandev::timing=debug` is on).
+//!
+//! [`LogCapture`]: every line a test's code logs, for asserting what is never logged.
 
 mod ansi;
-#[cfg(test)]
 mod capture;
 pub mod hops;
 mod json;
 
 pub use ansi::strip_ansi;
+pub use capture::LogCapture;
 pub use json::{FlatJson, set_process_field};
 
 use tracing_subscriber::EnvFilter;

@@ -73,6 +73,8 @@ fn linking(url: &str) -> WebhookConfig {
 
 #[tokio::test]
 async fn an_answer_link_answers_its_question_once_and_every_misuse_is_refused() {
+    // Everything logged meanwhile, at every level: no link may appear in it.
+    let logs = kandev_log::LogCapture::start();
     let (receiver, url) = Receiver::start(0).await;
     let mut config = authed(Config::default());
     config.notifications.public_url = Some("https://kandev.example.com".into());
@@ -222,6 +224,18 @@ async fn an_answer_link_answers_its_question_once_and_every_misuse_is_refused() 
         ClarificationStatus::Pending,
         "the other question is untouched"
     );
+
+    // Delivered, opened, refused, answered and replayed: the links were never logged, in
+    // whole or by their signature, though the records they answer were.
+    let logged = logs.text();
+    assert!(logged.contains("p-1"), "the capture saw the flow: {logged}");
+    for token in [&one, &two] {
+        let signature = token.rsplit('.').next().expect("signature");
+        assert!(
+            !logged.contains(token.as_str()) && !logged.contains(signature),
+            "an answer link reached the log"
+        );
+    }
 }
 
 /// `application/x-www-form-urlencoded` value encoding, as Slack sends its payload.
