@@ -26,6 +26,8 @@ pub mod webhooks;
 #[cfg(test)]
 mod link_tests;
 #[cfg(test)]
+mod reminder_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 
 pub use webhooks::Webhooks;
