@@ -77,14 +77,6 @@ async fn idle_session(kandev: &Kandev, title: &str) -> String {
     id
 }
 
-/// Switches the flag on through the Settings override.
-async fn flag_on(kandev: &Kandev) {
-    kandev
-        .set_flag_override(json!(true))
-        .await
-        .expect_status(200, "flag on");
-}
-
 #[tokio::test]
 async fn a_tool_call_raises_the_same_clarification_surface_and_the_answer_reaches_the_agent() {
     // The flag is off: this path does not depend on elicitation being advertised.
@@ -271,7 +263,7 @@ async fn ac57_every_combination_of_single_select_custom_text_and_skip_follows_th
 #[tokio::test]
 async fn d4_identical_tool_calls_share_one_record_and_identical_elicitations_do_not() {
     let kandev = Kandev::start_default().await;
-    flag_on(&kandev).await;
+    kandev.flag_on().await;
     let session = idle_session(&kandev, "D4").await;
     let rec = ask(&kandev, &session, "/e2e:ask-twice").await;
     let id = rec["pending_id"].as_str().expect("id").to_owned();
@@ -307,7 +299,7 @@ async fn d4_identical_tool_calls_share_one_record_and_identical_elicitations_do_
 #[tokio::test]
 async fn both_paths_pending_on_one_session_are_answered_independently() {
     let kandev = Kandev::start_default().await;
-    flag_on(&kandev).await;
+    kandev.flag_on().await;
     let session = idle_session(&kandev, "Both").await;
     prompt(&kandev, &session, "/e2e:ask-and-elicit").await;
     let both = kandev.wait_pending(&session, 2).await;

@@ -65,10 +65,7 @@ async fn migrate_db_copies_an_sqlite_kandev_into_postgres_and_kandev_serves_the_
     let sqlite = format!("sqlite://{}", data.path().join("kandev.db").display());
 
     let mut before = on(&sqlite).await;
-    before
-        .set_flag_override(json!(true))
-        .await
-        .expect_status(200, "flag on");
+    before.flag_on().await;
     let task = id(&before.create_task("Pick a colour").await);
     let answered = before.start_session(&task, "mock", Some("Pick")).await;
     let pending = before.wait_pending(&id(&answered), 1).await;

@@ -10,10 +10,7 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn flag_override_survives_a_restart_and_the_env_var_overrides_and_locks_it() {
     let mut kandev = Kandev::start_default().await;
-    kandev
-        .set_flag_override(json!(true))
-        .await
-        .expect_status(200, "PATCH on");
+    kandev.flag_on().await;
 
     kandev.restart(KandevOptions::new(), true).await;
     let flag = kandev.flag().await;

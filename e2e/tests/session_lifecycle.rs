@@ -24,14 +24,6 @@ async fn task(kandev: &Kandev, title: &str) -> String {
     id(&kandev.create_task(title).await)
 }
 
-/// Switches the flag on through the Settings override.
-async fn flag_on(kandev: &Kandev) {
-    kandev
-        .set_flag_override(json!(true))
-        .await
-        .expect_status(200, "flag on");
-}
-
 #[tokio::test]
 async fn stop_completes_the_session_and_stops_its_agentctl() {
     let kandev = Kandev::start_default().await;
@@ -52,7 +44,7 @@ async fn the_remote_executor_runs_a_session_on_an_agentctl_started_elsewhere() {
     let mut agentctl = RemoteAgentctl::start(&[]).await;
     let url = format!("ws://{}", agentctl.addr());
     let kandev = Kandev::start(KandevOptions::new().remote(&url, agentctl.token())).await;
-    flag_on(&kandev).await;
+    kandev.flag_on().await;
     let task = task(&kandev, "Remote").await;
     let session = kandev.start_session(&task, "mock", Some("Pick")).await;
     assert_eq!(

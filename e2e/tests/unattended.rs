@@ -297,10 +297,7 @@ async fn with_rules(rules: &str) -> Kandev {
 /// Switches the flag on and starts a session of the mock agent on `prompt` in a new
 /// task; returns the session.
 async fn flagged_session(kandev: &Kandev, title: &str, prompt: &str) -> Value {
-    kandev
-        .set_flag_override(json!(true))
-        .await
-        .expect_status(200, "flag on");
+    kandev.flag_on().await;
     let task = kandev.create_task(title).await;
     let task = task["id"].as_str().expect("task id");
     kandev.start_session(task, "mock", Some(prompt)).await

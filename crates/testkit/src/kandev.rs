@@ -637,6 +637,13 @@ impl Kandev {
             .await
     }
 
+    /// Switches the flag on through the Settings override (the PATCH must be 200).
+    pub async fn flag_on(&self) {
+        self.set_flag_override(json!(true))
+            .await
+            .expect_status(200, "flag on");
+    }
+
     /// The flag as `GET /api/v1/runtime-flags` lists it.
     pub async fn flag(&self) -> Value {
         let body = self

@@ -9,7 +9,7 @@ use crate::config::{Config, HookEvent};
 use crate::model::{DeliveryStatus, NewDelivery, Timestamp};
 use crate::reach::Webhooks;
 use crate::reach::dispatch::Dispatcher;
-use crate::reach::tests::{Receiver, elicited, hook, live};
+use crate::reach::tests::{Receiver, delivery_reaches, elicited, hook, live};
 use crate::testing::{memory_stores, within};
 
 fn ago(by: Duration) -> Timestamp {
@@ -98,17 +98,7 @@ async fn a_reminder_sent_before_a_restart_is_neither_written_nor_sent_again_afte
         "p-1",
         Timestamp::now().plus(Duration::from_secs(3300)),
     ));
-    within(
-        "the reminder recorded as delivered",
-        Duration::from_secs(10),
-        || async {
-            let rows = state.stores.outbox.deliveries_for("p-1").await.ok()?;
-            rows.iter()
-                .any(|d| d.event == "reminder" && d.status == DeliveryStatus::Delivered)
-                .then_some(())
-        },
-    )
-    .await;
+    delivery_reaches(&state, "p-1", "reminder", DeliveryStatus::Delivered).await;
     assert_eq!(receiver.of("reminder").len(), 1);
 
     // The next start over the same database: its catch-up and its own sender.

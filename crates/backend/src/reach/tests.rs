@@ -163,6 +163,26 @@ pub(crate) async fn live(config: Config) -> (AppState, String, Arc<FakeLink>) {
     (state, session.id, link)
 }
 
+/// Waits until `pending_id`'s `event` delivery has `status` in the outbox.
+pub(crate) async fn delivery_reaches(
+    state: &AppState,
+    pending_id: &str,
+    event: &str,
+    status: DeliveryStatus,
+) {
+    within(
+        &format!("{pending_id}'s {event} delivery {}", status.as_str()),
+        Duration::from_secs(10),
+        || async {
+            let rows = state.stores.outbox.deliveries_for(pending_id).await.ok()?;
+            rows.iter()
+                .any(|d| d.event == event && d.status == status)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 async fn status_of(state: &AppState, hook: &str) -> Option<crate::model::LastDelivery> {
     state
         .stores
@@ -355,17 +375,7 @@ async fn a_reminder_fires_after_remind_after_and_none_after_the_answer() {
         "not before remind_after"
     );
     // The answered record's reminder was due at the same time: dropped, never sent.
-    within(
-        "the answered record's reminder dropped",
-        Duration::from_secs(10),
-        || async {
-            let rows = state.stores.outbox.deliveries_for("answered").await.ok()?;
-            rows.iter()
-                .any(|d| d.event == "reminder" && d.status == DeliveryStatus::Dropped)
-                .then_some(())
-        },
-    )
-    .await;
+    delivery_reaches(&state, "answered", "reminder", DeliveryStatus::Dropped).await;
     assert_eq!(
         receiver.of("reminder").len(),
         1,
