@@ -9,7 +9,7 @@ use crate::config::{Config, HookEvent};
 use crate::model::{DeliveryStatus, NewDelivery, Timestamp};
 use crate::reach::Webhooks;
 use crate::reach::dispatch::Dispatcher;
-use crate::reach::tests::{Receiver, delivery_reaches, elicited, hook, live};
+use crate::reach::tests::{Receiver, delivery_reaches, elicited, hook, live, reminding};
 use crate::testing::{memory_stores, within};
 
 fn ago(by: Duration) -> Timestamp {
@@ -18,13 +18,11 @@ fn ago(by: Duration) -> Timestamp {
 
 #[tokio::test]
 async fn a_reminder_due_at_or_after_the_deadline_is_never_written() {
-    let (receiver, url) = Receiver::start(0).await;
-    let mut config = Config::default();
-    config.notifications.remind_after = Some(Duration::from_secs(60));
-    config.notifications.webhooks = vec![hook(
-        &url,
+    let (receiver, config) = reminding(
+        Duration::from_secs(60),
         &[HookEvent::ClarificationRequested, HookEvent::Reminder],
-    )];
+    )
+    .await;
     let (state, _session, link) = live(config).await;
     // Declined after 30 s, reminded after 60 s: the reminder would come too late.
     link.push(elicited(
@@ -89,10 +87,7 @@ async fn a_reminder_reached_only_after_the_deadline_is_dropped_unsent() {
 
 #[tokio::test]
 async fn a_reminder_sent_before_a_restart_is_neither_written_nor_sent_again_after_it() {
-    let (receiver, url) = Receiver::start(0).await;
-    let mut config = Config::default();
-    config.notifications.remind_after = Some(Duration::from_millis(300));
-    config.notifications.webhooks = vec![hook(&url, &[HookEvent::Reminder])];
+    let (receiver, config) = reminding(Duration::from_millis(300), &[HookEvent::Reminder]).await;
     let (state, _session, link) = live(config.clone()).await;
     link.push(elicited(
         "p-1",

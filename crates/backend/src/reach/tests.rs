@@ -163,6 +163,15 @@ pub(crate) async fn live(config: Config) -> (AppState, String, Arc<FakeLink>) {
     (state, session.id, link)
 }
 
+/// A local receiver and a config whose one hook gets `events`, reminding after `after`.
+pub(crate) async fn reminding(after: Duration, events: &[HookEvent]) -> (Receiver, Config) {
+    let (receiver, url) = Receiver::start(0).await;
+    let mut config = Config::default();
+    config.notifications.remind_after = Some(after);
+    config.notifications.webhooks = vec![hook(&url, events)];
+    (receiver, config)
+}
+
 /// Waits until `pending_id`'s `event` delivery has `status` in the outbox.
 pub(crate) async fn delivery_reaches(
     state: &AppState,
@@ -320,13 +329,11 @@ async fn a_receiver_that_never_answers_2xx_is_given_up_after_max_attempts() {
 
 #[tokio::test]
 async fn a_reminder_fires_after_remind_after_and_none_after_the_answer() {
-    let (receiver, url) = Receiver::start(0).await;
-    let mut config = Config::default();
-    config.notifications.remind_after = Some(Duration::from_millis(600));
-    config.notifications.webhooks = vec![hook(
-        &url,
+    let (receiver, config) = reminding(
+        Duration::from_millis(600),
         &[HookEvent::Reminder, HookEvent::ClarificationSettled],
-    )];
+    )
+    .await;
     let (state, _session, link) = live(config).await;
     let deadline = Timestamp::now().plus(Duration::from_secs(3300));
     link.push(elicited("waits", deadline));
