@@ -14,8 +14,15 @@ run:
     cargo build --workspace --bins
     KANDEV_PROFILE=dev KANDEV_LISTEN=127.0.0.1:8080 target/debug/kandev serve
 
-# The whole suite, what CI runs (.ci/run): lint, unit, integration, doc and e2e tests, the e2e suite again on PostgreSQL, browser, quick bench. Installs Debian's postgresql and chromium when missing; needs Node.js + npm.
-test: lint pg-deps e2e-deps web-deps
+# The whole suite, what CI runs (.ci/run): format check, unit, integration, doc and e2e tests, the e2e suite again on PostgreSQL, browser, quick bench; clippy lints every workspace crate while it compiles (warnings are errors). Installs Debian's postgresql and chromium when missing; needs Node.js + npm.
+test: pg-deps e2e-deps web-deps
+    #!/usr/bin/env bash
+    set -euo pipefail
+    cargo fmt --all -- --check
+    # Lint while compiling, as `cargo clippy` itself does, instead of a second compile of every
+    # dependency for a separate check pass (docs/decisions/0018-lint-while-compiling.md).
+    export RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)"
+    export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
     cargo build --workspace --bins
     RUST_TEST_THREADS=4 cargo test --workspace --no-fail-fast -- --include-ignored
     node --test e2e/foreign-agent/
