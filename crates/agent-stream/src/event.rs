@@ -33,7 +33,7 @@ pub struct ElicitationRequested {
 ///
 /// Unlike an elicitation, the backend mints the clarification id and may fold this call
 /// into an existing pending record with the same normalised questions (D4); the call is
-/// answered with `agent.questions.respond` under this `request_id`.
+/// answered with `agent.questions.respond` naming this `request_id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AskUserQuestionRequested {
     /// UUID v4 minted by agentctl for this tool call; never the clarification id.
@@ -202,6 +202,18 @@ pub enum AgentEvent {
         request_id: String,
         /// How it ended (`agent_cancelled`: the MCP client went away or cancelled).
         outcome: SettleOutcome,
+        /// The operator's answer it returned (`answered`, `declined`), as the backend sent
+        /// it: the record is written from this event alone.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<kandev_elicitation::OperatorAnswer>,
+        /// Who answered or cancelled, as the backend's request named them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answered_by: Option<String>,
+        /// Every call the same operator's verb returned, this one included (empty when
+        /// the call returned on its own): a call of the record missing from it joined
+        /// after the verb was sent.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        returned_together: Vec<String>,
     },
     /// agentctl answered a `session/request_permission` by policy.
     PermissionResolved {

@@ -46,12 +46,13 @@ pub mod action {
     pub const ELICITATIONS_CANCEL: &str = "agent.elicitations.cancel";
     /// List pending elicitations: [`crate::request::ElicitationsList`].
     pub const ELICITATIONS_LIST: &str = "agent.elicitations.list";
-    /// Return the operator's answer to an `ask_user_question_kandev` call:
-    /// [`crate::request::QuestionsRespond`] → `{success: true}`; `NOT_FOUND` when the call
-    /// already returned.
+    /// Return the operator's answer to a record's `ask_user_question_kandev` calls:
+    /// [`crate::request::QuestionsRespond`] → `{success: true}`; `NOT_FOUND` when every
+    /// call already returned.
     pub const QUESTIONS_RESPOND: &str = "agent.questions.respond";
-    /// Abort an `ask_user_question_kandev` call (it returns as cancelled):
-    /// [`crate::request::QuestionsCancel`] → `{success: true}`; `NOT_FOUND` when returned.
+    /// Abort a record's `ask_user_question_kandev` calls (each returns as cancelled):
+    /// [`crate::request::QuestionsCancel`] → `{success: true}`; `NOT_FOUND` when every
+    /// call already returned.
     pub const QUESTIONS_CANCEL: &str = "agent.questions.cancel";
     /// List waiting `ask_user_question_kandev` calls: [`crate::request::QuestionsList`].
     pub const QUESTIONS_LIST: &str = "agent.questions.list";

@@ -183,23 +183,34 @@ pub struct ElicitationsCancel {
     pub cancelled_by: Option<String>,
 }
 
-/// `agent.questions.respond`: the backend's verdict for one `ask_user_question_kandev`
-/// call, already validated and settled in the backend's own store.
+/// `agent.questions.respond`: the operator's answer to one clarification record of the
+/// `ask_user_question_kandev` tool, already checked against the path's rules, for every
+/// call waiting on it (D4 folds identical calls into one record). agentctl returns every
+/// listed call it still holds, at once, and echoes the answer and who gave it in each
+/// call's `ask_user_question_settled`: the backend writes the record from those events
+/// alone. `NOT_FOUND` when it holds none of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct QuestionsRespond {
-    /// agentctl's request id from `ask_user_question_requested`.
-    pub request_id: String,
+    /// agentctl's request ids from `ask_user_question_requested`, one per waiting call.
+    pub request_ids: Vec<String>,
     /// The operator's answer, or `rejected: true`.
     pub result: OperatorAnswer,
+    /// Who answered; echoed in `ask_user_question_settled` as `answered_by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
 }
 
-/// `agent.questions.cancel`: the operator aborts one `ask_user_question_kandev` call; the
-/// tool call returns as cancelled.
+/// `agent.questions.cancel`: the operator aborts one record's `ask_user_question_kandev`
+/// calls; each returns as cancelled. `NOT_FOUND` when agentctl holds none of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuestionsCancel {
-    /// agentctl's request id from `ask_user_question_requested`.
-    pub request_id: String,
+    /// agentctl's request ids from `ask_user_question_requested`.
+    pub request_ids: Vec<String>,
+    /// Who cancelled; echoed in `ask_user_question_settled` as `answered_by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<String>,
 }
 
 /// `agent.cancel`: cancel the current turn. On the wire `{}`: a struct with no fields,

@@ -161,14 +161,31 @@ fn ask_user_question_events_and_respond() {
         settled,
         AgentEvent::AskUserQuestionSettled {
             request_id: "r-1".into(),
-            outcome: SettleOutcome::TurnCancelled
+            outcome: SettleOutcome::TurnCancelled,
+            answer: None,
+            answered_by: None,
+            returned_together: vec![],
         }
     );
+    let result = json!({"answers": [{"question_id": "q1", "selected_options": ["Postgres"], "custom_text": ""}],
+                        "rejected": false, "reject_reason": ""});
     let respond: kandev_agent_stream::request::QuestionsRespond = round_trip(json!({
-        "request_id": "r-1",
-        "result": {"answers": [{"question_id": "q1", "selected_options": ["Postgres"], "custom_text": ""}],
-                   "rejected": false, "reject_reason": ""}
+        "request_ids": ["r-1", "r-2"], "result": result, "answered_by": "alice"
     }));
+    assert_eq!(respond.request_ids, ["r-1", "r-2"]);
     assert_eq!(respond.result.answers[0].selected_options, ["Postgres"]);
+    // The answer and who gave it come back with each call's settlement.
+    let echoed: AgentEvent = round_trip(json!({
+        "event": "ask_user_question_settled", "request_id": "r-2", "outcome": "answered",
+        "answer": result, "answered_by": "alice", "returned_together": ["r-1", "r-2"]
+    }));
+    assert!(
+        matches!(echoed, AgentEvent::AskUserQuestionSettled { answer: Some(ref a), answered_by: Some(ref by), ref returned_together, .. }
+        if a.answers[0].selected_options == ["Postgres"] && by == "alice" && returned_together == &["r-1", "r-2"])
+    );
+    let cancel: kandev_agent_stream::request::QuestionsCancel = round_trip(json!({
+        "request_ids": ["r-1"], "cancelled_by": "bob"
+    }));
+    assert_eq!(cancel.cancelled_by.as_deref(), Some("bob"));
     assert!(kandev_agent_stream::action::REQUESTS.contains(&"agent.questions.respond"));
 }

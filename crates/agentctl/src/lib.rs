@@ -56,13 +56,17 @@
 //! | who | tool result | `ask_user_question_settled.outcome` |
 //! |---|---|---|
 //! | `agent.questions.respond` | `{"status": "answered", "answers": [...]}` / `{"status": "rejected"}` | `answered` / `declined` |
+//! | `agent.questions.cancel` | error `{"status": "operator_cancelled"}` | `operator_cancelled` |
 //! | `KANDEV_ASK_USER_QUESTION_TIMEOUT` (default 2h) | error `{"status": "timed_out"}` | `timed_out` |
 //! | the MCP client cancelling or hanging up | (nobody reads it) | `agent_cancelled` |
 //! | `agent.cancel` | error `{"status": "turn_cancelled"}` | `turn_cancelled` |
 //! | `agent.shutdown`, SIGTERM, SIGINT / the agent exiting | error | `shutdown` / `agent_exited` |
 //!
 //! A waiting call counts as agent activity for the idle timeout. The backend owns the
-//! record (its own id, dedup, the answer rules); agentctl only returns its verdict.
+//! record (its own id, dedup, the answer rules) and names every call waiting on it in one
+//! respond or cancel; agentctl takes those calls together, so of two operators answering
+//! at once one returns them all and the other gets `NOT_FOUND`. An operator's settlement
+//! echoes the answer and `answered_by`, and the backend writes the record from it.
 //!
 //! ## Sessions outlive streams
 //!

@@ -4,9 +4,10 @@
 //! The tool is the clarification path that predates elicitation. agentctl only checks
 //! the call's shape ([`parse_input`]), announces it as `ask_user_question_requested` and
 //! parks it in a [`QuestionSet`]; the backend owns the record (its own id, dedup, the
-//! answer rules) and returns its verdict with `agent.questions.respond`. Like a pending
-//! elicitation, whoever *removes* a waiting call from the set is the only one who may
-//! return it.
+//! answer rules) and sends the operator's answer with `agent.questions.respond`, naming
+//! every call waiting on the record. Like a pending elicitation, whoever *removes* a
+//! waiting call from the set is the only one who may return it, and the calls of one verb
+//! are removed together.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -326,6 +327,20 @@ impl QuestionSet {
             requested: w.requested,
             tx: w.tx,
         })
+    }
+
+    /// Removes, in one step, each of `request_ids` still waiting, in the order named:
+    /// of two verbs naming the same calls, one takes them all and the other none.
+    pub fn take_all(&self, request_ids: &[String]) -> Vec<TakenCall> {
+        let mut inner = self.lock();
+        request_ids
+            .iter()
+            .filter_map(|id| inner.1.remove(id))
+            .map(|w| TakenCall {
+                requested: w.requested,
+                tx: w.tx,
+            })
+            .collect()
     }
 
     /// Removes every call, oldest first.

@@ -218,7 +218,7 @@ impl AgentCtl {
             }
             QuestionsCancel::ACTION => {
                 let cancel: QuestionsCancel = decode(request)?;
-                connection.session()?.cancel_question(&cancel.request_id)?;
+                connection.session()?.cancel_questions(&cancel)?;
                 answer::<QuestionsCancel>(Ok(Reply::Send(Success::OK)))
             }
             QuestionsList::ACTION => {

@@ -98,20 +98,26 @@ async fn returned(pending: Call) -> CallToolResult {
         .expect("tools/call")
 }
 
-/// The next `ask_user_question_settled` settles `request_id` with `outcome`.
-async fn question_settled(h: &mut Harness, request_id: &Value, outcome: &str) {
+/// The next `ask_user_question_settled`, which settles `request_id` with `outcome`.
+async fn question_settled(h: &mut Harness, request_id: &Value, outcome: &str) -> Value {
+    let settled = h.stream.event("ask_user_question_settled").await;
     assert_eq!(
-        h.stream.event("ask_user_question_settled").await,
-        json!({"event": "ask_user_question_settled", "request_id": request_id, "outcome": outcome})
+        (&settled["request_id"], &settled["outcome"]),
+        (request_id, &json!(outcome)),
+        "{settled}"
     );
+    settled
 }
 
 /// The call ends as a tool error with `status` = `outcome`, and its
-/// `ask_user_question_settled` says the same.
+/// `ask_user_question_settled` says the same, naming no operator.
 async fn ends_as(h: &mut Harness, result: CallToolResult, request_id: &Value, outcome: &str) {
     assert_eq!(result.is_error, Some(true), "{outcome}");
     assert_eq!(text_of(&result)["status"], outcome);
-    question_settled(h, request_id, outcome).await;
+    assert_eq!(
+        question_settled(h, request_id, outcome).await,
+        json!({"event": "ask_user_question_settled", "request_id": request_id, "outcome": outcome})
+    );
 }
 
 /// A `tools/list` POST to the MCP endpoint with `authorization` (or none); returns the
@@ -215,8 +221,9 @@ async fn a_call_waits_for_agent_questions_respond_and_returns_the_answer_once() 
         "the call must wait for the operator"
     );
 
-    let answer = json!({"request_id": request_id, "result": {"answers": [
-        {"question_id": "q1", "selected_options": ["SQLite"], "custom_text": ""}], "rejected": false, "reject_reason": ""}});
+    let chosen = json!({"answers": [
+        {"question_id": "q1", "selected_options": ["SQLite"], "custom_text": ""}], "rejected": false, "reject_reason": ""});
+    let answer = json!({"request_ids": [request_id], "result": chosen, "answered_by": "alice"});
     assert_eq!(
         h.stream.ok("agent.questions.respond", answer.clone()).await,
         json!({"success": true})
@@ -228,10 +235,54 @@ async fn a_call_waits_for_agent_questions_respond_and_returns_the_answer_once() 
         json!({"status": "answered", "answers": [{"question_id": "q1", "prompt": "Which database?",
             "selected_option": "SQLite", "custom_text": null}]})
     );
-    question_settled(&mut h, request_id, "answered").await;
+    // The settlement echoes the answer and who gave it: the backend writes the record from it.
+    let settled = question_settled(&mut h, request_id, "answered").await;
+    assert_eq!(
+        (&settled["answer"], &settled["answered_by"]),
+        (&chosen, &json!("alice"))
+    );
     // Exactly once: the second verdict finds nothing.
     let again = h.stream.err("agent.questions.respond", answer).await;
     assert_eq!(again["code"], "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn one_respond_returns_every_call_it_names_and_a_racing_second_returns_none() {
+    let (mut h, mcp) = with_mcp(&[]).await;
+    let (first, one) = ask(&mut h, &mcp).await;
+    let (second, two) = ask(&mut h, &mcp).await;
+    let ids = json!([one["request_id"], two["request_id"], "never-asked"]);
+    let result = json!({"answers": [
+        {"question_id": "q1", "selected_options": ["Postgres"], "custom_text": ""}], "rejected": false, "reject_reason": ""});
+    let by = |who: &str| json!({"request_ids": ids, "result": result, "answered_by": who});
+    // Two operators at once: agentctl takes the named calls in one step, so one verb
+    // returns both and the other finds none.
+    let (a, b) = tokio::join!(
+        h.stream.request("agent.questions.respond", by("alice")),
+        h.stream.request("agent.questions.respond", by("bob"))
+    );
+    let (won, lost, winner) = if a["type"] == "response" {
+        (&a, &b, "alice")
+    } else {
+        (&b, &a, "bob")
+    };
+    assert_eq!(won["payload"], json!({"success": true}), "{won}");
+    assert_eq!(
+        (&lost["type"], &lost["payload"]["code"]),
+        (&json!("error"), &json!("NOT_FOUND")),
+        "{lost}"
+    );
+    for (call, requested) in [(first, &one), (second, &two)] {
+        let got = text_of(&returned(call).await);
+        assert_eq!(got["answers"][0]["selected_option"], "Postgres");
+        let settled = question_settled(&mut h, &requested["request_id"], "answered").await;
+        assert_eq!(settled["answered_by"], winner);
+        assert_eq!(
+            settled["returned_together"],
+            json!([one["request_id"], two["request_id"]]),
+            "each settlement names every call the verb returned"
+        );
+    }
 }
 
 #[tokio::test]
@@ -251,7 +302,7 @@ async fn a_rejected_bundle_returns_rejected_and_custom_text_comes_back_verbatim(
         h.stream
             .ok(
                 "agent.questions.respond",
-                json!({"request_id": requested["request_id"], "result": result}),
+                json!({"request_ids": [requested["request_id"]], "result": result}),
             )
             .await;
         let got = text_of(&returned(pending).await);
@@ -355,7 +406,7 @@ async fn the_stdio_bridge_relays_to_the_http_server() {
     h.stream
         .ok(
             "agent.questions.respond",
-            json!({"request_id": requested["request_id"], "result": {"answers": [
+            json!({"request_ids": [requested["request_id"]], "result": {"answers": [
                 {"question_id": "q1", "selected_options": ["Postgres"], "custom_text": ""}]}}),
         )
         .await;
@@ -398,7 +449,7 @@ async fn mock_agent_asks_and_gets_the_answer(h: &mut Harness) -> Value {
     h.stream
         .ok(
             "agent.questions.respond",
-            json!({"request_id": requested["request_id"], "result": {"answers": [
+            json!({"request_ids": [requested["request_id"]], "result": {"answers": [
                 {"question_id": "q1", "selected_options": [], "custom_text": "CockroachDB"}]}}),
         )
         .await;
@@ -438,19 +489,16 @@ async fn an_agent_without_http_mcp_gets_the_stdio_bridge_and_the_same_answer() {
 async fn an_operator_cancel_returns_the_call_as_cancelled_once() {
     let (mut h, mcp) = with_mcp(&[]).await;
     let (pending, requested) = ask(&mut h, &mcp).await;
-    let cancel = json!({"request_id": requested["request_id"]});
+    let cancel = json!({"request_ids": [requested["request_id"]], "cancelled_by": "bob"});
     assert_eq!(
         h.stream.ok("agent.questions.cancel", cancel.clone()).await,
         json!({"success": true})
     );
     let result = returned(pending).await;
-    ends_as(
-        &mut h,
-        result,
-        &requested["request_id"],
-        "operator_cancelled",
-    )
-    .await;
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(text_of(&result)["status"], "operator_cancelled");
+    let settled = question_settled(&mut h, &requested["request_id"], "operator_cancelled").await;
+    assert_eq!(settled["answered_by"], "bob", "who cancelled is echoed");
     let again = h.stream.err("agent.questions.cancel", cancel).await;
     assert_eq!(again["code"], "NOT_FOUND");
 }

@@ -66,11 +66,26 @@ impl FakeLink {
 }
 
 impl FakeLink {
-    /// What agentctl does after accepting an operator's verb on an elicitation: it emits
-    /// `elicitation_settled`, echoing the answer and who gave it.
+    /// What agentctl does after accepting an operator's verb: it emits
+    /// `elicitation_settled`, or one `ask_user_question_settled` per call named, echoing
+    /// the answer and who gave it.
     fn settle_as_agentctl(&self, action: &str, payload: &Value) {
-        use kandev_agent_stream::request::{ElicitationsCancel, ElicitationsRespond};
+        use kandev_agent_stream::request::{
+            ElicitationsCancel, ElicitationsRespond, QuestionsCancel, QuestionsRespond,
+        };
         use kandev_agent_stream::{AgentEvent, SettleOutcome, action as name};
+        let calls_settled =
+            |request_ids: Vec<String>, outcome, answer: Option<_>, by: Option<String>| {
+                for request_id in &request_ids {
+                    self.push(LinkEvent::Agent(AgentEvent::AskUserQuestionSettled {
+                        request_id: request_id.clone(),
+                        outcome,
+                        answer: answer.clone(),
+                        answered_by: by.clone(),
+                        returned_together: request_ids.clone(),
+                    }));
+                }
+            };
         let event = match action {
             name::ELICITATIONS_RESPOND => {
                 let Ok(respond) = serde_json::from_value::<ElicitationsRespond>(payload.clone())
@@ -102,6 +117,26 @@ impl FakeLink {
                     answer: None,
                     answered_by: cancel.cancelled_by,
                 }
+            }
+            name::QUESTIONS_RESPOND => {
+                let Ok(respond) = serde_json::from_value::<QuestionsRespond>(payload.clone())
+                else {
+                    return;
+                };
+                let outcome = if respond.result.rejected {
+                    SettleOutcome::Declined
+                } else {
+                    SettleOutcome::Answered
+                };
+                let answer = Some(respond.result);
+                return calls_settled(respond.request_ids, outcome, answer, respond.answered_by);
+            }
+            name::QUESTIONS_CANCEL => {
+                let Ok(cancel) = serde_json::from_value::<QuestionsCancel>(payload.clone()) else {
+                    return;
+                };
+                let outcome = SettleOutcome::OperatorCancelled;
+                return calls_settled(cancel.request_ids, outcome, None, cancel.cancelled_by);
             }
             _ => return,
         };

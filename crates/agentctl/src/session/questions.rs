@@ -1,7 +1,7 @@
 //! A session's `ask_user_question_kandev` calls: announced as events, each answered once
 //! by the backend's verdict, a cancel, its deadline or the end of the session.
 
-use kandev_agent_stream::request::QuestionsRespond;
+use kandev_agent_stream::request::{QuestionsCancel, QuestionsRespond};
 use kandev_agent_stream::{
     AgentEvent, AskUserQuestionRequested, ErrorCode, ErrorPayload, SettleOutcome,
 };
@@ -55,7 +55,14 @@ impl Session {
             };
             match self.questions.take(&request_id) {
                 Some(call) => {
-                    self.finish_and_settle(call, &request_id, QuestionVerdict::Ended(ended), ended);
+                    let settled = AgentEvent::AskUserQuestionSettled {
+                        request_id: request_id.clone(),
+                        outcome: ended,
+                        answer: None,
+                        answered_by: None,
+                        returned_together: Vec::new(),
+                    };
+                    self.finish_and_settle(call, QuestionVerdict::Ended(ended), settled);
                     tracing::info!(outcome = ?ended, "ask_user_question_kandev returned without an answer");
                     QuestionVerdict::Ended(ended)
                 }
@@ -67,66 +74,79 @@ impl Session {
         .await
     }
 
-    /// `agent.questions.respond`: returns a waiting call with the backend's verdict.
+    /// `agent.questions.respond`: returns every listed call still waiting with the
+    /// operator's answer, each settlement echoing the answer and who gave it.
     pub fn respond_questions(&self, respond: &QuestionsRespond) -> Result<(), ErrorPayload> {
-        let Some(call) = self.questions.take(&respond.request_id) else {
-            return Err(ErrorPayload::new(
-                ErrorCode::NotFound,
-                format!(
-                    "no waiting ask_user_question_kandev call `{}` (unknown or already returned)",
-                    respond.request_id
-                ),
-            ));
-        };
         let outcome = if respond.result.rejected {
             SettleOutcome::Declined
         } else {
             SettleOutcome::Answered
         };
-        self.finish_and_settle(
-            call,
-            &respond.request_id,
-            QuestionVerdict::Responded(respond.result.clone()),
-            outcome,
-        );
-        tracing::info!(session_id = %self.id, request_id = %respond.request_id, ?outcome, "ask_user_question_kandev answered");
+        let calls = self.take_calls(&respond.request_ids)?;
+        let together = ids_of(&calls);
+        for call in calls {
+            let request_id = call.requested.request_id.clone();
+            let settled = AgentEvent::AskUserQuestionSettled {
+                request_id: request_id.clone(),
+                outcome,
+                answer: Some(respond.result.clone()),
+                answered_by: respond.answered_by.clone(),
+                returned_together: together.clone(),
+            };
+            self.finish_and_settle(
+                call,
+                QuestionVerdict::Responded(respond.result.clone()),
+                settled,
+            );
+            tracing::info!(session_id = %self.id, request_id, ?outcome, "ask_user_question_kandev answered");
+        }
         Ok(())
     }
 
-    /// `agent.questions.cancel`: the operator aborts a waiting call; it returns as cancelled.
-    pub fn cancel_question(&self, request_id: &str) -> Result<(), ErrorPayload> {
-        let Some(call) = self.questions.take(request_id) else {
+    /// `agent.questions.cancel`: the operator aborts the listed calls; each still waiting
+    /// returns as cancelled.
+    pub fn cancel_questions(&self, cancel: &QuestionsCancel) -> Result<(), ErrorPayload> {
+        let outcome = SettleOutcome::OperatorCancelled;
+        let calls = self.take_calls(&cancel.request_ids)?;
+        let together = ids_of(&calls);
+        for call in calls {
+            let request_id = call.requested.request_id.clone();
+            let settled = AgentEvent::AskUserQuestionSettled {
+                request_id: request_id.clone(),
+                outcome,
+                answer: None,
+                answered_by: cancel.cancelled_by.clone(),
+                returned_together: together.clone(),
+            };
+            self.finish_and_settle(call, QuestionVerdict::Ended(outcome), settled);
+            tracing::info!(session_id = %self.id, request_id, "ask_user_question_kandev cancelled by the operator");
+        }
+        Ok(())
+    }
+
+    /// Takes the listed calls still waiting, together; `NOT_FOUND` when none is.
+    fn take_calls(&self, request_ids: &[String]) -> Result<Vec<TakenCall>, ErrorPayload> {
+        let calls = self.questions.take_all(request_ids);
+        if calls.is_empty() {
             return Err(ErrorPayload::new(
                 ErrorCode::NotFound,
                 format!(
-                    "no waiting ask_user_question_kandev call `{request_id}` (unknown or already returned)"
+                    "no waiting ask_user_question_kandev call among {request_ids:?} (unknown or already returned)"
                 ),
             ));
-        };
-        let outcome = SettleOutcome::OperatorCancelled;
-        self.finish_and_settle(call, request_id, QuestionVerdict::Ended(outcome), outcome);
-        tracing::info!(session_id = %self.id, request_id, "ask_user_question_kandev cancelled by the operator");
-        Ok(())
+        }
+        Ok(calls)
     }
 
-    /// Returns a taken call with `verdict` and emits `ask_user_question_settled` in one
-    /// outbox critical section, so the settlement is on the stream before anything the
-    /// agent does once its tool call returns.
-    fn finish_and_settle(
-        &self,
-        call: TakenCall,
-        request_id: &str,
-        verdict: QuestionVerdict,
-        outcome: SettleOutcome,
-    ) {
+    /// Returns a taken call with `verdict` and emits its `settled` event in one outbox
+    /// critical section, so the settlement is on the stream before anything the agent
+    /// does once its tool call returns.
+    fn finish_and_settle(&self, call: TakenCall, verdict: QuestionVerdict, settled: AgentEvent) {
         self.outbox.emit_made(|| {
             if !call.finish(verdict) {
-                tracing::warn!(request_id, "the caller stopped waiting just now");
+                tracing::warn!("the caller stopped waiting just now");
             }
-            Some(AgentEvent::AskUserQuestionSettled {
-                request_id: request_id.to_owned(),
-                outcome,
-            })
+            Some(settled)
         });
     }
 
@@ -142,9 +162,20 @@ impl Session {
             self.emit(AgentEvent::AskUserQuestionSettled {
                 request_id,
                 outcome,
+                answer: None,
+                answered_by: None,
+                returned_together: Vec::new(),
             });
         }
     }
+}
+
+/// The request ids of `calls`, in order.
+fn ids_of(calls: &[TakenCall]) -> Vec<String> {
+    calls
+        .iter()
+        .map(|c| c.requested.request_id.clone())
+        .collect()
 }
 
 impl QuestionAsker for Session {

@@ -6,10 +6,18 @@
 //! - creation is deduplicated: a call on the same session whose normalised questions
 //!   match a still-pending record of this source joins it — no second message, record or
 //!   notification;
-//! - the backend adjudicates the answer: this path's rules
-//!   ([`kandev_elicitation::ask_user_question::validate`]), then whoever claims the record
-//!   delivers it to every waiting call with `agent.questions.respond`; a later answer gets
-//!   409 `NOT_ACTIVE`. The claim is a conditional update, so this holds across processes.
+//! - the backend checks the answer against this path's rules
+//!   ([`kandev_elicitation::ask_user_question::validate`]) and a settled record takes no
+//!   more answers (409 `NOT_ACTIVE`).
+//!
+//! As for an elicitation, the operator's verb is sent to agentctl and never written here:
+//! it names every call waiting on the record, agentctl returns those it still holds
+//! together (so of two answers at once, one wins and the other finds none), and echoes
+//! the answer and who gave it in each call's `ask_user_question_settled`. The session's
+//! consumer applies those events ([`settled`]) and is the record's one writer; a call that
+//! joined after the verb was sent is sent the same verb from there.
+
+use std::sync::Arc;
 
 use kandev_agent_stream::request::{QuestionsCancel, QuestionsRespond};
 use kandev_agent_stream::response::Success;
@@ -25,7 +33,7 @@ use crate::agent_link::{DynLink, LinkError, call};
 use crate::model::{
     Clarification, ClarificationStatus, NewClarification, Outcome, Settlement, Source,
 };
-use crate::store::{Claim, QuestionOpened, StoreError};
+use crate::store::{CallSettles, QuestionOpened, StoreError};
 
 /// The `outcome` stored on a call agentctl no longer held after a re-attach (its own
 /// `ask_user_question_settled` never arrived).
@@ -106,33 +114,110 @@ pub async fn requested(
     }
 }
 
-/// `ask_user_question_settled`: a call returned to the agent. When it returned without
-/// the operator's answer and no other call waits on its record, the record is settled
-/// with that outcome — proof, too, that an answer whose reply was cut off arrived.
-pub async fn returned(
+/// What `ask_user_question_settled` says, as the consumer hands it over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallSettled {
+    /// Which call.
+    pub request_id: String,
+    /// How it returned.
+    pub outcome: SettleOutcome,
+    /// The operator's answer it returned, when one did.
+    pub answer: Option<OperatorAnswer>,
+    /// Who answered or cancelled, when someone did through the backend.
+    pub answered_by: Option<String>,
+    /// Every call the same verb returned, this one included.
+    pub returned_together: Vec<String>,
+}
+
+/// `ask_user_question_settled`: a call returned to the agent; applied by the session's
+/// consumer, the record's one writer. An operator's answer or cancel settles the record
+/// at once, and calls that joined it after the verb was sent are sent the same verb
+/// (`agents` holds the session's link); a call that returned on its own settles the
+/// record only when no other call waits on it. Whether it changed anything (a replayed
+/// event does not).
+pub async fn settled(
     clarifications: &Clarifications,
+    agents: Arc<dyn SessionAgents>,
     session: &SessionRef,
-    request_id: &str,
-    outcome: SettleOutcome,
-) -> Result<(), StoreError> {
-    let name = serde_json::to_value(outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    let settled = clarifications
+    event: CallSettled,
+) -> Result<bool, StoreError> {
+    let CallSettled {
+        request_id,
+        outcome,
+        answer,
+        answered_by,
+        returned_together,
+    } = event;
+    let (settlement, settles, verb) = match (outcome, answer, answered_by) {
+        (SettleOutcome::Answered | SettleOutcome::Declined, Some(answer), Some(by)) => (
+            Settlement::answered(answer.clone(), &by),
+            CallSettles::Record,
+            Some(Verb::Answer { answer, by }),
+        ),
+        (SettleOutcome::OperatorCancelled, _, Some(by)) => (
+            Settlement::cancelled_by(&by),
+            CallSettles::Record,
+            Some(Verb::Cancel { by }),
+        ),
+        (outcome, _, _) => (
+            Settlement::from_agentctl(outcome),
+            CallSettles::IfLast,
+            None,
+        ),
+    };
+    let Some(returned) = clarifications
         .stores
         .clarifications
         .call_returned(
-            request_id,
-            &name,
-            &Settlement::from_agentctl(outcome).fenced(session.fence),
+            &request_id,
+            &outcome_name(outcome),
+            &settlement.fenced(session.fence),
+            settles,
         )
-        .await?;
-    if let Some(done) = settled {
-        tracing::info!(request_id, pending_id = %done.record.pending_id, status = done.record.status.as_str(), "clarification settled: its last tool call returned");
-        clarifications.announce(&done);
+        .await?
+    else {
+        return Ok(false);
+    };
+    if let Some(done) = &returned.settled {
+        tracing::info!(request_id, pending_id = %done.record.pending_id, status = done.record.status.as_str(), "clarification settled");
+        clarifications.announce(done);
     }
-    Ok(())
+    // The verb waiting for this settlement may answer now.
+    clarifications.open.settlement_applied(&returned.pending_id);
+    let late: Vec<String> = (returned.waiting.into_iter())
+        .filter(|call| !returned_together.contains(call))
+        .collect();
+    if let Some(verb) = verb.filter(|_| !late.is_empty()) {
+        send_to_late_calls(agents, session, verb, late);
+    }
+    Ok(true)
+}
+
+/// Calls that joined a record after an operator's verb was sent get the same verb, on a
+/// task of its own (the consumer never waits on the link); their settlements come back
+/// as events like any other.
+fn send_to_late_calls(
+    agents: Arc<dyn SessionAgents>,
+    session: &SessionRef,
+    verb: Verb,
+    calls: Vec<String>,
+) {
+    let Some((link, _)) = agents.link_of(&session.session_id) else {
+        return;
+    };
+    tokio::spawn(async move {
+        if let Err(err) = verb.send(&link, calls).await {
+            tracing::info!(error = %err, "the operator's verb did not reach the calls that joined late");
+        }
+    });
+}
+
+/// The name of `outcome` as the calls table keeps it: its wire name.
+fn outcome_name(outcome: SettleOutcome) -> String {
+    serde_json::to_value(outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// After a re-attach: `held` is agentctl's `agent.questions.list`. A listed call the
@@ -159,12 +244,12 @@ pub async fn reconcile(
         .filter(|id| !held.iter().any(|h| &h.request_id == *id))
     {
         tracing::info!(session_id = %session.session_id, request_id = %request_id, "tool call no longer held by agentctl; its settlement was lost");
-        if let Some(done) = clarifications
+        let returned = clarifications
             .stores
             .clarifications
-            .call_returned(request_id, RETURNED_UNSEEN, &unseen)
-            .await?
-        {
+            .call_returned(request_id, RETURNED_UNSEEN, &unseen, CallSettles::IfLast)
+            .await?;
+        if let Some(done) = returned.and_then(|r| r.settled) {
             clarifications.announce(&done);
         }
     }
@@ -179,130 +264,114 @@ fn not_active(pending_id: &str, status: ClarificationStatus) -> ClarificationErr
     ))
 }
 
-/// The operator's verb for one waiting call.
-enum Verb<'a> {
-    Answer(&'a OperatorAnswer),
-    Cancel,
+/// An operator's verb on a record's waiting calls.
+#[derive(Debug, Clone)]
+enum Verb {
+    Answer { answer: OperatorAnswer, by: String },
+    Cancel { by: String },
 }
 
-impl Verb<'_> {
-    async fn send(&self, link: &DynLink, request_id: &str) -> Result<Success, LinkError> {
+impl Verb {
+    /// Sends the verb for `calls` in one request: agentctl returns those it holds together.
+    async fn send(&self, link: &DynLink, calls: Vec<String>) -> Result<Success, LinkError> {
         match self {
-            Verb::Answer(answer) => {
+            Verb::Answer { answer, by } => {
                 let payload = QuestionsRespond {
-                    request_id: request_id.to_owned(),
-                    result: (*answer).clone(),
+                    request_ids: calls,
+                    result: answer.clone(),
+                    answered_by: Some(by.clone()),
                 };
                 let asked = std::time::Instant::now();
                 let verdict = call(&**link, &payload).await;
                 crate::metrics::delivery(Source::AskUserQuestion, asked, has_verdict(&verdict));
                 verdict
             }
-            Verb::Cancel => {
+            Verb::Cancel { by } => {
                 let payload = QuestionsCancel {
-                    request_id: request_id.to_owned(),
+                    request_ids: calls,
+                    cancelled_by: Some(by.clone()),
                 };
                 call(&**link, &payload).await
             }
         }
     }
-
-    fn call_outcome(&self) -> &'static str {
-        match self {
-            Verb::Answer(a) if a.rejected => "declined",
-            Verb::Answer(_) => "answered",
-            Verb::Cancel => "operator_cancelled",
-        }
-    }
 }
 
-/// Claims the record, sends `verb` to every call waiting on it, settles with
-/// `settlement`: the one delivery path of an answer, a skip and a cancel.
+/// Sends `verb` to every call waiting on `record` and waits (boundedly) for the
+/// consumer to apply the settlement agentctl reports: the one delivery path of an
+/// answer, a skip and a cancel. Nothing is written here.
 async fn deliver(
     clarifications: &Clarifications,
     agents: &dyn SessionAgents,
     record: &Clarification,
-    verb: Verb<'_>,
-    settlement: Settlement,
+    verb: Verb,
 ) -> Result<(), ClarificationError> {
-    let store = &clarifications.stores.clarifications;
-    let Some((link, fence)) = agents.link_of(&record.session_id) else {
+    if record.status != ClarificationStatus::Pending {
         return Err(not_active(&record.pending_id, record.status));
+    }
+    let Some((link, _fence)) = agents.link_of(&record.session_id) else {
+        // Between a restart and the adoption, or between a lost link and the end it
+        // brings: nothing was sent, and the record stays as it is.
+        return Err(ClarificationError::Link(LinkError::NotConnected));
     };
-    let settlement = settlement.fenced(fence);
-    let token = uuid::Uuid::new_v4().to_string();
-    let calls = match store.claim(&record.pending_id, &token).await? {
-        Claim::Claimed { calls, .. } => calls,
-        Claim::NotActive(status) => return Err(not_active(&record.pending_id, status)),
-        Claim::Busy => {
-            return Err(ClarificationError::NotActive(format!(
-                "clarification `{}` is being answered by someone else",
-                record.pending_id
-            )));
-        }
-        Claim::Missing => {
-            return Err(ClarificationError::NotFound {
-                message: format!("no clarification `{}`", record.pending_id),
-                origin: None,
-            });
-        }
-    };
-    let (mut delivered, mut failure) = (0usize, None);
-    for request_id in &calls {
-        match verb.send(&link, request_id).await {
-            Ok(_) => {
-                store
-                    .mark_call_returned(request_id, verb.call_outcome())
-                    .await?;
-                delivered += 1;
+    let store = &clarifications.stores.clarifications;
+    let calls = store.waiting_calls(&record.pending_id).await?;
+    if calls.is_empty() {
+        return Err(returned_already(clarifications, record, None).await);
+    }
+    let applied = clarifications.open.await_settlement(&record.pending_id);
+    match verb.send(&link, calls).await {
+        Ok(_) => {
+            if !applied.wait().await {
+                tracing::info!("delivered; its settlement is not applied yet");
             }
-            // The call already returned; its settled event is on its way.
-            Err(LinkError::Remote(ErrorPayload {
-                code: ErrorCode::NotFound,
-                ..
-            })) => {}
-            Err(err) => failure = Some(err),
+            tracing::info!("delivered");
+            Ok(())
+        }
+        Err(LinkError::Remote(ErrorPayload {
+            code: ErrorCode::NotFound,
+            ..
+        })) => Err(returned_already(clarifications, record, Some(applied)).await),
+        Err(err) => {
+            tracing::info!(error = %err, "not delivered; the record stays pending");
+            Err(err.into())
         }
     }
-    if delivered == 0 {
-        if let Some(err) = failure {
-            tracing::info!(error = %err, "not delivered; the record stays pending");
-            store.release_claim(&record.pending_id, &token).await?;
-            return Err(err.into());
+}
+
+/// agentctl holds none of the record's calls: they returned, and their settlements came
+/// on the stream before its refusal. Once the consumer has applied them (`applied`, when
+/// the record still reads pending), the record says whether another verb won (409) or
+/// the calls returned on their own (404).
+async fn returned_already(
+    clarifications: &Clarifications,
+    record: &Clarification,
+    applied: Option<super::open_records::Applied>,
+) -> ClarificationError {
+    let store = &clarifications.stores.clarifications;
+    let mut now = store.clarification(&record.pending_id).await;
+    if let (Ok(Some(rec)), Some(applied)) = (&now, applied)
+        && rec.status == ClarificationStatus::Pending
+    {
+        applied.wait().await;
+        now = store.clarification(&record.pending_id).await;
+    }
+    match now {
+        Ok(Some(rec)) if rec.status != ClarificationStatus::Pending => {
+            not_active(&rec.pending_id, rec.status)
         }
-        // Every call had returned already (or none waited): nothing can take the verb.
-        tracing::info!("no tool call waits for this record any more");
-        let withdrawn = Settlement::by_backend(ClarificationStatus::Cancelled, Outcome::Withdrawn)
-            .fenced(fence);
-        if let Some(done) = store
-            .settle_claimed(&record.pending_id, &token, &withdrawn)
-            .await?
-        {
-            clarifications.announce(&done);
-        }
-        return Err(ClarificationError::NotFound {
+        Ok(_) => ClarificationError::NotFound {
             message: format!(
-                "the tool call behind clarification `{}` already returned to the agent",
+                "the tool calls behind clarification `{}` already returned to the agent",
                 record.pending_id
             ),
             origin: Some(Origin::Agentctl),
-        });
+        },
+        Err(err) => err.into(),
     }
-    if let Some(done) = store
-        .settle_claimed(&record.pending_id, &token, &settlement)
-        .await?
-    {
-        clarifications.announce(&done);
-    }
-    tracing::info!(
-        status = settlement.status.as_str(),
-        calls = delivered,
-        "delivered"
-    );
-    Ok(())
 }
 
-/// Answers an `ask_user_question` record: this path's rules, then the first claim wins.
+/// Answers an `ask_user_question` record: this path's rules, then every waiting call.
 pub(super) async fn respond(
     clarifications: &Clarifications,
     agents: &dyn SessionAgents,
@@ -317,15 +386,11 @@ pub(super) async fn respond(
     } else {
         RespondStatus::Answered
     };
-    let settlement = Settlement::answered(answer.clone(), operator);
-    deliver(
-        clarifications,
-        agents,
-        &record,
-        Verb::Answer(&answer),
-        settlement,
-    )
-    .await?;
+    let verb = Verb::Answer {
+        answer,
+        by: operator.to_owned(),
+    };
+    deliver(clarifications, agents, &record, verb).await?;
     Ok(verdict)
 }
 
@@ -336,14 +401,10 @@ pub(super) async fn cancel(
     record: Clarification,
     operator: &str,
 ) -> Result<CancelStatus, ClarificationError> {
-    deliver(
-        clarifications,
-        agents,
-        &record,
-        Verb::Cancel,
-        Settlement::cancelled_by(operator),
-    )
-    .await?;
+    let verb = Verb::Cancel {
+        by: operator.to_owned(),
+    };
+    deliver(clarifications, agents, &record, verb).await?;
     Ok(CancelStatus::Cancelled)
 }
 

@@ -12,7 +12,8 @@
 //!   a verb need not read its record back while the session is live here.
 //! - [`error`]: [`ClarificationError`], why a verb did not go through.
 //! - [`ask_user_question`]: the `ask_user_question_kandev` tool — requested (with D4
-//!   dedup), returned, reconciled, answered by the holder of the record's claim.
+//!   dedup), settled, reconciled, answered by sending the verb to every waiting call
+//!   (agentctl adjudicates, the consumer writes the record).
 
 pub mod ask_user_question;
 pub mod elicitation;

@@ -134,10 +134,26 @@ fn elicited(pending_id: &str) -> LinkEvent {
     }))
 }
 
+/// agentctl's `ask_user_question_settled` for a call that returned without the operator.
 fn returned(request_id: &str, outcome: SettleOutcome) -> LinkEvent {
     LinkEvent::Agent(AgentEvent::AskUserQuestionSettled {
         request_id: request_id.into(),
         outcome,
+        answer: None,
+        answered_by: None,
+        returned_together: vec![],
+    })
+}
+
+/// agentctl's `ask_user_question_settled` for a call it returned alone with `operator`'s
+/// `answer`, echoing both.
+fn answered(request_id: &str, answer: OperatorAnswer, operator: &str) -> LinkEvent {
+    LinkEvent::Agent(AgentEvent::AskUserQuestionSettled {
+        request_id: request_id.into(),
+        outcome: SettleOutcome::Answered,
+        answer: Some(answer),
+        answered_by: Some(operator.into()),
+        returned_together: vec![request_id.into()],
     })
 }
 
@@ -226,11 +242,14 @@ async fn a_respond_while_the_stream_is_down_is_503_and_the_record_stays_open() {
     link.down.store(false, SeqCst);
     let status = respond(&state, &rec.pending_id, answer("Yes"), "alice")
         .await
-        .expect("delivered now: the claim was given back");
+        .expect("delivered now: nothing was written while the stream was down");
     assert_eq!(status, RespondStatus::Answered);
     let sent = link.calls_of::<QuestionsRespond>();
     assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0]["request_id"], "r1");
+    assert_eq!(
+        (&sent[0]["request_ids"], &sent[0]["answered_by"]),
+        (&json!(["r1"]), &json!("alice"))
+    );
     assert_eq!(
         sent[0]["result"]["answers"][0]["selected_options"],
         json!(["Yes"])
@@ -272,21 +291,75 @@ async fn an_answer_whose_reply_was_cut_off_is_settled_by_the_replayed_return() {
     link.reply::<QuestionsRespond>(Err(LinkError::Interrupted));
     let why = "the reply was lost with the stream: nothing says yet whether the answer arrived";
     stays_pending(&state, &session, &rec, "local", why).await;
-    // agentctl's settlement of the call, replayed after the re-attach, says it did.
-    link.push(returned("r1", SettleOutcome::Answered));
-    record_becomes(&state, &rec.pending_id, ClarificationStatus::Answered).await;
+    // agentctl's settlement of the call, replayed after the re-attach, says it did, and
+    // with whose answer.
+    link.push(answered("r1", answer("Yes"), "local"));
+    let done = record_becomes(&state, &rec.pending_id, ClarificationStatus::Answered).await;
+    assert_eq!(
+        (done.answered_by.as_deref(), done.answer),
+        (Some("local"), Some(answer("Yes")))
+    );
 }
 
 #[tokio::test]
-async fn a_respond_whose_call_already_returned_is_404_and_withdraws_the_record() {
+async fn a_respond_whose_call_returned_on_its_own_meanwhile_is_409_and_the_call_settles_the_record()
+{
     let (state, _session, link, rec) = asked_with(asked("r1")).await;
+    // agentctl no longer holds the call: it timed out, and its settlement was on the
+    // stream before the refusal.
     link.reply::<QuestionsRespond>(not_found("gone"));
-    let err = respond(&state, &rec.pending_id, answer("No"), "local")
-        .await
-        .expect_err("the call is gone");
-    assert_eq!(err_code(&err).0, "NOT_FOUND");
-    let rec = record_becomes(&state, &rec.pending_id, ClarificationStatus::Cancelled).await;
-    assert_eq!(rec.outcome, Some(Outcome::Withdrawn));
+    let verb = tokio::spawn({
+        let state = state.clone();
+        let id = rec.pending_id.clone();
+        async move { respond(&state, &id, answer("No"), "local").await }
+    });
+    eventually("the answer sent", || async {
+        (!link.calls_of::<QuestionsRespond>().is_empty()).then_some(())
+    })
+    .await;
+    link.push(returned("r1", SettleOutcome::TimedOut));
+    let err = verb.await.expect("task").expect_err("the call is gone");
+    assert_eq!(err_code(&err), ("NOT_ACTIVE", 409));
+    let rec = record_becomes(&state, &rec.pending_id, ClarificationStatus::Expired).await;
+    assert_eq!(
+        (rec.outcome, rec.answered_by),
+        (Some(Outcome::TimedOut), None)
+    );
+}
+
+#[tokio::test]
+async fn two_answers_at_once_one_wins_and_the_other_is_409() {
+    let (state, _session, link, rec) = asked_with(asked("r1")).await;
+    // agentctl takes the call for the first verb it gets; the second finds none.
+    link.reply::<QuestionsRespond>(Ok(json!({"success": true})));
+    link.reply::<QuestionsRespond>(not_found("gone"));
+    let (alice, bob) = tokio::join!(
+        respond(&state, &rec.pending_id, answer("Yes"), "alice"),
+        respond(&state, &rec.pending_id, answer("No"), "bob")
+    );
+    let (won, lost) = match (&alice, &bob) {
+        (Ok(_), Err(lost)) => ("alice", lost),
+        (Err(lost), Ok(_)) => ("bob", lost),
+        _ => panic!("exactly one answer wins: {alice:?} {bob:?}"),
+    };
+    assert_eq!(err_code(lost), ("NOT_ACTIVE", 409));
+    let done = record_becomes(&state, &rec.pending_id, ClarificationStatus::Answered).await;
+    assert_eq!(done.answered_by.as_deref(), Some(won));
+}
+
+#[tokio::test]
+async fn a_call_that_joined_after_the_answer_was_sent_gets_the_same_answer() {
+    let (state, session, link, rec) = asked_twice().await;
+    // The verb named r1 only: r2 joined the record after it was sent.
+    link.push(answered("r1", answer("Yes"), "alice"));
+    let done = record_becomes(&state, &rec.pending_id, ClarificationStatus::Answered).await;
+    assert_eq!(done.answered_by.as_deref(), Some("alice"));
+    calls_until(&state, &session, "r2 returned", <[String]>::is_empty).await;
+    assert_eq!(
+        link.calls_of::<QuestionsRespond>(),
+        [json!({"request_ids": ["r2"], "result": answer("Yes"), "answered_by": "alice"})],
+        "the consumer sends r2 the answer the record took"
+    );
 }
 
 #[tokio::test]
@@ -296,12 +369,11 @@ async fn an_operator_cancel_aborts_each_waiting_call_and_records_who() {
         .await
         .expect("cancelled");
     assert_eq!(status, CancelStatus::Cancelled);
-    let sent: Vec<_> = link
-        .calls_of::<QuestionsCancel>()
-        .iter()
-        .map(|p| p["request_id"].clone())
-        .collect();
-    assert_eq!(sent, [json!("r1"), json!("r2")]);
+    assert_eq!(
+        link.calls_of::<QuestionsCancel>(),
+        [json!({"request_ids": ["r1", "r2"], "cancelled_by": "alice"})],
+        "one verb for every waiting call, naming who cancelled"
+    );
     let rec = record_becomes(&state, &rec.pending_id, ClarificationStatus::Cancelled).await;
     assert_eq!(
         (rec.outcome, rec.answered_by.as_deref()),

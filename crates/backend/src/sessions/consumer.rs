@@ -1,10 +1,11 @@
 //! One task per live session: applies its link's events in order. A plain dispatcher —
 //! text to the [`Transcript`], questions to the clarifications, the turn's end to the
 //! session store — that owns the transcript, so nothing here takes a lock. It is the one
-//! writer of the session's elicitation records: each is opened from agentctl's
-//! `elicitation_requested` and settled from its `elicitation_settled` (which echoes an
-//! operator's answer and name), one event after the other, so no two writes of a record
-//! can race (docs/architecture.md §3).
+//! writer of the session's clarification records, of both sources: each is opened from
+//! agentctl's `elicitation_requested` / `ask_user_question_requested` and settled from its
+//! `elicitation_settled` / `ask_user_question_settled` (which echo an operator's answer
+//! and name), one event after the other, so no two writes of a record can race
+//! (docs/architecture.md §3).
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use tracing::Instrument;
 
 use crate::agent_link::LinkEvent;
 use crate::auto_answers::AutoAnswers;
+use crate::clarifications::ask_user_question::CallSettled;
 use crate::clarifications::elicitation::SettledEvent;
 use crate::clarifications::{Clarifications, SessionAgents, ask_user_question, elicitation};
 use crate::events::Publisher;
@@ -213,7 +215,22 @@ impl Consumer {
             LinkEvent::Agent(AgentEvent::AskUserQuestionSettled {
                 request_id,
                 outcome,
-            }) => ask_user_question::returned(clarifications, &session, &request_id, outcome).await,
+                answer,
+                answered_by,
+                returned_together,
+            }) => {
+                let event = CallSettled {
+                    request_id,
+                    outcome,
+                    answer,
+                    answered_by,
+                    returned_together,
+                };
+                let agents: Arc<dyn SessionAgents> = self.shared.live.clone();
+                self.changed =
+                    ask_user_question::settled(clarifications, agents, &session, event).await?;
+                Ok(())
+            }
             LinkEvent::Agent(AgentEvent::PermissionResolved {
                 tool_call_id,
                 option_id,

@@ -49,22 +49,26 @@ pub enum QuestionOpened {
     },
 }
 
-/// What [`ClarificationStore::claim`] found: only the holder of a claim delivers an
-/// answer to an `ask_user_question_kandev` record, so the first answer wins across
-/// processes.
+/// Whether a returned `ask_user_question_kandev` call settles its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallSettles {
+    /// The operator's answer or cancel returned it: the record takes that settlement at
+    /// once, whatever other calls still wait (they are sent the same verb).
+    Record,
+    /// The call ended on its own (deadline, turn cancel, shutdown): the record takes the
+    /// settlement only when no other call waits on it.
+    IfLast,
+}
+
+/// What one returned call did to its record.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Claim {
-    /// The record is this caller's to answer; these calls wait on it, oldest first.
-    Claimed {
-        /// Its waiting calls' request ids.
-        calls: Vec<String>,
-    },
-    /// The record is settled already.
-    NotActive(ClarificationStatus),
-    /// Another answer is being delivered right now.
-    Busy,
-    /// No such record.
-    Missing,
+pub struct CallReturned {
+    /// The record the call waited on.
+    pub pending_id: String,
+    /// The record's settlement, when this call made it.
+    pub settled: Option<SettledRecord>,
+    /// The calls still waiting on the record, oldest first.
+    pub waiting: Vec<String>,
 }
 
 /// Where clarification records are kept.
@@ -124,38 +128,20 @@ pub trait ClarificationStore: Send + Sync {
         message: &NewMessage,
     ) -> Result<QuestionOpened, StoreError>;
 
-    /// Claims a pending `ask_user_question` record for delivering an answer, under
-    /// `claim` (a fresh token). A claim older than two minutes is stale (its holder died
-    /// mid-delivery) and may be taken over.
-    async fn claim(&self, pending_id: &str, claim: &str) -> Result<Claim, StoreError>;
+    /// The calls waiting on record `pending_id`, oldest first: the ones an operator's
+    /// verb is sent to.
+    async fn waiting_calls(&self, pending_id: &str) -> Result<Vec<String>, StoreError>;
 
-    /// Gives a claim up (the answer could not be delivered; the record stays pending).
-    async fn release_claim(&self, pending_id: &str, claim: &str) -> Result<(), StoreError>;
-
-    /// Applies `settlement` to a record this caller has claimed, and clears the claim.
-    async fn settle_claimed(
-        &self,
-        pending_id: &str,
-        claim: &str,
-        settlement: &Settlement,
-    ) -> Result<Option<SettledRecord>, StoreError>;
-
-    /// Marks a waiting call returned with `outcome`. The record it waited on, when this
-    /// call changed it.
-    async fn mark_call_returned(
-        &self,
-        request_id: &str,
-        outcome: &str,
-    ) -> Result<Option<String>, StoreError>;
-
-    /// A call returned on agentctl's side: marks it, and when no other call waits on its
-    /// record, applies `if_last` to the record — one transaction.
+    /// A call returned on agentctl's side (its `ask_user_question_settled`): marks it
+    /// returned with `outcome` and applies `settlement` to its record as `settles` says,
+    /// in one transaction. `None` when the call was not waiting (a replayed event).
     async fn call_returned(
         &self,
         request_id: &str,
         outcome: &str,
-        if_last: &Settlement,
-    ) -> Result<Option<SettledRecord>, StoreError>;
+        settlement: &Settlement,
+        settles: CallSettles,
+    ) -> Result<Option<CallReturned>, StoreError>;
 
     /// The calls of a session still waiting, oldest first.
     async fn waiting_calls_of_session(&self, session_id: &str) -> Result<Vec<String>, StoreError>;

@@ -36,7 +36,8 @@ use std::sync::Arc;
 pub use dialect::{postgres, sqlite};
 
 pub use clarifications::{
-    Claim, ClarificationFilter, ClarificationStore, QuestionOpened, SettledRecord,
+    CallReturned, CallSettles, ClarificationFilter, ClarificationStore, QuestionOpened,
+    SettledRecord,
 };
 pub use flags::{FlagOverrideStore, StoredOverrides};
 pub use health::{Gauges, HealthStore, MigrationState, PoolUse};

@@ -1,4 +1,4 @@
-//! Clarification records: opening, the settlement rule, claims, tool calls.
+//! Clarification records: opening, the settlement rule, tool calls.
 
 use kandev_agent_stream::SettleOutcome;
 use kandev_elicitation::{Constraints, OperatorAnswer, Question, QuestionKind, QuestionOption};
@@ -11,7 +11,7 @@ use crate::model::{
     Clarification, ClarificationStatus, Message, MessageKind, NewClarification, NewMessage,
     Outcome, SettledBy, Settlement, Source, author,
 };
-use crate::store::{Claim, ClarificationFilter, QuestionOpened, Stores};
+use crate::store::{CallSettles, ClarificationFilter, QuestionOpened, Stores};
 
 on_every_engine!(
     identical_questions_make_two_records_under_their_ids_and_a_replay_makes_none,
@@ -22,7 +22,7 @@ on_every_engine!(
     two_store_handles_on_one_database_settle_one_record_and_exactly_one_wins,
     settle_pending_keeps_what_it_is_told_to_and_filters_by_source,
     a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_last_call,
-    one_claim_at_a_time_and_a_settled_record_takes_none,
+    an_operators_returned_call_settles_its_record_at_once_and_names_the_calls_still_waiting,
     the_sql_follows_the_settlement_rule,
 );
 
@@ -463,12 +463,15 @@ async fn a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_
         QuestionOpened::Duplicate
     );
     let cancelled = Settlement::from_agentctl(SettleOutcome::AgentCancelled);
-    assert!(
-        db.clarifications
-            .call_returned("r1", "agent_cancelled", &cancelled)
-            .await
-            .expect("r1")
-            .is_none(),
+    let first = db
+        .clarifications
+        .call_returned("r1", "agent_cancelled", &cancelled, CallSettles::IfLast)
+        .await
+        .expect("r1")
+        .expect("r1 was waiting");
+    assert_eq!(
+        (first.pending_id.as_str(), first.settled, first.waiting),
+        ("q1", None, vec!["r2".to_owned()]),
         "r2 still waits"
     );
     let done = db
@@ -477,14 +480,16 @@ async fn a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_
             "r2",
             "timed_out",
             &Settlement::from_agentctl(SettleOutcome::TimedOut),
+            CallSettles::IfLast,
         )
         .await
         .expect("r2")
+        .and_then(|returned| returned.settled)
         .expect("settled");
     assert_eq!(done.record.status, ClarificationStatus::Expired);
     assert!(
         db.clarifications
-            .call_returned("r2", "timed_out", &cancelled)
+            .call_returned("r2", "timed_out", &cancelled, CallSettles::IfLast)
             .await
             .expect("again")
             .is_none()
@@ -498,60 +503,68 @@ async fn a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_
     );
 }
 
-async fn one_claim_at_a_time_and_a_settled_record_takes_none(engine: &dyn Engine) {
+/// An operator's verb reaches the calls of a record that wait when it is sent; one that
+/// joined later is sent the same verb by the consumer, named here.
+async fn an_operators_returned_call_settles_its_record_at_once_and_names_the_calls_still_waiting(
+    engine: &dyn Engine,
+) {
     let (db, task, session) = seeded(engine).await;
-    let rec = new_record("q1", &session, &task, Source::AskUserQuestion);
-    db.clarifications
-        .open_question("r1", "key", &rec, &new_message(&session, &task, "q1"))
-        .await
-        .expect("open");
-    let Claim::Claimed { calls, .. } = db.clarifications.claim("q1", "t1").await.expect("claim")
-    else {
-        panic!("first claim wins");
-    };
-    assert_eq!(calls, ["r1"]);
+    for (call, record) in [("r1", "q1"), ("r2", "q-joins")] {
+        let rec = new_record(record, &session, &task, Source::AskUserQuestion);
+        let message = new_message(&session, &task, record);
+        db.clarifications
+            .open_question(call, "key", &rec, &message)
+            .await
+            .expect("open or join");
+    }
     assert_eq!(
-        db.clarifications.claim("q1", "t2").await.expect("claim"),
-        Claim::Busy
+        db.clarifications.waiting_calls("q1").await.expect("calls"),
+        ["r1", "r2"]
     );
-    db.clarifications
-        .release_claim("q1", "t1")
-        .await
-        .expect("release");
-    assert!(matches!(
-        db.clarifications.claim("q1", "t2").await.expect("claim"),
-        Claim::Claimed { .. }
-    ));
-    // A claim whose holder died is taken over once stale.
-    engine.age_claim("q1").await;
-    assert!(matches!(
-        db.clarifications.claim("q1", "t3").await.expect("claim"),
-        Claim::Claimed { .. }
-    ));
-    db.clarifications
-        .mark_call_returned("r1", "answered")
-        .await
-        .expect("returned");
-    let won = db
+    let answered = Settlement::answered(answer(), "alice");
+    let first = db
         .clarifications
-        .settle_claimed("q1", "t3", &Settlement::answered(answer(), "alice"))
+        .call_returned("r1", "answered", &answered, CallSettles::Record)
         .await
-        .expect("settle")
-        .expect("won");
-    assert_eq!(won.record.status, ClarificationStatus::Answered);
+        .expect("r1")
+        .expect("r1 was waiting");
+    let settled = first
+        .settled
+        .expect("the operator's answer settles the record");
     assert_eq!(
-        db.clarifications.claim("q1", "t4").await.expect("claim"),
-        Claim::NotActive(ClarificationStatus::Answered)
+        (settled.record.status, settled.record.answered_by.as_deref()),
+        (ClarificationStatus::Answered, Some("alice"))
     );
-    assert_eq!(
-        db.clarifications.claim("nope", "t4").await.expect("claim"),
-        Claim::Missing
+    assert_eq!(first.waiting, ["r2"], "r2 is sent the same answer next");
+    // The record answered, the same questions open a new one.
+    let next = new_record("q2", &session, &task, Source::AskUserQuestion);
+    let reopened = db
+        .clarifications
+        .open_question("r3", "key", &next, &new_message(&session, &task, "q2"))
+        .await
+        .expect("r3");
+    assert!(matches!(reopened, QuestionOpened::Opened { .. }));
+    // r2's own settlement changes nothing more, and a replayed one nothing at all.
+    let second = db
+        .clarifications
+        .call_returned("r2", "answered", &answered, CallSettles::Record)
+        .await
+        .expect("r2")
+        .expect("r2 was waiting");
+    assert_eq!((second.settled, second.waiting), (None, vec![]));
+    assert!(
+        db.clarifications
+            .call_returned("r1", "answered", &answered, CallSettles::Record)
+            .await
+            .expect("replay")
+            .is_none()
     );
-    open(&db, "e1", &session, &task).await;
-    assert_eq!(
-        db.clarifications.claim("e1", "t5").await.expect("claim"),
-        Claim::Busy,
-        "elicitations are never claimed"
+    assert!(
+        db.clarifications
+            .waiting_calls("q1")
+            .await
+            .expect("calls")
+            .is_empty()
     );
 }
 

@@ -35,8 +35,6 @@ pub(crate) trait Engine: Send + Sync {
         by: SettledBy,
         answered_by: Option<&str>,
     );
-    /// Makes a record's claim two minutes old and more (its holder died).
-    async fn age_claim(&self, pending_id: &str);
     /// Tries to insert a message with an existing `(session_id, seq)`; whether the
     /// database took it.
     async fn duplicate_seq_accepted(&self, session: &str, task: &str, seq: i64) -> bool;
@@ -81,14 +79,6 @@ impl Engine for OnSqlite {
         .execute(self.db.pool())
         .await
         .expect("stand");
-    }
-
-    async fn age_claim(&self, pending_id: &str) {
-        sqlx::query("UPDATE clarifications SET claimed_at = '2000-01-01T00:00:00.000000Z' WHERE pending_id = $1")
-            .bind(pending_id)
-            .execute(self.db.pool())
-            .await
-            .expect("age");
     }
 
     async fn duplicate_seq_accepted(&self, session: &str, task: &str, seq: i64) -> bool {
@@ -144,14 +134,6 @@ impl Engine for OnPostgres {
         .execute(self.db.pool())
         .await
         .expect("stand");
-    }
-
-    async fn age_claim(&self, pending_id: &str) {
-        sqlx::query("UPDATE clarifications SET claimed_at = now() - interval '1 hour' WHERE pending_id = $1")
-            .bind(pending_id)
-            .execute(self.db.pool())
-            .await
-            .expect("age");
     }
 
     async fn duplicate_seq_accepted(&self, session: &str, task: &str, seq: i64) -> bool {

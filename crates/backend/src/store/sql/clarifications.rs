@@ -16,21 +16,11 @@ use crate::model::clarification::{Effect, Standing};
 use crate::model::{
     Clarification, Message, NewClarification, NewMessage, SettledBy, Settlement, Source, Timestamp,
 };
-use crate::store::{ClarificationFilter, ClarificationStore, SettledRecord, StoreError};
+use crate::store::{
+    CallReturned, CallSettles, ClarificationFilter, ClarificationStore, SettledRecord, StoreError,
+};
 
-use engine::{Conn, Db};
-
-/// Clears the claim `claim` on a record (on the caller's connection).
-async fn clear_claim(conn: &mut Conn, pending_id: &str, claim: &str) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE clarifications SET claim = NULL, claimed_at = NULL WHERE pending_id = $1 AND claim = $2",
-    )
-    .bind(pending_id)
-    .bind(claim)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
-}
+use engine::Db;
 
 #[async_trait]
 impl ClarificationStore for Db {
@@ -170,49 +160,18 @@ impl ClarificationStore for Db {
         super::questions::open(self, request_id, dedup_key, record, message).await
     }
 
-    async fn claim(
-        &self,
-        pending_id: &str,
-        claim: &str,
-    ) -> Result<crate::store::Claim, StoreError> {
-        super::questions::claim(self, pending_id, claim).await
-    }
-
-    async fn release_claim(&self, pending_id: &str, claim: &str) -> Result<(), StoreError> {
-        clear_claim(&mut *self.writer().acquire().await?, pending_id, claim).await
-    }
-
-    async fn settle_claimed(
-        &self,
-        pending_id: &str,
-        claim: &str,
-        settlement: &Settlement,
-    ) -> Result<Option<SettledRecord>, StoreError> {
-        let mut tx = self.begin().await?;
-        let settled = settle_in(&mut tx, pending_id, settlement).await?;
-        clear_claim(&mut tx, pending_id, claim).await?;
-        tx.commit().await?;
-        Ok(settled)
-    }
-
-    async fn mark_call_returned(
-        &self,
-        request_id: &str,
-        outcome: &str,
-    ) -> Result<Option<String>, StoreError> {
-        let mut tx = self.begin().await?;
-        let record = super::questions::mark_returned(&mut tx, request_id, outcome).await?;
-        tx.commit().await?;
-        Ok(record)
+    async fn waiting_calls(&self, pending_id: &str) -> Result<Vec<String>, StoreError> {
+        super::questions::waiting_calls(&mut *self.pool().acquire().await?, pending_id).await
     }
 
     async fn call_returned(
         &self,
         request_id: &str,
         outcome: &str,
-        if_last: &Settlement,
-    ) -> Result<Option<SettledRecord>, StoreError> {
-        super::questions::call_returned(self, request_id, outcome, if_last).await
+        settlement: &Settlement,
+        settles: CallSettles,
+    ) -> Result<Option<CallReturned>, StoreError> {
+        super::questions::call_returned(self, request_id, outcome, settlement, settles).await
     }
 
     async fn waiting_calls_of_session(&self, session_id: &str) -> Result<Vec<String>, StoreError> {

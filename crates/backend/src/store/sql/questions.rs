@@ -1,20 +1,14 @@
 //! The `ask_user_question_kandev` calls (table `ask_user_question_calls`): each tool call
 //! agentctl holds is a row waiting on one record, several calls with the same normalised
-//! questions on a session share a record (D4), and a record is answered by whoever holds
-//! its claim.
+//! questions on a session share a record (D4). The session's consumer is the only writer:
+//! it applies each call's `ask_user_question_settled` ([`call_returned`]).
 
 use super::records::{exists, insert, settle_in};
-use super::{CLARIFICATION, engine, messages};
-use crate::model::{
-    Clarification, ClarificationStatus, NewClarification, NewMessage, Settlement, Timestamp,
-};
-use crate::store::{Claim, QuestionOpened, SettledRecord, StoreError};
+use super::{engine, messages};
+use crate::model::{NewClarification, NewMessage, Settlement, Timestamp};
+use crate::store::{CallReturned, CallSettles, QuestionOpened, StoreError};
 
 use engine::{Conn, Db};
-
-/// How long a claim holds before another answer may take it over: past the longest an
-/// agentctl round trip may take, so only a claim whose holder died is ever stale.
-const CLAIM_TTL: chrono::Duration = chrono::Duration::seconds(120);
 
 async fn insert_call(
     conn: &mut Conn,
@@ -87,7 +81,11 @@ pub(super) async fn open(
     })
 }
 
-async fn waiting_calls(conn: &mut Conn, pending_id: &str) -> Result<Vec<String>, StoreError> {
+/// The calls waiting on record `pending_id`, oldest first.
+pub(super) async fn waiting_calls(
+    conn: &mut Conn,
+    pending_id: &str,
+) -> Result<Vec<String>, StoreError> {
     let calls = sqlx::query_scalar(
         "SELECT request_id FROM ask_user_question_calls WHERE clarification_id = $1 AND status = 'waiting' \
          ORDER BY created_at, request_id",
@@ -98,49 +96,8 @@ async fn waiting_calls(conn: &mut Conn, pending_id: &str) -> Result<Vec<String>,
     Ok(calls)
 }
 
-/// [`crate::store::ClarificationStore::claim`].
-pub(super) async fn claim(db: &Db, pending_id: &str, token: &str) -> Result<Claim, StoreError> {
-    let mut tx = db.begin().await?;
-    let now = Timestamp::now();
-    let stale = Timestamp::from(now.instant() - CLAIM_TTL);
-    let claimed: Option<String> = sqlx::query_scalar(
-        "UPDATE clarifications SET claim = $2, claimed_at = $3 \
-         WHERE pending_id = $1 AND source = 'ask_user_question' AND status = 'pending' \
-           AND (claim IS NULL OR claimed_at < $4) \
-         RETURNING pending_id",
-    )
-    .bind(pending_id)
-    .bind(token)
-    .bind(now)
-    .bind(stale)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let outcome = match claimed {
-        Some(_) => Claim::Claimed {
-            calls: waiting_calls(&mut tx, pending_id).await?,
-        },
-        None => {
-            let record: Option<Clarification> = sqlx::query_as(&format!(
-                "SELECT {CLARIFICATION} FROM clarifications WHERE pending_id = $1"
-            ))
-            .bind(pending_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            match record {
-                None => Claim::Missing,
-                Some(rec) if rec.status != ClarificationStatus::Pending => {
-                    Claim::NotActive(rec.status)
-                }
-                Some(_) => Claim::Busy,
-            }
-        }
-    };
-    tx.commit().await?;
-    Ok(outcome)
-}
-
 /// Marks a waiting call returned; its record id when this call changed it.
-pub(super) async fn mark_returned(
+async fn mark_returned(
     conn: &mut Conn,
     request_id: &str,
     outcome: &str,
@@ -161,18 +118,24 @@ pub(super) async fn call_returned(
     db: &Db,
     request_id: &str,
     outcome: &str,
-    if_last: &Settlement,
-) -> Result<Option<SettledRecord>, StoreError> {
+    settlement: &Settlement,
+    settles: CallSettles,
+) -> Result<Option<CallReturned>, StoreError> {
     let mut tx = db.begin().await?;
     let Some(pending_id) = mark_returned(&mut tx, request_id, outcome).await? else {
         tx.rollback().await?;
         return Ok(None);
     };
-    let settled = if waiting_calls(&mut tx, &pending_id).await?.is_empty() {
-        settle_in(&mut tx, &pending_id, if_last).await?
+    let waiting = waiting_calls(&mut tx, &pending_id).await?;
+    let settled = if settles == CallSettles::Record || waiting.is_empty() {
+        settle_in(&mut tx, &pending_id, settlement).await?
     } else {
         None
     };
     tx.commit().await?;
-    Ok(settled)
+    Ok(Some(CallReturned {
+        pending_id,
+        settled,
+        waiting,
+    }))
 }

@@ -154,7 +154,7 @@ pub(crate) fn open_binds(
 pub(crate) fn settle_update() -> String {
     format!(
         "UPDATE clarifications SET status = $2, outcome = $3, settled_by = $4, settled_at = $5, \
-         answer = COALESCE($6, answer), answered_by = COALESCE($7, answered_by), claim = NULL, claimed_at = NULL \
+         answer = COALESCE($6, answer), answered_by = COALESCE($7, answered_by) \
          WHERE pending_id = $1 AND (status = 'pending' \
            OR ($4 IN ('agentctl', 'operator') AND settled_by = 'backend' AND (status <> $2 OR outcome IS DISTINCT FROM $3))) \
          AND {} RETURNING {CLARIFICATION}",
