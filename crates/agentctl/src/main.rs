@@ -353,6 +353,10 @@ async fn run_server(
         }
         let load = Arc::clone(&app);
         let routes = kandev_agentctl::metrics::router(Arc::new(move || load.load()));
+        // TCP_NODELAY like every other listener, so a scrape's reply is never held back.
+        let metrics = axum::serve::ListenerExt::tap_io(metrics, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::spawn(async move {
             if let Err(err) = axum::serve(metrics, routes).await {
                 tracing::error!(error = %err, "the metrics listener failed");

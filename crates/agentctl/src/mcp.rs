@@ -15,6 +15,7 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -84,6 +85,13 @@ impl McpEndpoint {
                 ));
         let shutdown = stop.clone();
         tokio::spawn(async move {
+            // TCP_NODELAY: a tool call's answer is one small write that must not wait for
+            // Nagle's algorithm to meet the client's delayed ACK.
+            let listener = listener.tap_io(|tcp| {
+                if let Err(err) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %err, "cannot set TCP_NODELAY");
+                }
+            });
             let served = axum::serve(listener, router)
                 .with_graceful_shutdown(async move { shutdown.cancelled().await })
                 .await;

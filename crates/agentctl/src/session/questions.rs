@@ -82,50 +82,28 @@ impl Session {
         } else {
             SettleOutcome::Answered
         };
-        let calls = self.take_calls(&respond.request_ids)?;
-        let together = ids_of(&calls);
-        for call in calls {
-            let request_id = call.requested.request_id.clone();
-            let settled = AgentEvent::AskUserQuestionSettled {
-                request_id: request_id.clone(),
-                outcome,
-                answer: Some(respond.result.clone()),
-                answered_by: respond.answered_by.clone(),
-                returned_together: together.clone(),
-            };
-            self.finish_and_settle(
-                call,
-                QuestionVerdict::Responded(respond.result.clone()),
-                settled,
-            );
-            tracing::info!(session_id = %self.id, request_id, ?outcome, "ask_user_question_kandev answered");
-        }
-        Ok(())
+        let verdict = QuestionVerdict::Responded(respond.result.clone());
+        self.return_named(&respond.request_ids, verdict, outcome, &respond.answered_by)
     }
 
     /// `agent.questions.cancel`: the operator aborts the listed calls; each still waiting
     /// returns as cancelled.
     pub fn cancel_questions(&self, cancel: &QuestionsCancel) -> Result<(), ErrorPayload> {
         let outcome = SettleOutcome::OperatorCancelled;
-        let calls = self.take_calls(&cancel.request_ids)?;
-        let together = ids_of(&calls);
-        for call in calls {
-            let request_id = call.requested.request_id.clone();
-            let settled = AgentEvent::AskUserQuestionSettled {
-                request_id: request_id.clone(),
-                outcome,
-                answer: None,
-                answered_by: cancel.cancelled_by.clone(),
-                returned_together: together.clone(),
-            };
-            self.finish_and_settle(call, QuestionVerdict::Ended(outcome), settled);
-            tracing::info!(session_id = %self.id, request_id, "ask_user_question_kandev cancelled by the operator");
-        }
-        Ok(())
+        let verdict = QuestionVerdict::Ended(outcome);
+        self.return_named(&cancel.request_ids, verdict, outcome, &cancel.cancelled_by)
     }
 
-    /// Takes the listed calls still waiting, together; `NOT_FOUND` when none is.
-    fn take_calls(&self, request_ids: &[String]) -> Result<Vec<TakenCall>, ErrorPayload> {
+    /// An operator's verb: takes the listed calls still waiting, together, and returns each
+    /// with `verdict`. Each settlement names the operator, the answer (when there is one)
+    /// and every call returned with it. `NOT_FOUND` when none is waiting.
+    fn return_named(
+        &self,
+        request_ids: &[String],
+        verdict: QuestionVerdict,
+        outcome: SettleOutcome,
+        operator: &Option<String>,
+    ) -> Result<(), ErrorPayload> {
         let calls = self.questions.take_all(request_ids);
         if calls.is_empty() {
             return Err(ErrorPayload::new(
@@ -135,7 +113,27 @@ impl Session {
                 ),
             ));
         }
-        Ok(calls)
+        let together: Vec<String> = calls
+            .iter()
+            .map(|c| c.requested.request_id.clone())
+            .collect();
+        let answer = match &verdict {
+            QuestionVerdict::Responded(answer) => Some(answer.clone()),
+            QuestionVerdict::Ended(_) => None,
+        };
+        for call in calls {
+            let request_id = call.requested.request_id.clone();
+            let settled = AgentEvent::AskUserQuestionSettled {
+                request_id: request_id.clone(),
+                outcome,
+                answer: answer.clone(),
+                answered_by: operator.clone(),
+                returned_together: together.clone(),
+            };
+            self.finish_and_settle(call, verdict.clone(), settled);
+            tracing::info!(session_id = %self.id, request_id, ?outcome, "ask_user_question_kandev returned by the operator");
+        }
+        Ok(())
     }
 
     /// Returns a taken call with `verdict` and emits its `settled` event in one outbox
@@ -168,14 +166,6 @@ impl Session {
             });
         }
     }
-}
-
-/// The request ids of `calls`, in order.
-fn ids_of(calls: &[TakenCall]) -> Vec<String> {
-    calls
-        .iter()
-        .map(|c| c.requested.request_id.clone())
-        .collect()
 }
 
 impl QuestionAsker for Session {

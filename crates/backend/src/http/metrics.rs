@@ -77,6 +77,10 @@ pub async fn serve_separately(addr: SocketAddr, state: AppState) -> std::io::Res
     let app = Router::new()
         .route(METRICS_PATH, get(scrape))
         .with_state(state);
+    // TCP_NODELAY like every other listener, so a scrape's reply is never held back.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move {
         if let Err(err) = axum::serve(listener, app).await {
             tracing::error!(error = %err, "the metrics listener failed");
