@@ -134,6 +134,14 @@ impl Outbox {
         Some(self.push(&mut inner, &event))
     }
 
+    /// Runs `f` under the outbox lock, so a frame `f` sends on the attached stream's writer
+    /// is ordered against every event: after those emitted before, before those emitted
+    /// after. `f` must not block.
+    pub fn in_order<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _inner = self.lock();
+        f()
+    }
+
     /// Numbers `event` and hands it over or keeps it; the caller holds the lock.
     fn push(&self, inner: &mut Inner, event: &AgentEvent) -> u64 {
         let seq = inner.next_seq;
@@ -446,5 +454,37 @@ mod tests {
             .collect();
         assert_eq!(lines, ["settled", "reply"]);
         assert_eq!(outbox.emit_made(|| None), None);
+    }
+
+    #[test]
+    fn a_frame_sent_in_order_sits_between_the_events_before_and_after_it() {
+        // The re-attach's pending lists: the backend reconciles its records against a
+        // list, so an event announcing something the list lacks must come after the list.
+        let outbox = Outbox::new("s", 10);
+        let (sink, mut rx) = sink(1);
+        let writer = sink.tx.clone();
+        outbox.attach(sink, None, None);
+        outbox.emit(&event("before"));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            outbox.in_order(|| {
+                let outbox = &outbox;
+                scope.spawn(move || {
+                    outbox.emit(&event("after"));
+                    let _ = done_tx.send(());
+                });
+                assert_eq!(
+                    done_rx.recv_timeout(std::time::Duration::from_millis(50)),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout),
+                    "an event got in between the snapshot and its answer"
+                );
+                let _ = writer.send(Outgoing::Frame("LIST".to_owned()));
+            });
+        });
+        let got = frames(&mut rx);
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(id_and_line(&got[0]).1, "before");
+        assert_eq!(got[1], Outgoing::Frame("LIST".to_owned()));
+        assert_eq!(id_and_line(&got[2]).1, "after");
     }
 }

@@ -208,8 +208,12 @@ impl AgentCtl {
             }
             ElicitationsList::ACTION => {
                 let ElicitationsList {} = decode(request)?;
-                let pending = connection.session()?.pending();
-                answer::<ElicitationsList>(Ok(Reply::Send(PendingList { pending })))
+                // Snapshot and answer in one step of the stream's order.
+                connection.session()?.pending_in_order(|pending| {
+                    let list = PendingList { pending };
+                    connection.send(response_frame::<ElicitationsList>(request, &list));
+                });
+                answer::<ElicitationsList>(Ok(Reply::Sent))
             }
             QuestionsRespond::ACTION => {
                 let respond: QuestionsRespond = decode(request)?;
@@ -223,8 +227,11 @@ impl AgentCtl {
             }
             QuestionsList::ACTION => {
                 let QuestionsList {} = decode(request)?;
-                let pending = connection.session()?.pending_questions();
-                answer::<QuestionsList>(Ok(Reply::Send(QuestionList { pending })))
+                connection.session()?.pending_questions_in_order(|pending| {
+                    let list = QuestionList { pending };
+                    connection.send(response_frame::<QuestionsList>(request, &list));
+                });
+                answer::<QuestionsList>(Ok(Reply::Sent))
             }
             Shutdown::ACTION => {
                 let Shutdown {} = decode(request)?;

@@ -341,6 +341,15 @@ impl Session {
         self.pending.list()
     }
 
+    /// Hands the elicitations still waiting to `answer` in the stream's order (see
+    /// [`Outbox::in_order`]): the answer `answer` sends lists every elicitation announced
+    /// before it and still waiting, and one missing from it is announced after it. The
+    /// backend reconciles its records against this list, so an elicitation announced
+    /// before the answer but taken as "not listed" would be withdrawn while it waits.
+    pub fn pending_in_order(&self, answer: impl FnOnce(Vec<ElicitationRequested>)) {
+        self.outbox.in_order(|| answer(self.pending.list()));
+    }
+
     /// How many elicitations wait for an answer.
     pub fn pending_count(&self) -> usize {
         self.pending.len()

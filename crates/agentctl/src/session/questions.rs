@@ -153,6 +153,12 @@ impl Session {
         self.questions.list()
     }
 
+    /// [`Session::pending_questions`] handed to `answer` in the stream's order, as
+    /// [`Session::pending_in_order`] does for elicitations.
+    pub fn pending_questions_in_order(&self, answer: impl FnOnce(Vec<AskUserQuestionRequested>)) {
+        self.outbox.in_order(|| answer(self.questions.list()));
+    }
+
     pub(super) fn end_questions(&self, outcome: SettleOutcome) {
         for call in self.questions.drain() {
             let request_id = call.requested.request_id.clone();
