@@ -1,6 +1,12 @@
 # Kandev ACP form elicitation — task runner. `just --list` shows every recipe.
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
+# Every recipe's dev build has clippy lint the workspace's crates as it compiles them, warnings
+# as errors, as `cargo clippy` itself does (docs/decisions/0018-lint-while-compiling.md). One
+# setting for all recipes, so switching between them never recompiles; release builds unset it.
+export RUSTC_WORKSPACE_WRAPPER := `rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true`
+export CLIPPY_ARGS := "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+
 # Show the recipes.
 default:
     @just --list
@@ -16,13 +22,7 @@ run:
 
 # The whole suite, what CI runs (.ci/run): format check, unit, integration, doc and e2e tests, the e2e suite again on PostgreSQL, browser, quick bench; clippy lints every workspace crate while it compiles (warnings are errors). Installs Debian's postgresql and chromium when missing; needs Node.js + npm.
 test: pg-deps e2e-deps web-deps
-    #!/usr/bin/env bash
-    set -euo pipefail
     cargo fmt --all -- --check
-    # Lint while compiling, as `cargo clippy` itself does, instead of a second compile of every
-    # dependency for a separate check pass (docs/decisions/0018-lint-while-compiling.md).
-    export RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)"
-    export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
     cargo build --workspace --bins
     RUST_TEST_THREADS=4 cargo test --workspace --no-fail-fast -- --include-ignored
     node --test e2e/foreign-agent/
@@ -41,7 +41,7 @@ postgres: pg-deps e2e-deps
 
 # Release archive target/dist/kandev-<version>-<target>.tar.gz: release kandev, agentctl and mock-agent, an example kandev.toml, systemd units, docs/deploying.md as DEPLOY.md.
 dist:
-    cargo build --release --workspace --bins
+    env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo build --release --workspace --bins
     dist/package.sh target/release target/dist
 
 # The same archive from the dev binaries (target/dist-dev/), quick to make; e2e/tests/dist.rs runs the demo from it.
@@ -102,6 +102,8 @@ bench *ARGS:
         profile=debug; build=(); criterion=(--profile dev -- --warm-up-time 0.3 --measurement-time 1)
     else
         profile=release; build=(--release); criterion=()
+        # Release figures come from rustc's own build, never clippy-driver's.
+        unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
     fi
     if [[ "$args" != *" --only "* || "$args" == *" --only mapping "* ]]; then
         cargo bench --workspace --bench mapping "${criterion[@]}"
