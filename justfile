@@ -4,7 +4,8 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 # Every recipe's dev build has clippy lint the workspace's crates as it compiles them, warnings
 # as errors, as `cargo clippy` itself does (docs/decisions/0018-lint-while-compiling.md). One
 # setting for all recipes, so switching between them never recompiles; release builds unset it.
-export RUSTC_WORKSPACE_WRAPPER := `rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true`
+# A toolchain without clippy gets it from rustup (it ships with every toolchain as a component).
+export RUSTC_WORKSPACE_WRAPPER := `rustup which clippy-driver 2>/dev/null || (rustup component add clippy >&2 && rustup which clippy-driver) || command -v clippy-driver || echo 'clippy-driver-missing:install-clippy'`
 export CLIPPY_ARGS := "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 # Show the recipes.
