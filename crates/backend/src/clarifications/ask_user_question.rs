@@ -31,7 +31,7 @@ use super::service::{
 };
 use crate::agent_link::{DynLink, LinkError, call};
 use crate::model::{
-    Clarification, ClarificationStatus, NewClarification, Outcome, Settlement, Source,
+    Clarification, ClarificationStatus, NewClarification, Outcome, SettledBy, Settlement, Source,
 };
 use crate::store::{CallSettles, QuestionOpened, StoreError};
 
@@ -148,22 +148,12 @@ pub async fn settled(
         answered_by,
         returned_together,
     } = event;
-    let (settlement, settles, verb) = match (outcome, answer, answered_by) {
-        (SettleOutcome::Answered | SettleOutcome::Declined, Some(answer), Some(by)) => (
-            Settlement::answered(answer.clone(), &by),
-            CallSettles::Record,
-            Some(Verb::Answer { answer, by }),
-        ),
-        (SettleOutcome::OperatorCancelled, _, Some(by)) => (
-            Settlement::cancelled_by(&by),
-            CallSettles::Record,
-            Some(Verb::Cancel { by }),
-        ),
-        (outcome, _, _) => (
-            Settlement::from_agentctl(outcome),
-            CallSettles::IfLast,
-            None,
-        ),
+    let settlement = Settlement::reported(outcome, answer, answered_by.as_deref());
+    let verb = Verb::of(&settlement);
+    let settles = if verb.is_some() {
+        CallSettles::Record
+    } else {
+        CallSettles::IfLast
     };
     let Some(returned) = clarifications
         .stores
@@ -272,6 +262,19 @@ enum Verb {
 }
 
 impl Verb {
+    /// The operator's verb a settlement reports, if it reports one.
+    fn of(settlement: &Settlement) -> Option<Self> {
+        let by = settlement.answered_by.clone()?;
+        match (settlement.by, &settlement.answer) {
+            (SettledBy::Operator, Some(answer)) => Some(Verb::Answer {
+                answer: answer.clone(),
+                by,
+            }),
+            (SettledBy::Operator, None) => Some(Verb::Cancel { by }),
+            _ => None,
+        }
+    }
+
     /// Sends the verb for `calls` in one request: agentctl returns those it holds together.
     async fn send(&self, link: &DynLink, calls: Vec<String>) -> Result<Success, LinkError> {
         match self {

@@ -100,24 +100,21 @@ pub async fn settled(
         answer,
         answered_by,
     } = event;
-    let settlement = match (outcome, answer, answered_by) {
-        (SettleOutcome::Answered | SettleOutcome::Declined, Some(answer), Some(who)) => {
-            // The agent got the secret; the record keeps it redacted (kandev_elicitation::secret).
-            let questions = match clarifications.open.get(&pending_id) {
-                Some(record) => record.questions,
-                None => clarifications
-                    .stores
-                    .clarifications
-                    .clarification(&pending_id)
-                    .await?
-                    .map(|record| record.questions)
-                    .unwrap_or_default(),
-            };
-            Settlement::answered(kandev_elicitation::redact(&questions, &answer), &who)
-        }
-        (SettleOutcome::OperatorCancelled, _, Some(who)) => Settlement::cancelled_by(&who),
-        (outcome, _, _) => Settlement::from_agentctl(outcome),
-    };
+    let mut settlement = Settlement::reported(outcome, answer, answered_by.as_deref());
+    if let Some(answer) = settlement.answer.take() {
+        // The agent got the secret; the record keeps it redacted (kandev_elicitation::secret).
+        let questions = match clarifications.open.get(&pending_id) {
+            Some(record) => record.questions,
+            None => clarifications
+                .stores
+                .clarifications
+                .clarification(&pending_id)
+                .await?
+                .map(|record| record.questions)
+                .unwrap_or_default(),
+        };
+        settlement.answer = Some(kandev_elicitation::redact(&questions, &answer));
+    }
     let settled = clarifications
         .settle_and_announce(&pending_id, &settlement.fenced(session.fence))
         .await;

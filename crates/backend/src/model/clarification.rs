@@ -367,6 +367,23 @@ impl Settlement {
         }
     }
 
+    /// What an agentctl settlement event reports (`elicitation_settled`,
+    /// `ask_user_question_settled`): the operator's answer or cancel when it echoes who
+    /// gave it, else agentctl's own outcome.
+    pub fn reported(
+        outcome: SettleOutcome,
+        answer: Option<OperatorAnswer>,
+        answered_by: Option<&str>,
+    ) -> Self {
+        match (outcome, answer, answered_by) {
+            (SettleOutcome::Answered | SettleOutcome::Declined, Some(answer), Some(who)) => {
+                Self::answered(answer, who)
+            }
+            (SettleOutcome::OperatorCancelled, _, Some(who)) => Self::cancelled_by(who),
+            (outcome, _, _) => Self::from_agentctl(outcome),
+        }
+    }
+
     /// The operator's answer (or skip, with `rejected: true`), accepted by agentctl.
     pub fn answered(answer: OperatorAnswer, operator: &str) -> Self {
         let (status, outcome) = if answer.rejected {
@@ -455,6 +472,51 @@ impl Clarification {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_reported_settlement_is_the_operators_only_when_it_echoes_who() {
+        let answer = OperatorAnswer::default();
+        let cases = [
+            (
+                SettleOutcome::Answered,
+                Some(answer.clone()),
+                Some("alice"),
+                Settlement::answered(answer.clone(), "alice"),
+            ),
+            (
+                SettleOutcome::OperatorCancelled,
+                None,
+                Some("bob"),
+                Settlement::cancelled_by("bob"),
+            ),
+            // No operator echoed (an older agentctl, or agentctl's own outcome).
+            (
+                SettleOutcome::Answered,
+                Some(answer.clone()),
+                None,
+                Settlement::from_agentctl(SettleOutcome::Answered),
+            ),
+            (
+                SettleOutcome::OperatorCancelled,
+                None,
+                None,
+                Settlement::from_agentctl(SettleOutcome::OperatorCancelled),
+            ),
+            (
+                SettleOutcome::TimedOut,
+                None,
+                Some("alice"),
+                Settlement::from_agentctl(SettleOutcome::TimedOut),
+            ),
+        ];
+        for (outcome, answer, who, expected) in cases {
+            assert_eq!(
+                Settlement::reported(outcome, answer, who),
+                expected,
+                "{outcome:?} {who:?}"
+            );
+        }
+    }
 
     #[test]
     fn agentctl_outcomes_map_to_status_and_outcome() {
