@@ -423,27 +423,35 @@ mod tests {
         assert_eq!(outbox.emit_if(&event("yes"), || true), Some(1));
     }
 
+    /// From inside an outbox critical section: another thread emits `line`, and that
+    /// emit must still be held back when this returns.
+    fn emit_elsewhere_is_held<'scope>(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        outbox: &'scope Outbox,
+        line: &'static str,
+    ) {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        scope.spawn(move || {
+            outbox.emit(&event(line));
+            let _ = done_tx.send(());
+        });
+        assert_eq!(
+            done_rx.recv_timeout(std::time::Duration::from_millis(50)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout),
+            "the emit of `{line}` got in during the critical section"
+        );
+    }
+
     #[test]
     fn an_event_emitted_while_made_waits_for_the_made_one() {
         let outbox = Outbox::new("s", 10);
         let (sink, mut rx) = sink(1);
         outbox.attach(sink, None, None);
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
         std::thread::scope(|scope| {
             outbox.emit_made(|| {
                 // What the made event's work causes (the agent's reply) is emitted by
                 // another thread; it must not get in while the work is being reported.
-                let outbox = &outbox;
-                let done_tx = done_tx.clone();
-                scope.spawn(move || {
-                    outbox.emit(&event("reply"));
-                    let _ = done_tx.send(());
-                });
-                assert_eq!(
-                    done_rx.recv_timeout(std::time::Duration::from_millis(50)),
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout),
-                    "the other emit finished inside the critical section"
-                );
+                emit_elsewhere_is_held(scope, &outbox, "reply");
                 Some(event("settled"))
             });
         });
@@ -465,19 +473,10 @@ mod tests {
         let writer = sink.tx.clone();
         outbox.attach(sink, None, None);
         outbox.emit(&event("before"));
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
         std::thread::scope(|scope| {
             outbox.in_order(|| {
-                let outbox = &outbox;
-                scope.spawn(move || {
-                    outbox.emit(&event("after"));
-                    let _ = done_tx.send(());
-                });
-                assert_eq!(
-                    done_rx.recv_timeout(std::time::Duration::from_millis(50)),
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout),
-                    "an event got in between the snapshot and its answer"
-                );
+                // An event emitted after the snapshot must not get in before its answer.
+                emit_elsewhere_is_held(scope, &outbox, "after");
                 let _ = writer.send(Outgoing::Frame("LIST".to_owned()));
             });
         });
