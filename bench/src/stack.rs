@@ -122,8 +122,10 @@ mod tests {
     #[test]
     fn reads_its_own_memory() {
         let me = std::process::id();
-        let peak = peak_rss_bytes(me).expect("VmHWM");
+        // Current first: other test threads may grow the process between the two reads,
+        // and only a peak read afterwards is sure to be at least the earlier current.
         let now = rss_bytes(me).expect("VmRSS");
+        let peak = peak_rss_bytes(me).expect("VmHWM");
         assert!(peak >= now && now > 0);
         assert_eq!(peak_rss_bytes(u32::MAX), None);
     }
