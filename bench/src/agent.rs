@@ -15,11 +15,17 @@
 //!   for every response received — also a second one for the same request, which is how
 //!   doubles are counted.
 //!
+//! - `serve TAG`: the sweep's pre-started session. Reports `{"kind": "ready", "tag"}`,
+//!   then takes commands from the bench over the report connection: `{"go": {"rate",
+//!   "n", "round"}}` opens `n` elicitations of the load form (messages `TAG/round/i`)
+//!   `rate` per second on a fixed schedule, whether or not earlier ones were answered
+//!   (open loop), reporting each as `load` does; `{"stop": true}` ends the turn.
+//!
 //! A response to an unknown id is reported as `{"kind": "stray", "id"}`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -56,6 +62,8 @@ struct Agent {
     answered: Arc<Mutex<HashSet<String>>>,
     load_tags: Arc<Mutex<HashMap<String, String>>>,
     session_id: String,
+    /// Commands from the bench (the `serve` prompt's), one JSON line each.
+    commands: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Value>>>,
 }
 
 impl Agent {
@@ -129,6 +137,7 @@ impl Agent {
         match words.as_slice() {
             ["rt", n, tag] => self.round_trips(n.parse().unwrap_or(0), tag).await,
             ["load", k, tag] => self.load(k.parse().unwrap_or(0), tag).await,
+            ["serve", tag] => self.serve(tag).await,
             _ => self.report(json!({"kind": "unknown_prompt", "text": text})),
         }
     }
@@ -154,33 +163,84 @@ impl Agent {
         }
     }
 
+    /// Opens one elicitation of the load form with message `label`, reporting it sent.
+    fn open(&self, label: &str) -> oneshot::Receiver<Received> {
+        let id = format!("load-{label}");
+        self.load_tags
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), label.to_owned());
+        let params = json!({
+            "mode": "form", "sessionId": self.session_id, "message": label,
+            "requestedSchema": {"type": "object", "properties": {
+                "answer": {"type": "string", "title": "Answer", "description": "Echo the tag."}
+            }}
+        });
+        let sent_ns = wall_ns();
+        let rx = self.elicit(&id, params);
+        self.report(json!({"kind": "sent", "tag": label, "sent_ns": sent_ns.to_string()}));
+        rx
+    }
+
+    /// Reports the response to `label` once it comes.
+    async fn received(&self, label: &str, rx: oneshot::Receiver<Received>) {
+        let Ok((response, recv_ns)) = rx.await else {
+            return;
+        };
+        self.report(
+            json!({"kind": "recv", "tag": label, "recv_ns": recv_ns.to_string(),
+            "answer": response["result"]["content"]["answer"].clone(), "double": false}),
+        );
+    }
+
     async fn load(&self, k: usize, tag: &str) {
-        let mut receivers = Vec::with_capacity(k);
-        for i in 0..k {
-            let label = format!("{tag}/{i}");
-            let id = format!("load-{label}");
-            self.load_tags
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(id.clone(), label.clone());
-            let params = json!({
-                "mode": "form", "sessionId": self.session_id, "message": label,
-                "requestedSchema": {"type": "object", "properties": {
-                    "answer": {"type": "string", "title": "Answer", "description": "Echo the tag."}
-                }}
-            });
-            let rx = self.elicit(&id, params);
-            self.report(json!({"kind": "sent", "tag": label, "sent_ns": wall_ns().to_string()}));
-            receivers.push((label, rx));
-        }
+        let receivers: Vec<_> = (0..k)
+            .map(|i| {
+                let label = format!("{tag}/{i}");
+                let rx = self.open(&label);
+                (label, rx)
+            })
+            .collect();
         for (label, rx) in receivers {
-            let Ok((response, recv_ns)) = rx.await else {
+            self.received(&label, rx).await;
+        }
+    }
+
+    async fn serve(&self, tag: &str) {
+        self.report(json!({"kind": "ready", "tag": tag}));
+        let mut commands = self.commands.lock().await;
+        while let Some(command) = commands.recv().await {
+            if command["stop"] == true {
                 return;
+            }
+            let go = &command["go"];
+            let (Some(rate), Some(n), Some(round)) =
+                (go["rate"].as_f64(), go["n"].as_u64(), go["round"].as_u64())
+            else {
+                self.report(json!({"kind": "unknown_command", "command": command}));
+                continue;
             };
-            self.report(
-                json!({"kind": "recv", "tag": label, "recv_ns": recv_ns.to_string(),
-                "answer": response["result"]["content"]["answer"].clone(), "double": false}),
-            );
+            self.open_at_rate(&format!("{tag}/{round}"), rate, n as usize)
+                .await;
+        }
+    }
+
+    /// Opens `n` elicitations `rate` per second on a fixed schedule (open loop), starting at
+    /// a phase of its own so the bench's agents do not all send at the same instant.
+    async fn open_at_rate(&self, tag: &str, rate: f64, n: usize) {
+        if !(rate > 0.0 && rate.is_finite()) {
+            self.report(json!({"kind": "unknown_command", "rate": rate}));
+            return;
+        }
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let phase = interval.mul_f64(f64::from(std::process::id() % 1000) / 1000.0);
+        let start = tokio::time::Instant::now() + phase;
+        for i in 0..n {
+            tokio::time::sleep_until(start + interval.mul_f64(i as f64)).await;
+            let label = format!("{tag}/{i}");
+            let rx = self.open(&label);
+            let agent = self.clone();
+            tokio::spawn(async move { agent.received(&label, rx).await });
         }
     }
 }
@@ -200,13 +260,25 @@ pub async fn run() -> std::process::ExitCode {
         }
     });
     let (report_tx, mut report_rx) = mpsc::unbounded_channel::<Value>();
+    let (command_tx, command_rx) = mpsc::unbounded_channel::<Value>();
     let report_addr = std::env::var(REPORT_ENV).unwrap_or_default();
     tokio::spawn(async move {
-        let Ok(mut socket) = TcpStream::connect(&report_addr).await else {
+        let Ok(socket) = TcpStream::connect(&report_addr).await else {
             eprintln!("kandev-bench agent: cannot reach {REPORT_ENV}={report_addr}");
             return;
         };
         let _ = socket.set_nodelay(true);
+        let (read, mut socket) = socket.into_split();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(read).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(command) = serde_json::from_str::<Value>(&line)
+                    && command_tx.send(command).is_err()
+                {
+                    break;
+                }
+            }
+        });
         while let Some(line) = report_rx.recv().await {
             let mut text = line.to_string();
             text.push('\n');
@@ -222,6 +294,7 @@ pub async fn run() -> std::process::ExitCode {
         answered: Arc::default(),
         load_tags: Arc::default(),
         session_id: format!("bench-{}", std::process::id()),
+        commands: Arc::new(tokio::sync::Mutex::new(command_rx)),
     };
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -268,8 +341,19 @@ mod tests {
         mpsc::UnboundedReceiver<String>,
         mpsc::UnboundedReceiver<Value>,
     ) {
+        let (agent, out_rx, report_rx, _) = commanded_agent();
+        (agent, out_rx, report_rx)
+    }
+
+    fn commanded_agent() -> (
+        Agent,
+        mpsc::UnboundedReceiver<String>,
+        mpsc::UnboundedReceiver<Value>,
+        mpsc::UnboundedSender<Value>,
+    ) {
         let (out, out_rx) = mpsc::unbounded_channel();
         let (report, report_rx) = mpsc::unbounded_channel();
+        let (commands, command_rx) = mpsc::unbounded_channel();
         let agent = Agent {
             out,
             report,
@@ -277,8 +361,52 @@ mod tests {
             answered: Arc::default(),
             load_tags: Arc::default(),
             session_id: "s".into(),
+            commands: Arc::new(tokio::sync::Mutex::new(command_rx)),
         };
-        (agent, out_rx, report_rx)
+        (agent, out_rx, report_rx, commands)
+    }
+
+    #[tokio::test]
+    async fn a_serving_agent_opens_at_the_commanded_rate_without_waiting_for_answers() {
+        let (agent, mut out, mut reports, commands) = commanded_agent();
+        let runner = agent.clone();
+        let run = tokio::spawn(async move { runner.run_prompt("serve t").await });
+        assert_eq!(
+            reports.recv().await.expect("ready"),
+            json!({"kind": "ready", "tag": "t"})
+        );
+        commands
+            .send(json!({"go": {"rate": 1000.0, "n": 3, "round": 4}}))
+            .expect("go");
+        // All three go out although none is answered yet: the schedule is open loop.
+        let mut sent = Vec::new();
+        for i in 0..3 {
+            let frame: Value =
+                serde_json::from_str(&out.recv().await.expect("frame")).expect("json");
+            assert_eq!(frame["params"]["message"], format!("t/4/{i}"));
+            let report = reports.recv().await.expect("sent");
+            assert_eq!(
+                (&report["kind"], &report["tag"]),
+                (&json!("sent"), &frame["params"]["message"])
+            );
+            sent.push(frame);
+        }
+        for frame in &sent {
+            let label = frame["params"]["message"].clone();
+            agent.on_response(json!({"jsonrpc": "2.0", "id": frame["id"],
+                "result": {"action": "accept", "content": {"answer": label}}}));
+        }
+        let mut answered: Vec<String> = Vec::new();
+        for _ in 0..3 {
+            let report = reports.recv().await.expect("recv");
+            assert_eq!(report["kind"], "recv");
+            assert_eq!(report["answer"], report["tag"]);
+            answered.push(report["tag"].as_str().expect("tag").to_owned());
+        }
+        answered.sort();
+        assert_eq!(answered, ["t/4/0", "t/4/1", "t/4/2"]);
+        commands.send(json!({"stop": true})).expect("stop");
+        run.await.expect("the turn ends on stop");
     }
 
     #[tokio::test]

@@ -1,18 +1,24 @@
 //! The loopback socket the bench agents report to: every JSON line from every agent
-//! lands in one channel, in arrival order.
+//! lands in one channel, in arrival order; a command line can go back to every agent
+//! (the sweep's "send at this rate").
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+
+/// The command channel of each connected agent.
+type Agents = Arc<Mutex<Vec<mpsc::UnboundedSender<String>>>>;
 
 /// Agent reports, as they arrive.
 pub struct Collector {
     addr: SocketAddr,
     lines: mpsc::UnboundedReceiver<Value>,
+    agents: Agents,
 }
 
 impl Collector {
@@ -21,11 +27,27 @@ impl Collector {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (tx, lines) = mpsc::unbounded_channel();
+        let agents = Agents::default();
+        let registry = Arc::clone(&agents);
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
+                let _ = socket.set_nodelay(true);
+                let (read, mut write) = socket.into_split();
+                let (commands, mut pending) = mpsc::unbounded_channel::<String>();
+                registry
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(commands);
+                tokio::spawn(async move {
+                    while let Some(line) = pending.recv().await {
+                        if write.write_all(line.as_bytes()).await.is_err() {
+                            break;
+                        }
+                    }
+                });
                 let tx = tx.clone();
                 tokio::spawn(async move {
-                    let mut reader = BufReader::new(socket).lines();
+                    let mut reader = BufReader::new(read).lines();
                     while let Ok(Some(line)) = reader.next_line().await {
                         if let Ok(value) = serde_json::from_str::<Value>(&line) {
                             let _ = tx.send(value);
@@ -34,7 +56,19 @@ impl Collector {
                 });
             }
         });
-        Ok(Self { addr, lines })
+        Ok(Self {
+            addr,
+            lines,
+            agents,
+        })
+    }
+
+    /// Sends `command` as one line to every agent connected so far; how many got it.
+    pub fn broadcast(&self, command: &Value) -> usize {
+        let line = format!("{command}\n");
+        let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        agents.retain(|agent| agent.send(line.clone()).is_ok());
+        agents.len()
     }
 
     /// `127.0.0.1:port`, the agents' `BENCH_REPORT`.
@@ -54,7 +88,6 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncWriteExt;
 
     #[tokio::test]
     async fn lines_from_every_connection_arrive_and_silence_times_out() {
@@ -72,5 +105,15 @@ mod tests {
         let second = collector.next(Duration::from_secs(10)).await;
         assert_eq!(second, Some(serde_json::json!({"n": 2})));
         assert_eq!(collector.next(Duration::from_millis(50)).await, None);
+
+        assert_eq!(collector.broadcast(&serde_json::json!({"go": 1})), 2);
+        for socket in [&mut a, &mut b] {
+            let mut line = String::new();
+            BufReader::new(socket)
+                .read_line(&mut line)
+                .await
+                .expect("read");
+            assert_eq!(line, "{\"go\":1}\n");
+        }
     }
 }

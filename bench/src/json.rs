@@ -6,7 +6,8 @@ use crate::breakdown::Breakdown;
 use crate::load::LoadResult;
 use crate::mapping::MappingFigure;
 use crate::report::Report;
-use crate::stats::{Percentiles, percentiles};
+use crate::stats::{Percentiles, interval, percentiles};
+use crate::sweep::Sweep;
 use crate::targets::evaluate;
 
 fn pct_json(p: &Percentiles) -> Value {
@@ -21,6 +22,29 @@ fn load_json(l: &LoadResult) -> Value {
         "kandev_peak_rss_bytes": l.kandev_peak_rss, "agentctl_peak_rss_bytes_max": l.agentctl_peak_rss,
         "agentctl_peak_rss_bytes_median": l.agentctl_median_peak_rss, "agentctl_processes": l.agentctls,
         "durability": l.durability})
+}
+
+/// Percentiles of `samples` with the bootstrap interval of their p99.
+fn latency_json(samples: &[f64]) -> Value {
+    let mut value = pct_json(&percentiles(samples));
+    if let Some(ci) = interval(samples, 0.99) {
+        value["p99_ci95_ms"] = json!([ci.lo, ci.hi]);
+    }
+    value
+}
+
+fn sweep_json(s: &Sweep) -> Value {
+    json!({"sessions": s.sessions, "operators": s.operators, "think_ms": s.think_ms,
+        "knee_per_s": s.knee().map(|p| p.offered),
+        "past_knee_per_s": s.past_knee().map(|p| p.offered),
+        "points": s.points.iter().map(|p| json!({
+            "offered_per_s": p.offered, "answered_per_s": p.result.throughput,
+            "sent": p.result.sent, "lost": p.result.lost, "doubled": p.result.doubled,
+            "crossed": p.result.crossed, "holds": p.holds(),
+            "answer_to_agent": latency_json(&p.result.samples),
+            "time_to_visible": latency_json(&p.result.visible),
+        })).collect::<Vec<_>>(),
+        "total": load_json(&s.total)})
 }
 
 fn or_error<T>(part: &Result<T, String>, f: impl FnOnce(&T) -> Value) -> Value {
@@ -48,9 +72,10 @@ impl Report {
             .map(|e| {
                 let value = json!({
                     "durability": e.durability(),
-                    "round_trip": or_error(&e.round_trip, |r| pct_json(&percentiles(&r.samples))),
+                    "round_trip": or_error(&e.round_trip, |r| latency_json(&r.samples)),
+                    "time_to_visible": or_error(&e.round_trip, |r| latency_json(&r.visible)),
                     "breakdown": or_error(&e.breakdown, Breakdown::to_json),
-                    "load": or_error(&e.load, load_json),
+                    "load_sweep": or_error(&e.load, sweep_json),
                 });
                 (e.engine.key().to_owned(), value)
             })
@@ -63,24 +88,10 @@ impl Report {
                 "result": or_error(&p.result, load_json)})
             })
             .collect();
-        let one = self
-            .replicas
-            .iter()
-            .find(|p| p.replicas == 1)
-            .and_then(|p| p.result.as_ref().ok());
         let replicas: Vec<Value> = self
             .replicas
             .iter()
-            .map(|p| {
-                let ratio = |f: fn(&LoadResult) -> f64| match (one, p.result.as_ref().ok()) {
-                    (Some(one), Some(this)) if f(one) > 0.0 => json!(f(this) / f(one)),
-                    _ => Value::Null,
-                };
-                json!({"replicas": p.replicas, "result": or_error(&p.result, load_json),
-                    "p50_ratio_to_one": ratio(|l| l.answer_to_agent.p50),
-                    "p99_ratio_to_one": ratio(|l| l.answer_to_agent.p99),
-                    "throughput_ratio_to_one": ratio(|l| l.throughput)})
-            })
+            .map(|p| json!({"replicas": p.replicas, "sweep": or_error(&p.result, sweep_json)}))
             .collect();
         let targets: Vec<Value> = evaluate(self)
             .iter()
@@ -91,12 +102,13 @@ impl Report {
             "binaries": {"profile": self.meta.profile, "dir": format!("target/{}", self.meta.profile)},
             "commit": self.meta.commit, "date": self.meta.date,
             "machine": {"cpus": self.meta.cpus},
+            "storage": or_error(&self.storage, |s| json!({"dir": s.dir, "fs_type": s.fs_type,
+                "fsync_4k": pct_json(&s.fsync)})),
             "mapping": mapping,
             "round_trip": {"n": self.rt_n, "turns": self.rt_rounds, "warmup_discarded_per_turn": self.rt_warmup,
                 "baseline_agentctl_direct": baseline},
             "breakdown_round_trips": self.breakdown_n,
-            "load_shape": {"sessions": self.shape.sessions, "elicitations_per_session": self.shape.per_session,
-                "operator_clients": self.shape.operators},
+            "scale_operator_clients": self.shape.operators,
             "engines": engines,
             "scale": scale, "scale_skipped": self.scale_skipped,
             "replicas": replicas, "replicas_skipped": self.replicas_skipped,
@@ -117,11 +129,26 @@ mod tests {
             sent: 2,
             answered: 2,
             samples: vec![1.0, 2.0],
+            throughput: 100.0,
             ..LoadResult::default()
         })
         .to_json();
         assert_eq!(json["mapping"][0]["ratio"], 3.0);
-        assert_eq!(json["engines"]["sqlite"]["round_trip"]["p50_ms"], 11.0);
+        let p50 = json["engines"]["sqlite"]["round_trip"]["p50_ms"].as_f64();
+        assert!(p50.is_some_and(|v| (v - 11.0).abs() < 0.02), "{p50:?}");
+        let visible = json["engines"]["sqlite"]["time_to_visible"]["p50_ms"].as_f64();
+        assert!(
+            visible.is_some_and(|v| (v - 1.1).abs() < 0.002),
+            "{visible:?}"
+        );
+        assert!(json["engines"]["sqlite"]["round_trip"]["p99_ci95_ms"].is_array());
+        assert_eq!(json["engines"]["sqlite"]["load_sweep"]["knee_per_s"], 100.0);
+        assert_eq!(
+            json["engines"]["sqlite"]["load_sweep"]["points"][0]["sent"],
+            2
+        );
+        assert_eq!(json["storage"]["fs_type"], "ext4");
+        assert_eq!(json["replicas"][1]["sweep"]["knee_per_s"], 100.0);
         assert_eq!(json["engines"]["postgres"]["durability"], "engine=postgres");
         assert!(json["targets"].as_array().is_some_and(|t| !t.is_empty()));
         assert_eq!(json["failures"], serde_json::json!([]));

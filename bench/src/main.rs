@@ -1,14 +1,16 @@
 //! `kandev-bench`: the figures of issue 17 and docs/architecture.md §8, each beside a baseline
 //! measured in the same run and its target.
 //!
-//! - `kandev-bench run [--quick] [--only PART] [--engine sqlite|postgres]` reads the
-//!   mapping benches' criterion estimates, runs the round trip (direct and each engine's
-//!   full stack taking turns), the per-hop breakdown, the load (per engine) and the scale curve through
-//!   the real binaries of the profile it was itself built in (`target/release` for
-//!   `just bench`, `target/debug` for `just bench --quick`), and writes
-//!   `target/bench/report.{json,md}` (+ SVGs), copied to `target/bench/runs/<date>-<commit>/`.
-//!   Exit 1 when the bench breaks or a response is lost, doubled or crossed; latency and
-//!   memory targets are reported, not asserted.
+//! - `kandev-bench run [--quick] [--only PART] [--engine sqlite|postgres] [--think MS]`
+//!   reads the mapping benches' criterion estimates, runs the round trip (direct and each
+//!   engine's full stack taking turns), the per-hop breakdown, the load (an arrival-rate
+//!   sweep per engine, [`sweep`]), the scale curve and the replicas' sweeps through the
+//!   real binaries of the profile it was itself built in (`target/release` for `just
+//!   bench`, `target/debug` for `just bench --quick`), kandev configured as deployed
+//!   (auth on, `info` logs), and writes `target/bench/report.{json,md}` (+ SVGs), copied to
+//!   `target/bench/runs/<date>-<commit>/`. Exit 1 when the bench breaks or a response is
+//!   lost, doubled or crossed; the budgets are reported (met only when a figure's whole
+//!   95% interval is under its bar), not asserted.
 //! - `kandev-bench agent` is the ACP agent the stack benches configure (see [`agent`]).
 
 mod agent;
@@ -20,20 +22,26 @@ mod load;
 mod mapping;
 mod markdown;
 mod operator;
+mod plot;
 mod report;
 mod roundtrip;
 mod stack;
 mod stats;
+mod storage;
+mod sweep;
 mod targets;
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use engine::Engine;
-use load::{Pattern, Shape};
-use report::{EngineFigures, Meta, Report, ScalePoint, skipped};
+use std::time::Duration;
 
-const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|scale|replicas] [--engine sqlite|postgres] | kandev-bench agent";
+use engine::Engine;
+use load::Shape;
+use report::{EngineFigures, Meta, Report, ScalePoint, skipped};
+use sweep::SweepPlan;
+
+const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|scale|replicas] [--engine sqlite|postgres] [--think MS] | kandev-bench agent";
 
 const PARTS: &[&str] = &[
     "mapping",
@@ -44,8 +52,8 @@ const PARTS: &[&str] = &[
     "replicas",
 ];
 
-/// The replica counts of the replicas part.
-const REPLICAS: [usize; 3] = [1, 2, 3];
+/// The replica counts of the replicas part (the budget compares two with one).
+const REPLICAS: [usize; 2] = [1, 2];
 
 /// What to run.
 #[derive(Debug, Default, PartialEq)]
@@ -53,6 +61,8 @@ struct Args {
     quick: bool,
     only: Option<String>,
     engine: Option<Engine>,
+    /// The sweep's operator think time, ms.
+    think_ms: u64,
 }
 
 fn parse_args(args: &[String]) -> Result<Args, String> {
@@ -68,6 +78,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             "--engine" => match rest.next().and_then(|e| Engine::parse(e)) {
                 Some(engine) => parsed.engine = Some(engine),
                 None => return Err("--engine takes sqlite or postgres".into()),
+            },
+            "--think" => match rest.next().and_then(|ms| ms.parse().ok()) {
+                Some(ms) => parsed.think_ms = ms,
+                None => return Err("--think takes whole milliseconds".into()),
             },
             bad => return Err(format!("unknown argument {bad}")),
         }
@@ -101,13 +115,15 @@ fn main() -> ExitCode {
             println!("{USAGE}");
             ExitCode::SUCCESS
         }
-        None | Some("run" | "--quick" | "--only" | "--engine") => match parse_args(&args) {
-            Ok(args) => runtime.block_on(run(args)),
-            Err(err) => {
-                eprintln!("kandev-bench: {err}\n{USAGE}");
-                ExitCode::from(2)
+        None | Some("run" | "--quick" | "--only" | "--engine" | "--think") => {
+            match parse_args(&args) {
+                Ok(args) => runtime.block_on(run(args)),
+                Err(err) => {
+                    eprintln!("kandev-bench: {err}\n{USAGE}");
+                    ExitCode::from(2)
+                }
             }
-        },
+        }
         Some(other) => {
             eprintln!("kandev-bench: unknown command {other}\n{USAGE}");
             ExitCode::from(2)
@@ -157,6 +173,9 @@ struct Plan {
     /// Turns the round trips are run in (direct, each engine, again).
     rounds: usize,
     breakdown_n: usize,
+    /// The load: an arrival-rate sweep on each engine (and the replicas').
+    sweep: SweepPlan,
+    /// The scale runs' operators.
     shape: Shape,
     scale_sessions: &'static [usize],
     /// A scale point runs rounds until it has at least this many answers.
@@ -175,9 +194,9 @@ fn scale_rounds(sessions: usize, min_answers: usize) -> usize {
 /// `rounds` rounds of the scale `shape`, each on fresh processes, pooled; a failed round
 /// ends the point with its error.
 async fn scale_point(shape: Shape, rounds: usize) -> Result<load::LoadResult, String> {
-    let mut all = load::run(shape, Engine::Sqlite, Pattern::OpenThenAnswer).await?;
+    let mut all = load::run(shape, Engine::Sqlite).await?;
     for _ in 1..rounds {
-        all.absorb(load::run(shape, Engine::Sqlite, Pattern::OpenThenAnswer).await?);
+        all.absorb(load::run(shape, Engine::Sqlite).await?);
     }
     Ok(all)
 }
@@ -189,12 +208,20 @@ fn plan(args: &Args) -> Plan {
         None => Engine::ALL.to_vec(),
     };
     let operators = 10;
+    let think = Duration::from_millis(args.think_ms);
     if args.quick {
         Plan {
             n: 200,
             warmup: 20,
             rounds: 2,
             breakdown_n: 50,
+            sweep: SweepPlan {
+                sessions: 4,
+                operators: 4,
+                rates: vec![50.0, 100.0],
+                per_rate: 200,
+                think,
+            },
             shape: Shape {
                 sessions: 10,
                 per_session: 10,
@@ -205,11 +232,19 @@ fn plan(args: &Args) -> Plan {
             engines,
         }
     } else {
+        // 10,000 samples behind every p99 (the sweep's points, the round trips).
         Plan {
-            n: 1000,
+            n: 10_000,
             warmup: 50,
             rounds: 5,
             breakdown_n: 200,
+            sweep: SweepPlan {
+                sessions: 20,
+                operators,
+                rates: vec![400.0, 800.0, 1200.0, 1600.0, 2000.0],
+                per_rate: 10_000,
+                think,
+            },
             shape: Shape {
                 sessions: 100,
                 per_session: 10,
@@ -227,6 +262,7 @@ async fn engine_figures(
     engine: Engine,
     wanted: &dyn Fn(&str) -> bool,
     round_trip: Result<roundtrip::FullStack, String>,
+    refused: Option<&str>,
 ) -> EngineFigures {
     let name = engine.name();
     let mut durability = round_trip.as_ref().ok().and_then(|r| r.durability.clone());
@@ -246,18 +282,20 @@ async fn engine_figures(
     } else {
         skipped("breakdown")
     };
-    let load = if wanted("load") {
-        let s = plan.shape;
+    let load = if let Some(refused) = refused {
+        Err(refused.to_owned())
+    } else if wanted("load") {
+        let s = &plan.sweep;
         eprintln!(
-            "kandev-bench: load on {name}, {} sessions × {} elicitations, {} operators",
-            s.sessions, s.per_session, s.operators
+            "kandev-bench: load on {name}, an arrival-rate sweep over {} pre-started sessions, {} operators",
+            s.sessions, s.operators
         );
-        load::run(s, engine, Pattern::AsTheyCome).await
+        sweep::run(s, engine).await
     } else {
         skipped("load")
     };
     if let Ok(l) = &load {
-        durability = durability.or_else(|| l.durability.clone());
+        durability = durability.or_else(|| l.total.durability.clone());
     }
     EngineFigures {
         engine,
@@ -282,6 +320,15 @@ async fn run(args: Args) -> ExitCode {
             .map(|n| n.get())
             .unwrap_or(0),
     };
+    let storage = storage::probe(&std::env::temp_dir());
+    let refused = storage
+        .as_ref()
+        .ok()
+        .and_then(storage::Storage::refuses_postgres);
+    if let Some(why) = &refused {
+        eprintln!("kandev-bench: {why}");
+    }
+    let refused_for = |engine: Engine| refused.as_deref().filter(|_| engine == Engine::Postgres);
     let target = kandev_testkit::bins::target_dir();
     let mapping = if wanted("mapping") {
         eprintln!("kandev-bench: mapping figures from target/criterion");
@@ -290,10 +337,14 @@ async fn run(args: Args) -> ExitCode {
         skipped("mapping")
     };
     let rt_ratios = wanted("round-trip") || wanted("breakdown");
-    let rt_engines: &[Engine] = if wanted("round-trip") {
-        &plan.engines
+    let rt_engines: Vec<Engine> = if wanted("round-trip") {
+        plan.engines
+            .iter()
+            .copied()
+            .filter(|e| refused_for(*e).is_none())
+            .collect()
     } else {
-        &[]
+        Vec::new()
     };
     let (baseline, round_trips) = if rt_ratios {
         if rt_engines.contains(&Engine::Postgres) {
@@ -311,16 +362,21 @@ async fn run(args: Args) -> ExitCode {
             plan.rounds,
             plan.warmup
         );
-        let i = roundtrip::interleaved(plan.n, plan.warmup, plan.rounds, rt_engines).await;
-        (i.baseline, i.full)
+        let i = roundtrip::interleaved(plan.n, plan.warmup, plan.rounds, &rt_engines).await;
+        (i.baseline, rt_engines.iter().copied().zip(i.full).collect())
     } else {
         (skipped("round trip"), Vec::new())
     };
-    let mut round_trips = round_trips.into_iter();
+    let mut round_trips: Vec<(Engine, Result<roundtrip::FullStack, String>)> = round_trips;
     let mut engines = Vec::new();
     for &engine in &plan.engines {
-        let round_trip = round_trips.next().unwrap_or_else(|| skipped("round trip"));
-        engines.push(engine_figures(&plan, engine, &wanted, round_trip).await);
+        let refused = refused_for(engine);
+        let round_trip = match (refused, round_trips.iter().position(|(e, _)| *e == engine)) {
+            (Some(why), _) => Err(why.to_owned()),
+            (None, Some(at)) => round_trips.remove(at).1,
+            (None, None) => skipped("round trip"),
+        };
+        engines.push(engine_figures(&plan, engine, &wanted, round_trip, refused).await);
     }
     let (scale, scale_skipped) = if wanted("scale") {
         let mut points = Vec::new();
@@ -351,13 +407,15 @@ async fn run(args: Args) -> ExitCode {
             Vec::new(),
             Some("replicas: not run (replicas need PostgreSQL; this run is SQLite only)".into()),
         )
+    } else if let Some(why) = &refused {
+        (Vec::new(), Some(format!("replicas: not run ({why})")))
     } else {
         let mut points = Vec::new();
         for replicas in REPLICAS {
             eprintln!(
-                "kandev-bench: replicas, the load through {replicas} kandev on one PostgreSQL"
+                "kandev-bench: replicas, the sweep through {replicas} kandev on one PostgreSQL"
             );
-            let result = load::run_replicated(plan.shape, replicas).await;
+            let result = sweep::run_replicated(&plan.sweep, replicas).await;
             points.push(report::ReplicaPoint { replicas, result });
         }
         (points, None)
@@ -371,6 +429,7 @@ async fn run(args: Args) -> ExitCode {
         breakdown_n: plan.breakdown_n,
         baseline,
         engines,
+        storage,
         shape: plan.shape,
         scale_per_session: SCALE_PER_SESSION,
         scale,
@@ -434,9 +493,12 @@ mod tests {
             Args {
                 quick: true,
                 only: Some("scale".into()),
-                engine: Some(Engine::Postgres)
+                engine: Some(Engine::Postgres),
+                think_ms: 0,
             }
         );
+        assert_eq!(args(&["--think", "250"]).map(|a| a.think_ms), Ok(250));
+        assert!(args(&["--think", "soon"]).is_err());
         assert!(args(&["--only", "everything"]).is_err());
         assert!(args(&["--engine", "mysql"]).is_err());
         assert!(args(&["--fast"]).is_err());

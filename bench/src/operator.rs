@@ -1,8 +1,10 @@
 //! A lean operator: the `/api/v1/ws` events forwarded through a channel (no per-event
-//! scanning, so the measurement is not the client's), and a keep-alive HTTP/1.1 JSON
-//! client as a browser would hold one.
+//! scanning, so the measurement is not the client's), and keep-alive HTTP/1.1 JSON
+//! connections as a browser would hold them, each request carrying the operator's token
+//! (the bench runs kandev with auth on, as it is deployed).
 
 use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError};
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -10,8 +12,20 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::agent::wall_ns;
+
+/// The bench operator's name in `[[auth.operators]]`.
+pub const OPERATOR: &str = "bench";
+
+/// The bench operator's token (loopback only, throwaway).
+pub const TOKEN: &str = "kdv_bench_operator_token";
+
+/// `Authorization` of every bench request.
+pub fn bearer() -> String {
+    format!("Bearer {TOKEN}")
+}
 
 /// A `clarification.created` event as an operator client got it.
 #[derive(Debug, Clone)]
@@ -27,7 +41,15 @@ pub async fn clarifications_created(
     addr: SocketAddr,
 ) -> Result<mpsc::UnboundedReceiver<Created>, String> {
     let url = format!("ws://{addr}/api/v1/ws");
-    let (socket, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), None, true)
+    let mut request = url
+        .as_str()
+        .into_client_request()
+        .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
+    let auth = bearer()
+        .parse()
+        .map_err(|err| format!("operator WebSocket token: {err}"))?;
+    request.headers_mut().insert("authorization", auth);
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
         .await
         .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -90,8 +112,9 @@ impl KeepAlive {
     async fn try_post(&mut self, path: &str, body: &Value) -> std::io::Result<(u16, Value)> {
         let payload = body.to_string();
         let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
             self.addr,
+            bearer(),
             payload.len()
         );
         self.stream.get_mut().write_all(request.as_bytes()).await?;
@@ -122,6 +145,44 @@ impl KeepAlive {
         self.stream.read_exact(&mut raw).await?;
         let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
         Ok((status, body))
+    }
+}
+
+/// An operator's idle keep-alive connections: a request takes one (or opens a new one
+/// when all are busy) and gives it back, so an answer never waits for another's response.
+pub struct Connections {
+    addr: SocketAddr,
+    idle: Mutex<Vec<KeepAlive>>,
+}
+
+impl Connections {
+    /// None open yet.
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            idle: Mutex::default(),
+        }
+    }
+
+    /// `POST path` on an idle connection or a new one.
+    pub async fn post(&self, path: &str, body: &Value) -> std::io::Result<(u16, Value)> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let mut http = match idle {
+            Some(http) => http,
+            None => KeepAlive::connect(self.addr).await?,
+        };
+        let response = http.post(path, body).await;
+        if response.is_ok() {
+            self.idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(http);
+        }
+        response
     }
 }
 

@@ -6,6 +6,8 @@ use crate::engine::Engine;
 use crate::load::{LoadResult, Shape};
 use crate::mapping::MappingFigure;
 use crate::roundtrip::FullStack;
+use crate::storage::Storage;
+use crate::sweep::Sweep;
 
 /// The error text of a part `--only` left out.
 pub const SKIPPED: &str = "skipped (--only)";
@@ -44,8 +46,8 @@ pub struct EngineFigures {
     pub round_trip: Result<FullStack, String>,
     /// The per-hop breakdown (a separate pass with the timing events on).
     pub breakdown: Result<Breakdown, String>,
-    /// The load.
-    pub load: Result<LoadResult, String>,
+    /// The load: the arrival-rate sweep.
+    pub load: Result<Sweep, String>,
     /// The commit settings kandev reported for its database, from whichever pass ran.
     pub durability: Option<String>,
 }
@@ -74,8 +76,8 @@ pub struct ScalePoint {
 pub struct ReplicaPoint {
     /// Replicas on the shared PostgreSQL database.
     pub replicas: usize,
-    /// What it measured.
-    pub result: Result<LoadResult, String>,
+    /// The sweep through them.
+    pub result: Result<Sweep, String>,
 }
 
 /// Everything one run measured (a part is `Err` when it broke or was left out).
@@ -97,7 +99,9 @@ pub struct Report {
     pub baseline: Result<Vec<f64>, String>,
     /// Per engine, in column order.
     pub engines: Vec<EngineFigures>,
-    /// The load's shape.
+    /// The databases' directory and its sync latency.
+    pub storage: Result<Storage, String>,
+    /// The scale runs' operators (`sessions` and `per_session` are the scale points').
     pub shape: Shape,
     /// Elicitations per session in the scale runs.
     pub scale_per_session: usize,
@@ -149,22 +153,23 @@ impl Report {
                 point.result.as_ref().err(),
             );
         }
-        let loads = self
+        let sweeps = self
             .engines
             .iter()
             .map(|e| (format!("load ({})", e.engine.name()), &e.load))
             .chain(
-                self.scale
-                    .iter()
-                    .map(|p| (format!("scale ({} sessions)", p.sessions), &p.result)),
-            )
-            .chain(
                 self.replicas
                     .iter()
                     .map(|p| (format!("replicas ({})", p.replicas), &p.result)),
-            );
-        for (name, load) in loads {
-            let Ok(l) = load else { continue };
+            )
+            .filter_map(|(name, sweep)| sweep.as_ref().ok().map(|s| (name, &s.total)));
+        let scale = self.scale.iter().filter_map(|p| {
+            p.result
+                .as_ref()
+                .ok()
+                .map(|l| (format!("scale ({} sessions)", p.sessions), l))
+        });
+        for (name, l) in sweeps.chain(scale) {
             if l.lost + l.doubled + l.crossed > 0 {
                 failures.push(format!(
                     "{name}: {} lost, {} doubled, {} crossed responses (must all be 0)",
@@ -183,17 +188,32 @@ impl Report {
 pub(crate) mod tests {
     use super::*;
 
+    /// A sweep of one point at 100/s holding `load`, pooled as the total too.
+    pub(crate) fn sweep_of(load: &LoadResult) -> Sweep {
+        Sweep {
+            sessions: 1,
+            operators: 1,
+            think_ms: 0.0,
+            points: vec![crate::sweep::RatePoint {
+                offered: 100.0,
+                result: load.clone(),
+            }],
+            total: load.clone(),
+        }
+    }
+
     /// A report with every part filled in, for this module's and the Markdown's tests.
     pub(crate) fn sample(load: LoadResult) -> Report {
         let engine = |engine, full: Vec<f64>| EngineFigures {
             engine,
             round_trip: Ok(FullStack {
+                visible: full.iter().map(|v| v / 10.0).collect(),
                 samples: full,
                 breakdown: None,
                 durability: Some(format!("engine={}", engine.key())),
             }),
             breakdown: Err("breakdown: skipped (--only)".into()),
-            load: Ok(load.clone()),
+            load: Ok(sweep_of(&load)),
             durability: Some(format!("engine={}", engine.key())),
         };
         Report {
@@ -219,6 +239,11 @@ pub(crate) mod tests {
                 engine(Engine::Sqlite, vec![10.0, 11.0, 40.0]),
                 engine(Engine::Postgres, vec![12.0, 13.0, 14.0]),
             ],
+            storage: Ok(Storage {
+                dir: "/tmp".into(),
+                fs_type: "ext4".into(),
+                fsync: crate::stats::percentiles(&[0.5, 1.0]),
+            }),
             shape: Shape {
                 sessions: 1,
                 per_session: 2,
@@ -231,10 +256,16 @@ pub(crate) mod tests {
                 result: Ok(load.clone()),
             }],
             scale_skipped: None,
-            replicas: vec![ReplicaPoint {
-                replicas: 2,
-                result: Ok(load),
-            }],
+            replicas: vec![
+                ReplicaPoint {
+                    replicas: 1,
+                    result: Ok(sweep_of(&load)),
+                },
+                ReplicaPoint {
+                    replicas: 2,
+                    result: Ok(sweep_of(&load)),
+                },
+            ],
             replicas_skipped: None,
         }
     }
@@ -256,8 +287,8 @@ pub(crate) mod tests {
             doubled: 1,
             ..LoadResult::default()
         });
-        // Two engines' loads, one scale point and one replicas run, each lossy.
-        assert_eq!(lossy.failures().len(), 4, "{:?}", lossy.failures());
+        // Two engines' loads, one scale point and two replicas runs, each lossy.
+        assert_eq!(lossy.failures().len(), 5, "{:?}", lossy.failures());
         let mut broken = sample(LoadResult::default());
         broken.engines[1].breakdown = Err("no hops".into());
         assert_eq!(broken.failures(), vec!["breakdown (PostgreSQL): no hops"]);

@@ -30,7 +30,7 @@ use crate::breakdown::{
 use crate::collector::Collector;
 use crate::engine::{Engine, durability_from_log};
 use crate::operator::{KeepAlive, clarifications_created};
-use crate::stack::{AGENT_ID, STALL, Stack, agent_command, start_kandev};
+use crate::stack::{AGENT_ID, STALL, Stack, agent_command, start_kandev, start_session};
 
 /// The answer both paths send: question_0 = Postgres, question_1 = [prod, dev].
 pub fn bridge_answers() -> Value {
@@ -107,6 +107,9 @@ fn measured(rtts: &[Rtt], warmup: usize) -> Vec<f64> {
 pub struct FullStack {
     /// The round trips after the warm-up, ms.
     pub samples: Vec<f64>,
+    /// Time to visible after the warm-up: the agent writes `elicitation/create` → the
+    /// operator's WebSocket reads its `clarification.created`, ms.
+    pub visible: Vec<f64>,
     /// With the timing events on: where the time went.
     pub breakdown: Option<Breakdown>,
     /// The commit settings kandev reported for its database.
@@ -151,9 +154,7 @@ pub async fn full_stack(
     }
     let total = n + warmup;
     let answer = json!({"answers": bridge_answers(), "rejected": false, "reject_reason": ""});
-    kandev
-        .task_with_session(AGENT_ID, &format!("rt {total} full"))
-        .await;
+    start_session(&kandev, &format!("rt {total} full")).await?;
     let operator = async {
         let mut posts = Vec::with_capacity(total);
         for i in 0..total {
@@ -207,12 +208,18 @@ pub async fn full_stack(
     let (answered, rtts) = tokio::join!(operator, collect_rtts(&mut collector, "full", total));
     let (answered, rtts) = (answered?, rtts?);
     let log = kandev.log();
+    let by_message: HashMap<String, &Rtt> = rtts
+        .iter()
+        .map(|r| (format!("full/{}", r.seq), r))
+        .collect();
+    let visible = answered
+        .iter()
+        .filter_map(|a| by_message.get(&a.message).map(|r| (a, r)))
+        .filter(|(_, r)| r.seq >= warmup)
+        .map(|(a, r)| (a.seen_ns / 1000).saturating_sub(u128::from(r.sent_us)) as f64 / 1e3)
+        .collect();
     let breakdown = timing.then(|| {
         let mut timeline = Timeline::from_log(&log);
-        let by_message: HashMap<String, &Rtt> = rtts
-            .iter()
-            .map(|r| (format!("full/{}", r.seq), r))
-            .collect();
         let mut ids = Vec::new();
         for a in &answered {
             let Some(rtt) = by_message.get(&a.message) else {
@@ -233,6 +240,7 @@ pub async fn full_stack(
     });
     Ok(FullStack {
         samples: measured(&rtts, warmup),
+        visible,
         breakdown,
         durability: durability_from_log(&log),
     })
@@ -365,6 +373,7 @@ pub async fn interleaved(
         .map(|_| {
             Ok(FullStack {
                 samples: Vec::with_capacity(n),
+                visible: Vec::with_capacity(n),
                 breakdown: None,
                 durability: None,
             })
@@ -388,6 +397,7 @@ pub async fn interleaved(
             match full_stack(size, warmup, engine, false).await {
                 Ok(pass) => {
                     sofar.samples.extend(pass.samples);
+                    sofar.visible.extend(pass.visible);
                     sofar.durability = sofar.durability.take().or(pass.durability);
                 }
                 Err(err) => *path = Err(format!("turn {}: {err}", round + 1)),

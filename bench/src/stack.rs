@@ -1,5 +1,6 @@
 //! What the stack benches share: the bench agent's configuration, and starting a
-//! `kandev` (the e2e harness's, quiet logs) with it on an engine.
+//! `kandev` (the e2e harness's) with it on an engine, configured as it is deployed:
+//! operator auth on, `info` logs.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::agent::REPORT_ENV;
 use crate::engine::Engine;
+use crate::operator::{OPERATOR, TOKEN, bearer};
 
 /// How long the bench waits for any single expected report or event before calling the
 /// run broken (generous: two shared cores).
@@ -55,13 +57,30 @@ pub struct Replica<'a> {
 /// The cluster secret of the bench's replicas (loopback only, throwaway).
 const CLUSTER_SECRET: &str = "kandev-bench-replicas";
 
-/// The log filter of a measured kandev: warnings, plus the one line that states the
-/// database's commit settings.
-const QUIET: &str = "warn,kandev_backend::store=debug";
+/// The log filter of a measured kandev: a deployment's `info`, plus the one line that
+/// states the database's commit settings.
+const PRODUCTION: &str = "info,kandev_backend::store=debug";
 
 /// With the per-hop timing events on, also in the local agentctls (whose lines kandev
 /// forwards into its own log at `info` on `kandev::agentctl`).
-const TIMED: &str = "warn,kandev_backend::store=debug,kandev::agentctl=info,kandev::timing=debug";
+const TIMED: &str = "info,kandev_backend::store=debug,kandev::timing=debug";
+
+/// Hex SHA-256 of `text`, as `[[auth.operators]] token_sha256` holds a token.
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `[auth]` with the bench operator, required although kandev listens on loopback.
+fn auth_toml() -> String {
+    format!(
+        "[auth]\nrequired = true\n[[auth.operators]]\nname = \"{OPERATOR}\"\ntoken_sha256 = \"{}\"\n",
+        sha256_hex(TOKEN)
+    )
+}
 
 /// Starts a kandev with the flag on and the bench agent reporting to `stack.report`.
 pub async fn start_kandev(stack: Stack<'_>) -> Result<Kandev, String> {
@@ -71,6 +90,7 @@ pub async fn start_kandev(stack: Stack<'_>) -> Result<Kandev, String> {
         json!(command),
         json!(stack.report.to_string())
     );
+    toml.push_str(&auth_toml());
     if let Some(replica) = stack.replica {
         toml.push_str(&format!(
             "[cluster]\nreplica_id = \"bench-{}\"\nsecret = \"{CLUSTER_SECRET}\"\n",
@@ -79,7 +99,7 @@ pub async fn start_kandev(stack: Stack<'_>) -> Result<Kandev, String> {
     }
     let mut options = KandevOptions::new()
         .flag_env(true)
-        .env("RUST_LOG", if stack.timing { TIMED } else { QUIET })
+        .env("RUST_LOG", if stack.timing { TIMED } else { PRODUCTION })
         .toml(&toml);
     match stack.replica {
         Some(replica) => options = options.database(replica.database),
@@ -93,6 +113,38 @@ pub async fn start_kandev(stack: Stack<'_>) -> Result<Kandev, String> {
         options = options.remote(&format!("ws://{}", agentctl.addr()), agentctl.token());
     }
     Ok(Kandev::start(options).await)
+}
+
+/// A new task with a session of the bench agent started on `prompt`, as the bench
+/// operator → the session.
+pub async fn start_session(kandev: &Kandev, prompt: &str) -> Result<Value, String> {
+    let auth = bearer();
+    let headers = [("authorization", auth.as_str())];
+    let api = kandev.api();
+    let task = api
+        .send(
+            "POST",
+            "/api/v1/tasks",
+            Some(&json!({"title": format!("bench: {prompt}"), "description": "bench"})),
+            &headers,
+        )
+        .await;
+    let id = match (task.status, task.body["id"].as_str()) {
+        (201, Some(id)) => id.to_owned(),
+        _ => return Err(format!("create task: {task}")),
+    };
+    let session = api
+        .send(
+            "POST",
+            &format!("/api/v1/tasks/{id}/sessions"),
+            Some(&json!({"agent": AGENT_ID, "prompt": prompt})),
+            &headers,
+        )
+        .await;
+    match session.status {
+        201 => Ok(session.body),
+        _ => Err(format!("start session: {session}")),
+    }
 }
 
 /// VmHWM (peak resident set) of a process, bytes, from /proc/<pid>/status.
@@ -118,6 +170,15 @@ fn status_kb(pid: u32, field: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_operator_token_is_configured_by_its_sha256() {
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(auth_toml().contains(&sha256_hex(TOKEN)));
+    }
 
     #[test]
     fn reads_its_own_memory() {

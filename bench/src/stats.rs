@@ -1,6 +1,10 @@
-//! Percentiles and the hand-written SVG latency histogram.
+//! Latency statistics: percentiles read from an HDR histogram of the samples, and a
+//! bootstrap 95% interval for a percentile (or for the difference of two samples'
+//! percentiles), so a budget counts as met only when its whole interval is under the bar.
 
-use std::fmt::Write as _;
+use hdrhistogram::Histogram;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
 /// Latency percentiles of a sample, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -17,141 +21,105 @@ pub struct Percentiles {
     pub max: f64,
 }
 
-/// The nearest-rank percentile `q` (0..=1) of sorted `samples`.
-fn rank(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+/// The histogram's unit: samples in ms are recorded as whole microseconds.
+const UNITS_PER_MS: f64 = 1000.0;
+
+/// `samples` (ms) in a histogram of microseconds, three significant figures (0.1% of a
+/// value), auto-resizing so no sample is ever refused.
+pub fn histogram(samples: &[f64]) -> Histogram<u64> {
+    let mut h = Histogram::<u64>::new(3).unwrap_or_else(|_| unreachable!("3 sig figs is valid"));
+    h.auto(true);
+    for &ms in samples.iter().filter(|v| v.is_finite()) {
+        // Sub-microsecond samples count as 1 µs: the histogram's range starts at 1.
+        let _ = h.record(((ms * UNITS_PER_MS).round() as u64).max(1));
     }
-    let index = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[index]
+    h
 }
 
-/// Percentiles of `samples` (milliseconds, any order).
+/// Percentiles of `samples` (milliseconds, any order); `NaN`s when there are none.
 pub fn percentiles(samples: &[f64]) -> Percentiles {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
+    let h = histogram(samples);
+    if h.is_empty() {
+        return Percentiles {
+            n: 0,
+            p50: f64::NAN,
+            p95: f64::NAN,
+            p99: f64::NAN,
+            max: f64::NAN,
+        };
+    }
+    let at = |q: f64| h.value_at_quantile(q) as f64 / UNITS_PER_MS;
     Percentiles {
-        n: sorted.len(),
-        p50: rank(&sorted, 0.50),
-        p95: rank(&sorted, 0.95),
-        p99: rank(&sorted, 0.99),
-        max: sorted.last().copied().unwrap_or(f64::NAN),
+        n: h.len() as usize,
+        p50: at(0.50),
+        p95: at(0.95),
+        p99: at(0.99),
+        max: h.max() as f64 / UNITS_PER_MS,
     }
 }
 
-/// An SVG histogram of one or more latency series (milliseconds) on a shared linear
-/// axis up to the largest p99 (samples beyond it land in the last bin, marked "≥").
-pub fn histogram_svg(title: &str, series: &[(&str, &str, &[f64])]) -> String {
-    const W: f64 = 720.0;
-    const H: f64 = 320.0;
-    const LEFT: f64 = 50.0;
-    const BOTTOM: f64 = 40.0;
-    const TOP: f64 = 40.0;
-    const BINS: usize = 40;
-    let upper = series
-        .iter()
-        .map(|(_, _, s)| percentiles(s).p99)
-        .filter(|v| v.is_finite())
-        .fold(0.0_f64, f64::max)
-        .max(0.001)
-        * 1.05;
-    let width = upper / BINS as f64;
-    let counts: Vec<Vec<usize>> = series
-        .iter()
-        .map(|(_, _, samples)| {
-            let mut bins = vec![0usize; BINS];
-            for &v in samples.iter() {
-                let i = ((v / width) as usize).min(BINS - 1);
-                bins[i] += 1;
-            }
-            bins
-        })
-        .collect();
-    let tallest = counts
-        .iter()
-        .flat_map(|c| c.iter().copied())
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let plot_w = W - LEFT - 20.0;
-    let plot_h = H - TOP - BOTTOM;
-    let bar_w = plot_w / BINS as f64;
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = write!(svg, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-    let _ = write!(
-        svg,
-        r#"<text x="{LEFT}" y="20" font-size="14" font-weight="bold">{}</text>"#,
-        escape(title)
-    );
-    for (s, bins) in counts.iter().enumerate() {
-        let colour = series[s].1;
-        for (i, &count) in bins.iter().enumerate() {
-            if count == 0 {
-                continue;
-            }
-            let h = count as f64 / tallest * plot_h;
-            let x = LEFT + i as f64 * bar_w;
-            let y = TOP + plot_h - h;
-            let _ = write!(
-                svg,
-                r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{h:.1}" fill="{colour}" fill-opacity="0.55"><title>{}: {count}</title></rect>"#,
-                bar_w - 1.0,
-                escape(series[s].0)
-            );
-        }
-    }
-    // Axes, ticks and legend.
-    let base = TOP + plot_h;
-    let _ = write!(
-        svg,
-        r#"<line x1="{LEFT}" y1="{base}" x2="{}" y2="{base}" stroke="black"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{base}" stroke="black"/>"#,
-        LEFT + plot_w
-    );
-    for t in 0..=5 {
-        let value = upper * t as f64 / 5.0;
-        let x = LEFT + plot_w * t as f64 / 5.0;
-        let mark = if t == 5 { "≥" } else { "" };
-        let _ = write!(
-            svg,
-            r#"<line x1="{x:.1}" y1="{base}" x2="{x:.1}" y2="{:.1}" stroke="black"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{mark}{value:.2}</text>"#,
-            base + 4.0,
-            base + 18.0
-        );
-    }
-    let _ = write!(
-        svg,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">latency (ms)</text><text x="12" y="{:.1}" transform="rotate(-90 12 {:.1})" text-anchor="middle">count (max {tallest})</text>"#,
-        LEFT + plot_w / 2.0,
-        H - 4.0,
-        TOP + plot_h / 2.0,
-        TOP + plot_h / 2.0
-    );
-    for (s, (name, colour, samples)) in series.iter().enumerate() {
-        let y = TOP + 14.0 + s as f64 * 16.0;
-        let p = percentiles(samples);
-        let _ = write!(
-            svg,
-            r#"<rect x="{:.1}" y="{:.1}" width="12" height="12" fill="{colour}" fill-opacity="0.55"/><text x="{:.1}" y="{y:.1}">{} (p50 {:.2}, p99 {:.2})</text>"#,
-            LEFT + plot_w - 250.0,
-            y - 10.0,
-            LEFT + plot_w - 234.0,
-            escape(name),
-            p.p50,
-            p.p99
-        );
-    }
-    svg.push_str("</svg>\n");
-    svg
+/// A bootstrap 95% interval, ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    /// The 2.5th percentile of the resampled statistic.
+    pub lo: f64,
+    /// The 97.5th percentile.
+    pub hi: f64,
 }
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+impl Interval {
+    /// `[lo, hi]` with two decimals.
+    pub fn text(&self) -> String {
+        format!("[{:.2}, {:.2}]", self.lo, self.hi)
+    }
+}
+
+/// Resamples per interval: enough for the 2.5th / 97.5th percentiles of the statistic to
+/// settle, few enough for 10,000-sample inputs to take well under a second.
+const RESAMPLES: usize = 1000;
+
+/// The nearest-rank `q` quantile of one resample (with replacement) of `samples`.
+fn resampled_quantile(samples: &[f64], q: f64, rng: &mut SmallRng, scratch: &mut Vec<f64>) -> f64 {
+    scratch.clear();
+    scratch.extend((0..samples.len()).map(|_| samples[rng.random_range(0..samples.len())]));
+    let index = ((q * scratch.len() as f64).ceil() as usize).clamp(1, scratch.len()) - 1;
+    *scratch.select_nth_unstable_by(index, f64::total_cmp).1
+}
+
+/// The 95% interval of `statistic` over [`RESAMPLES`] draws; a fixed seed, so one run's
+/// report reads the same when written twice.
+fn bootstrap(mut statistic: impl FnMut(&mut SmallRng) -> f64) -> Interval {
+    let mut rng = SmallRng::seed_from_u64(0x6b616e646576);
+    let mut draws: Vec<f64> = (0..RESAMPLES).map(|_| statistic(&mut rng)).collect();
+    draws.sort_by(f64::total_cmp);
+    let at = |q: f64| draws[((q * RESAMPLES as f64) as usize).min(RESAMPLES - 1)];
+    Interval {
+        lo: at(0.025),
+        hi: at(0.975),
+    }
+}
+
+/// The 95% interval of the `q` quantile of `samples`; `None` without samples.
+pub fn interval(samples: &[f64], q: f64) -> Option<Interval> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut scratch = Vec::with_capacity(samples.len());
+    Some(bootstrap(|rng| {
+        resampled_quantile(samples, q, rng, &mut scratch)
+    }))
+}
+
+/// The 95% interval of (the `q` quantile of `a`) − (the `q` quantile of `b`), each
+/// resampled on its own: what a path adds over another measured beside it.
+pub fn difference_interval(a: &[f64], b: &[f64], q: f64) -> Option<Interval> {
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let (mut sa, mut sb) = (Vec::with_capacity(a.len()), Vec::with_capacity(b.len()));
+    Some(bootstrap(|rng| {
+        resampled_quantile(a, q, rng, &mut sa) - resampled_quantile(b, q, rng, &mut sb)
+    }))
 }
 
 #[cfg(test)]
@@ -159,25 +127,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nearest_rank_percentiles() {
+    fn percentiles_come_from_the_histogram_within_its_precision() {
         let samples: Vec<f64> = (1..=100).rev().map(f64::from).collect();
         let p = percentiles(&samples);
-        assert_eq!(
-            (p.n, p.p50, p.p95, p.p99, p.max),
-            (100, 50.0, 95.0, 99.0, 100.0)
-        );
+        let close = |a: f64, b: f64| (a - b).abs() <= b * 0.001;
+        assert_eq!(p.n, 100);
+        assert!(close(p.p50, 50.0) && close(p.p95, 95.0), "{p:?}");
+        assert!(close(p.p99, 99.0) && close(p.max, 100.0), "{p:?}");
         assert!(percentiles(&[]).p50.is_nan());
-        assert_eq!(percentiles(&[7.0]).p99, 7.0);
+        assert!(close(percentiles(&[7.0]).p99, 7.0));
+        assert_eq!(percentiles(&[0.0001]).p50, 0.001, "a floor of 1 µs");
     }
 
     #[test]
-    fn the_histogram_is_one_svg_with_a_bar_per_filled_bin_and_a_legend() {
-        let a = [1.0, 1.0, 2.0, 50.0];
-        let b = [0.5];
-        let svg = histogram_svg("t <x>", &[("full", "#c33", &a), ("base", "#36c", &b)]);
-        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
-        assert!(svg.contains("t &lt;x&gt;"));
-        assert_eq!(svg.matches("fill-opacity=\"0.55\"><title>").count(), 4);
-        assert!(svg.contains("full (p50 1.00, p99 50.00)"));
+    fn an_interval_holds_its_estimate_and_narrows_with_more_samples() {
+        // A skewed sample: 1 ms mostly, a tail up to 100 ms.
+        let sample = |n: usize| -> Vec<f64> {
+            (0..n)
+                .map(|i| {
+                    if i % 50 == 0 {
+                        1.0 + (i % 100) as f64
+                    } else {
+                        1.0
+                    }
+                })
+                .collect()
+        };
+        let small = sample(1_000);
+        let large = sample(10_000);
+        let ci = interval(&large, 0.5).expect("interval");
+        assert!(ci.lo <= 1.0 && 1.0 <= ci.hi, "{ci:?}");
+        let (a, b) = (
+            interval(&small, 0.99).expect("small"),
+            interval(&large, 0.99).expect("large"),
+        );
+        assert!(a.lo <= a.hi && b.lo <= b.hi);
+        assert!(b.hi - b.lo <= a.hi - a.lo, "{a:?} then {b:?}");
+        assert_eq!(interval(&[], 0.5), None);
+        assert_eq!(interval(&large, 0.99), Some(b), "a fixed seed");
+    }
+
+    #[test]
+    fn a_difference_interval_brackets_the_shift_between_two_samples() {
+        let base: Vec<f64> = (0..2_000).map(|i| 1.0 + (i % 10) as f64 * 0.01).collect();
+        let shifted: Vec<f64> = base.iter().map(|v| v + 2.0).collect();
+        let d = difference_interval(&shifted, &base, 0.5).expect("difference");
+        assert!(d.lo <= 2.0 && 2.0 <= d.hi && d.hi - d.lo < 0.2, "{d:?}");
+        assert_eq!(difference_interval(&[], &base, 0.5), None);
     }
 }
