@@ -146,6 +146,32 @@ fn assert_events_in_session_order(ws: &OperatorWs, session_id: &str) {
     assert!(!seqs.is_empty());
 }
 
+/// What a replica logs once it listens for the others' notes.
+const LISTENING: &str = "listening for the other replicas' changes";
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (Debian's postgresql); `just test` runs it"]
+async fn only_a_replica_with_peers_listens_for_their_notes() {
+    let db = kandev_testkit::postgres::database("replicas_only_peers_listen").await;
+    let clustered = replica("replica-a", &db, |o| o).await;
+    clustered.wait_log(LISTENING, 1).await;
+    drop(clustered);
+    // Without `cluster.secret` kandev is the only replica: no LISTEN, no NOTIFY per change.
+    let alone = Kandev::start(
+        KandevOptions::new()
+            .flag_env(true)
+            .database(&kandev_testkit::postgres::database("replicas_alone_no_bus").await),
+    )
+    .await;
+    let ws = alone.ws().await;
+    let asked = alone.ask("mock", "/e2e:single").await;
+    ws.wait_for_type("clarification.created", DEADLINE, |d| {
+        d["pending_id"] == asked.pending_id.as_str()
+    })
+    .await;
+    assert!(!alone.log().contains(LISTENING), "{}", alone.log());
+}
+
 #[tokio::test]
 #[ignore = "needs PostgreSQL (Debian's postgresql); `just test` runs it"]
 async fn forty_concurrent_answers_over_two_replicas_deliver_exactly_one() {

@@ -68,7 +68,9 @@ impl AppState {
             connector,
         ));
         crate::reach::start(stores.clone(), &config, &sessions.ownership.replica_id);
-        let others = stores.bus.is_shared().then(|| {
+        // The only replica has no one to tell: no NOTIFY for each change, no LISTEN.
+        let peers = stores.bus.is_shared() && !sessions.ownership.single_replica;
+        let others = peers.then(|| {
             let replica = sessions.ownership.replica_id.clone();
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             tokio::spawn(crate::events::bus::send(

@@ -34,16 +34,26 @@ pub struct Note {
     pub what: Named,
 }
 
-/// Sends this replica's notes, in the order they are queued. Ends with the queue.
+/// The most notes one `NOTIFY` round trip carries.
+const BATCH: usize = 256;
+
+/// Sends this replica's notes, in the order they are queued: whatever queued while the
+/// previous batch was on its way goes in the next one round trip. Ends with the queue.
 pub async fn send(stores: Stores, replica: String, mut notes: mpsc::UnboundedReceiver<Named>) {
-    while let Some(what) = notes.recv().await {
-        let note = Note {
-            replica: replica.clone(),
-            what,
-        };
-        let text = serde_json::to_string(&note).unwrap_or_default();
-        if let Err(err) = stores.bus.notify(&text).await {
-            tracing::warn!(error = %err, "cannot tell the other replicas about a change");
+    let mut batch = Vec::with_capacity(BATCH);
+    while notes.recv_many(&mut batch, BATCH).await > 0 {
+        let texts: Vec<String> = batch
+            .drain(..)
+            .map(|what| {
+                let note = Note {
+                    replica: replica.clone(),
+                    what,
+                };
+                serde_json::to_string(&note).unwrap_or_default()
+            })
+            .collect();
+        if let Err(err) = stores.bus.notify(&texts).await {
+            tracing::warn!(error = %err, notes = texts.len(), "cannot tell the other replicas about changes");
         }
     }
 }

@@ -85,8 +85,8 @@ pub trait ChangeBus: Send + Sync {
     /// Whether notes reach other replicas (PostgreSQL) or go nowhere (SQLite).
     fn is_shared(&self) -> bool;
 
-    /// Sends one note to every listening replica.
-    async fn notify(&self, note: &str) -> Result<(), StoreError>;
+    /// Sends `notes`, in order, to every listening replica in one round trip.
+    async fn notify(&self, notes: &[String]) -> Result<(), StoreError>;
 
     /// Every note sent from now on, by any replica (this one's too); `None` when the
     /// engine has no bus. The stream yields an error when the listening connection

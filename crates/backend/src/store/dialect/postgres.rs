@@ -366,12 +366,17 @@ impl ChangeBus for PostgresDb {
         true
     }
 
-    async fn notify(&self, note: &str) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(CHANNEL)
-            .bind(note)
-            .execute(&self.pool)
-            .await?;
+    async fn notify(&self, notes: &[String]) -> Result<(), StoreError> {
+        // One statement, one transaction: delivered together, in the array's order.
+        // (PostgreSQL folds identical notes of one transaction into one; a note names a
+        // row to read, so the one left reads the same latest state.)
+        sqlx::query(
+            "SELECT pg_notify($1, note) FROM unnest($2::text[]) WITH ORDINALITY AS n(note, i) ORDER BY i",
+        )
+        .bind(CHANNEL)
+        .bind(notes)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

@@ -238,7 +238,7 @@ impl ChangeBus for SqliteDb {
         false
     }
 
-    async fn notify(&self, _note: &str) -> Result<(), StoreError> {
+    async fn notify(&self, _notes: &[String]) -> Result<(), StoreError> {
         Ok(())
     }
 
