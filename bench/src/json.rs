@@ -44,6 +44,7 @@ fn sweep_json(s: &Sweep) -> Value {
             "answer_to_agent": latency_json(&p.result.samples),
             "time_to_visible": latency_json(&p.result.visible),
         })).collect::<Vec<_>>(),
+        "session_cold_start": latency_json(&s.cold_starts),
         "total": load_json(&s.total)})
 }
 
@@ -112,6 +113,11 @@ impl Report {
             "engines": engines,
             "scale": scale, "scale_skipped": self.scale_skipped,
             "replicas": replicas, "replicas_skipped": self.replicas_skipped,
+            "operators": or_error(&self.crowd, |c| json!({"sockets": c.plan.sockets,
+                "sessions": c.plan.sessions, "rate_per_s": c.plan.rate, "elicitations": c.plan.elicitations,
+                "time_to_visible": latency_json(&c.visible), "unseen": c.unseen,
+                "slow_reader": {"frames": c.slow.frames, "resyncs": c.slow.resyncs},
+                "result": load_json(&c.result)})),
             "targets": targets,
             "failures": self.failures(),
         })
@@ -148,6 +154,8 @@ mod tests {
             2
         );
         assert_eq!(json["storage"]["fs_type"], "ext4");
+        assert_eq!(json["operators"]["slow_reader"]["resyncs"], 1);
+        assert_eq!(json["operators"]["time_to_visible"]["n"], 4);
         assert_eq!(json["replicas"][1]["sweep"]["knee_per_s"], 100.0);
         assert_eq!(json["engines"]["postgres"]["durability"], "engine=postgres");
         assert!(json["targets"].as_array().is_some_and(|t| !t.is_empty()));

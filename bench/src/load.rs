@@ -26,7 +26,7 @@ use crate::stack::{STALL, Stack, peak_rss_bytes, start_kandev, start_session};
 use crate::stats::{Percentiles, percentiles};
 
 /// How many sessions are started at once.
-pub const STARTS_IN_FLIGHT: usize = 8;
+const STARTS_IN_FLIGHT: usize = 8;
 
 /// The load's shape.
 #[derive(Debug, Clone, Copy)]

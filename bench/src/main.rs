@@ -16,6 +16,7 @@
 mod agent;
 mod breakdown;
 mod collector;
+mod crowd;
 mod engine;
 mod json;
 mod load;
@@ -41,13 +42,14 @@ use load::Shape;
 use report::{EngineFigures, Meta, Report, ScalePoint, skipped};
 use sweep::SweepPlan;
 
-const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|scale|replicas] [--engine sqlite|postgres] [--think MS] | kandev-bench agent";
+const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|operators|scale|replicas] [--engine sqlite|postgres] [--think MS] | kandev-bench agent";
 
 const PARTS: &[&str] = &[
     "mapping",
     "round-trip",
     "breakdown",
     "load",
+    "operators",
     "scale",
     "replicas",
 ];
@@ -175,6 +177,8 @@ struct Plan {
     breakdown_n: usize,
     /// The load: an arrival-rate sweep on each engine (and the replicas').
     sweep: SweepPlan,
+    /// Many operators watching.
+    crowd: crowd::CrowdPlan,
     /// The scale runs' operators.
     shape: Shape,
     scale_sessions: &'static [usize],
@@ -222,6 +226,12 @@ fn plan(args: &Args) -> Plan {
                 per_rate: 200,
                 think,
             },
+            crowd: crowd::CrowdPlan {
+                sockets: 50,
+                sessions: 2,
+                rate: 20.0,
+                elicitations: 40,
+            },
             shape: Shape {
                 sessions: 10,
                 per_session: 10,
@@ -244,6 +254,13 @@ fn plan(args: &Args) -> Plan {
                 rates: vec![400.0, 800.0, 1200.0, 1600.0, 2000.0],
                 per_rate: 10_000,
                 think,
+            },
+            // 400 elicitations × 1,000 sockets: 400,000 times to visible.
+            crowd: crowd::CrowdPlan {
+                sockets: 1000,
+                sessions: 4,
+                rate: 20.0,
+                elicitations: 400,
             },
             shape: Shape {
                 sessions: 100,
@@ -378,6 +395,16 @@ async fn run(args: Args) -> ExitCode {
         };
         engines.push(engine_figures(&plan, engine, &wanted, round_trip, refused).await);
     }
+    let crowd = if wanted("operators") {
+        let c = plan.crowd;
+        eprintln!(
+            "kandev-bench: {} operator WebSockets (and a slow reader) watching {} elicitations at {}/s",
+            c.sockets, c.elicitations, c.rate
+        );
+        crowd::run(c).await
+    } else {
+        skipped("operators")
+    };
     let (scale, scale_skipped) = if wanted("scale") {
         let mut points = Vec::new();
         for &sessions in plan.scale_sessions {
@@ -430,6 +457,7 @@ async fn run(args: Args) -> ExitCode {
         baseline,
         engines,
         storage,
+        crowd,
         shape: plan.shape,
         scale_per_session: SCALE_PER_SESSION,
         scale,

@@ -121,6 +121,7 @@ impl Report {
         self.round_trip_md(&mut md, dir)?;
         self.breakdown_md(&mut md);
         self.load_md(&mut md, dir)?;
+        self.crowd_md(&mut md, dir)?;
         self.scale_md(&mut md, dir)?;
         self.replicas_md(&mut md);
         Ok(md)
@@ -316,10 +317,11 @@ impl Report {
                 || "below the first rate".to_owned(),
                 |p| format!("{:.0}/s", p.offered),
             );
+            let cold = percentiles(&sweep.cold_starts);
             let _ = writeln!(
                 md,
-                "**{name}**: {} sessions, {} operators, think {} ms; knee **{knee}**.\n",
-                sweep.sessions, sweep.operators, sweep.think_ms
+                "**{name}**: {} sessions, {} operators, think {} ms; knee **{knee}**. Session cold start (`POST …/sessions` → the agent ready, one at a time): p50 {:.1} ms, max {:.1} ms.\n",
+                sweep.sessions, sweep.operators, sweep.think_ms, cold.p50, cold.max
             );
             sweep_table(md, sweep);
             let l = &sweep.total;
@@ -371,6 +373,46 @@ impl Report {
             &knees,
         )?;
         md.push_str("![p99 by offered rate](sweep.svg)\n\n![Answer-to-agent latency at the knee](load.svg)\n");
+        Ok(())
+    }
+
+    fn crowd_md(&self, md: &mut String, dir: &Path) -> std::io::Result<()> {
+        md.push_str("\n## Many operators (SQLite; operator WebSockets watching while one more answers; a slow reader that reads nothing until the end)\n\n");
+        let c = match &self.crowd {
+            Ok(c) => c,
+            Err(err) => {
+                let _ = writeln!(md, "{} ({err})", status(err));
+                return Ok(());
+            }
+        };
+        let p = percentiles(&c.visible);
+        let ci = interval(&c.visible, 0.99).map_or_else(String::new, |i| i.text());
+        let _ = writeln!(
+            md,
+            "{} sockets, {} sessions, {} elicitations at {}/s: time to visible on every socket p50 {:.2} ms, p99 {:.2} ms {ci}, max {:.2} ms over {} samples; {} unseen; {} answered once, {} lost, {} doubled, {} crossed. The slow reader then read {} frames, {} of them `resync`.\n",
+            c.plan.sockets,
+            c.plan.sessions,
+            c.plan.elicitations,
+            c.plan.rate,
+            p.p50,
+            p.p99,
+            p.max,
+            p.n,
+            c.unseen,
+            c.result.answered,
+            c.result.lost,
+            c.result.doubled,
+            c.result.crossed,
+            c.slow.frames,
+            c.slow.resyncs
+        );
+        write_svg(
+            dir,
+            "operators.svg",
+            "Many operators: time to visible on every socket",
+            &[("every socket".to_owned(), COLOURS[0], c.visible.as_slice())],
+        )?;
+        md.push_str("![Time to visible on every socket](operators.svg)\n");
         Ok(())
     }
 
@@ -576,7 +618,14 @@ mod tests {
             md.contains("| agent → agentctl (stdio, ACP parse) | skipped |"),
             "{md}"
         );
-        for svg in ["round-trip.svg", "load.svg", "sweep.svg", "scale.svg"] {
+        assert!(md.contains("2 sockets, 1 sessions, 2 elicitations at 10/s: time to visible on every socket p50 4.00 ms"), "{md}");
+        for svg in [
+            "round-trip.svg",
+            "load.svg",
+            "sweep.svg",
+            "operators.svg",
+            "scale.svg",
+        ] {
             assert!(dir.path().join(svg).is_file(), "{svg}");
         }
     }

@@ -4,7 +4,7 @@
 //! (the bench runs kandev with auth on, as it is deployed).
 
 use std::net::SocketAddr;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -40,18 +40,7 @@ pub struct Created {
 pub async fn clarifications_created(
     addr: SocketAddr,
 ) -> Result<mpsc::UnboundedReceiver<Created>, String> {
-    let url = format!("ws://{addr}/api/v1/ws");
-    let mut request = url
-        .as_str()
-        .into_client_request()
-        .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
-    let auth = bearer()
-        .parse()
-        .map_err(|err| format!("operator WebSocket token: {err}"))?;
-    request.headers_mut().insert("authorization", auth);
-    let (socket, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
-        .await
-        .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
+    let socket = connect_ws(addr).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let (_write, mut read) = socket.split();
@@ -78,6 +67,53 @@ pub async fn clarifications_created(
         }
     });
     Ok(rx)
+}
+
+/// Opens an operator WebSocket with the bench operator's token.
+pub async fn connect_ws(
+    addr: SocketAddr,
+) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>, String>
+{
+    let url = format!("ws://{addr}/api/v1/ws");
+    let mut request = url
+        .as_str()
+        .into_client_request()
+        .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
+    let auth = bearer()
+        .parse()
+        .map_err(|err| format!("operator WebSocket token: {err}"))?;
+    request.headers_mut().insert("authorization", auth);
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
+        .await
+        .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
+    Ok(socket)
+}
+
+/// One watching operator: records when it read each `clarification.created` (by the
+/// record's message) into `seen`, until the socket closes.
+pub async fn watch(addr: SocketAddr, seen: Arc<Mutex<Vec<(String, u128)>>>) -> Result<(), String> {
+    let socket = connect_ws(addr).await?;
+    tokio::spawn(async move {
+        let (_write, mut read) = socket.split();
+        while let Some(Ok(message)) = read.next().await {
+            let Message::Text(text) = message else {
+                continue;
+            };
+            let seen_ns = wall_ns();
+            if !text.as_str().contains("clarification.created") {
+                continue;
+            }
+            if let Ok(event) = serde_json::from_str::<Value>(text.as_str())
+                && event["type"] == "clarification.created"
+                && let Some(tag) = event["data"]["message"].as_str()
+            {
+                seen.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((tag.to_owned(), seen_ns));
+            }
+        }
+    });
+    Ok(())
 }
 
 /// One kept-alive connection to the operator API.

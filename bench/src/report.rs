@@ -2,6 +2,7 @@
 //! Markdown are read from a [`Report`] by the modules beside this one.
 
 use crate::breakdown::Breakdown;
+use crate::crowd::Crowd;
 use crate::engine::Engine;
 use crate::load::{LoadResult, Shape};
 use crate::mapping::MappingFigure;
@@ -101,6 +102,8 @@ pub struct Report {
     pub engines: Vec<EngineFigures>,
     /// The databases' directory and its sync latency.
     pub storage: Result<Storage, String>,
+    /// Many operators watching.
+    pub crowd: Result<Crowd, String>,
     /// The scale runs' operators (`sessions` and `per_session` are the scale points').
     pub shape: Shape,
     /// Elicitations per session in the scale runs.
@@ -126,6 +129,7 @@ impl Report {
             }
         };
         part("mapping", self.mapping.as_ref().err());
+        part("operators", self.crowd.as_ref().err());
         part("round trip (direct)", self.baseline.as_ref().err());
         for e in &self.engines {
             part(
@@ -169,7 +173,11 @@ impl Report {
                 .ok()
                 .map(|l| (format!("scale ({} sessions)", p.sessions), l))
         });
-        for (name, l) in sweeps.chain(scale) {
+        let crowd = self
+            .crowd
+            .iter()
+            .map(|c| ("operators".to_owned(), &c.result));
+        for (name, l) in sweeps.chain(scale).chain(crowd) {
             if l.lost + l.doubled + l.crossed > 0 {
                 failures.push(format!(
                     "{name}: {} lost, {} doubled, {} crossed responses (must all be 0)",
@@ -199,6 +207,7 @@ pub(crate) mod tests {
                 result: load.clone(),
             }],
             total: load.clone(),
+            cold_starts: vec![120.0, 80.0],
         }
     }
 
@@ -239,6 +248,21 @@ pub(crate) mod tests {
                 engine(Engine::Sqlite, vec![10.0, 11.0, 40.0]),
                 engine(Engine::Postgres, vec![12.0, 13.0, 14.0]),
             ],
+            crowd: Ok(Crowd {
+                plan: crate::crowd::CrowdPlan {
+                    sockets: 2,
+                    sessions: 1,
+                    rate: 10.0,
+                    elicitations: 2,
+                },
+                result: load.clone(),
+                visible: vec![3.0, 4.0, 5.0, 6.0],
+                unseen: 0,
+                slow: crate::crowd::SlowReader {
+                    frames: 9,
+                    resyncs: 1,
+                },
+            }),
             storage: Ok(Storage {
                 dir: "/tmp".into(),
                 fs_type: "ext4".into(),
@@ -287,8 +311,8 @@ pub(crate) mod tests {
             doubled: 1,
             ..LoadResult::default()
         });
-        // Two engines' loads, one scale point and two replicas runs, each lossy.
-        assert_eq!(lossy.failures().len(), 5, "{:?}", lossy.failures());
+        // Two engines' loads, one scale point, two replicas runs and the crowd, each lossy.
+        assert_eq!(lossy.failures().len(), 6, "{:?}", lossy.failures());
         let mut broken = sample(LoadResult::default());
         broken.engines[1].breakdown = Err("no hops".into());
         assert_eq!(broken.failures(), vec!["breakdown (PostgreSQL): no hops"]);

@@ -21,13 +21,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
 use kandev_testkit::Kandev;
 use serde_json::json;
 
 use crate::collector::Collector;
 use crate::engine::{Engine, durability_from_log};
-use crate::load::{LoadResult, STARTS_IN_FLIGHT, ns, slot, throughput};
+use crate::load::{LoadResult, ns, slot, throughput};
 use crate::operator::{Connections, Created, clarifications_created};
 use crate::stack::{Replica, STALL, Stack, peak_rss_bytes, start_kandev, start_session};
 use crate::stats::{interval, percentiles};
@@ -85,6 +84,8 @@ pub struct Sweep {
     pub points: Vec<RatePoint>,
     /// Every point pooled (exactly-once counts, peaks, durability).
     pub total: LoadResult,
+    /// Each session's cold start, ms: `POST …/sessions` → its agent ready, one at a time.
+    pub cold_starts: Vec<f64>,
 }
 
 impl Sweep {
@@ -201,50 +202,42 @@ async fn operator(
     }
 }
 
-/// Starts the sessions (`serve s<i>`), a few at a time, and waits until every agent is
-/// ready.
-async fn start_sessions(
+/// Starts the sessions (`serve s<i>`) one at a time, each on an idle kandev: its cold
+/// start, ms, from the operator's `POST …/sessions` to its agent reporting ready (kandev
+/// started agentctl, agentctl the agent, ACP initialised, the prompt delivered).
+pub async fn start_sessions(
     kandevs: &[Kandev],
     sessions: usize,
     collector: &mut Collector,
-) -> Result<(), String> {
-    let failed: Vec<String> = futures::stream::iter(0..sessions)
-        .map(|s| async move {
-            match start_session(&kandevs[s % kandevs.len()], &format!("serve s{s}")).await {
-                Ok(session) if session["state"] != "FAILED" => None,
-                Ok(session) => Some(session.to_string()),
-                Err(err) => Some(err),
-            }
-        })
-        .buffer_unordered(STARTS_IN_FLIGHT)
-        .filter_map(|f| async move { f })
-        .collect()
-        .await;
-    if let Some(first) = failed.first() {
-        return Err(format!(
-            "sweep: {} of {sessions} sessions failed to start, first: {first}",
-            failed.len()
-        ));
-    }
-    let mut ready = 0;
-    while ready < sessions {
-        let report = collector
-            .next(STALL)
-            .await
-            .ok_or_else(|| format!("sweep: {ready} of {sessions} agents ready after {STALL:?}"))?;
-        if report["kind"] == "ready" {
-            ready += 1;
+) -> Result<Vec<f64>, String> {
+    let mut cold_starts = Vec::with_capacity(sessions);
+    for s in 0..sessions {
+        let started = std::time::Instant::now();
+        match start_session(&kandevs[s % kandevs.len()], &format!("serve s{s}")).await {
+            Ok(session) if session["state"] != "FAILED" => {}
+            Ok(session) => return Err(format!("sweep: session {s} failed to start: {session}")),
+            Err(err) => return Err(format!("sweep: session {s}: {err}")),
         }
+        loop {
+            let report = collector
+                .next(STALL)
+                .await
+                .ok_or_else(|| format!("sweep: agent s{s} not ready after {STALL:?}"))?;
+            if report["kind"] == "ready" && report["tag"] == format!("s{s}") {
+                break;
+            }
+        }
+        cold_starts.push(started.elapsed().as_secs_f64() * 1e3);
     }
-    Ok(())
+    Ok(cold_starts)
 }
 
 /// Responses by tag, over the whole sweep (a late double lands on its own tag).
-type Received = HashMap<String, Vec<(u128, String)>>;
+pub type Received = HashMap<String, Vec<(u128, String)>>;
 
 /// Runs one rate: `go` to every agent, then reads reports until every elicitation of
 /// the round is answered or the agents fall silent for [`STALL`].
-async fn one_rate(
+pub async fn one_rate(
     collector: &mut Collector,
     plan: &SweepPlan,
     round: usize,
@@ -342,7 +335,7 @@ async fn measure(
             Arc::new(Connections::new(addr)),
         )));
     }
-    start_sessions(kandevs, plan.sessions, collector).await?;
+    let cold_starts = start_sessions(kandevs, plan.sessions, collector).await?;
     let mut received = Received::new();
     let mut points = Vec::new();
     let mut sent_all = HashMap::new();
@@ -407,6 +400,7 @@ async fn measure(
         think_ms: plan.think.as_secs_f64() * 1e3,
         points,
         total,
+        cold_starts,
     })
 }
 
@@ -435,6 +429,7 @@ mod tests {
             think_ms: 0.0,
             points,
             total: LoadResult::default(),
+            cold_starts: Vec::new(),
         }
     }
 

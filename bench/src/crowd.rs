@@ -1,0 +1,205 @@
+//! Many operators watching: N operator WebSockets on one kandev (SQLite) while
+//! elicitations arrive at a steady rate on pre-started sessions and one more operator
+//! answers them. Time to visible is taken on every socket (the agent sends → that
+//! socket reads `clarification.created`), so its p99 is the slowest operators' view.
+//!
+//! One more socket reads nothing until the run is over: a slow reader. kandev must not
+//! let it delay the others (their figures show it), and when it falls further behind
+//! than kandev's event buffer it is told to `resync` (counted; it only happens when the
+//! run's events outgrow the buffer and the socket's own kernel buffers).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::collector::Collector;
+use crate::engine::Engine;
+use crate::load::LoadResult;
+use crate::operator::{Connections, clarifications_created, connect_ws, watch};
+use crate::stack::{Stack, start_kandev};
+use crate::sweep::{self, Received, SweepPlan};
+
+/// What the crowd runs.
+#[derive(Debug, Clone, Copy)]
+pub struct CrowdPlan {
+    /// Watching operator sockets.
+    pub sockets: usize,
+    /// Pre-started sessions.
+    pub sessions: usize,
+    /// Elicitations per second, over all sessions.
+    pub rate: f64,
+    /// Elicitations in all.
+    pub elicitations: usize,
+}
+
+/// What the slow reader got once it read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlowReader {
+    /// Frames it read after the run.
+    pub frames: usize,
+    /// `resync` frames among them.
+    pub resyncs: usize,
+}
+
+/// What the crowd measured.
+#[derive(Debug, Clone)]
+pub struct Crowd {
+    /// The plan it ran.
+    pub plan: CrowdPlan,
+    /// Answered, lost, doubled, crossed; `samples` is answer to agent.
+    pub result: LoadResult,
+    /// Time to visible on every watching socket, ms (sockets × elicitations samples).
+    pub visible: Vec<f64>,
+    /// How many (socket, elicitation) pairs were never seen.
+    pub unseen: usize,
+    /// The slow reader.
+    pub slow: SlowReader,
+}
+
+/// Reads what the slow reader's socket holds until it has been quiet for a second.
+async fn drain_slow(
+    mut socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+) -> SlowReader {
+    let mut slow = SlowReader::default();
+    while let Ok(Some(Ok(message))) =
+        tokio::time::timeout(Duration::from_secs(1), socket.next()).await
+    {
+        if let Message::Text(text) = message {
+            slow.frames += 1;
+            if serde_json::from_str::<Value>(text.as_str()).is_ok_and(|e| e["type"] == "resync") {
+                slow.resyncs += 1;
+            }
+        }
+    }
+    slow
+}
+
+/// Runs the crowd.
+pub async fn run(plan: CrowdPlan) -> Result<Crowd, String> {
+    let mut collector = Collector::start()
+        .await
+        .map_err(|err| format!("collector: {err}"))?;
+    let kandev = start_kandev(Stack {
+        report: collector.addr(),
+        engine: Engine::Sqlite,
+        timing: false,
+        remote: None,
+        replica: None,
+    })
+    .await?;
+    let addr = kandev.addr();
+    let seen = Arc::new(Mutex::new(Vec::with_capacity(
+        plan.sockets * plan.elicitations,
+    )));
+    for _ in 0..plan.sockets {
+        watch(addr, Arc::clone(&seen)).await?;
+    }
+    let slow = connect_ws(addr).await?;
+    // The one operator who answers, as soon as it sees each question.
+    let mut created = clarifications_created(addr).await?;
+    let answers = Arc::new(Connections::new(addr));
+    let answering = tokio::spawn(async move {
+        while let Some(event) = created.recv().await {
+            let pending = event.data["pending_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let tag = event.data["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let answers = Arc::clone(&answers);
+            tokio::spawn(async move {
+                let body = json!({"answers": [{"question_id": "answer", "selected_options": [],
+                    "custom_text": tag}], "rejected": false, "reject_reason": ""});
+                let _ = answers
+                    .post(&format!("/api/v1/clarifications/{pending}/respond"), &body)
+                    .await;
+            });
+        }
+    });
+    sweep::start_sessions(std::slice::from_ref(&kandev), plan.sessions, &mut collector).await?;
+    let sweep_plan = SweepPlan {
+        sessions: plan.sessions,
+        operators: 1,
+        rates: vec![plan.rate],
+        per_rate: plan.elicitations,
+        think: Duration::ZERO,
+    };
+    let mut received = Received::new();
+    let sent = sweep::one_rate(&mut collector, &sweep_plan, 0, plan.rate, &mut received).await?;
+    collector.broadcast(&json!({"stop": true}));
+    answering.abort();
+    let slow = drain_slow(slow).await;
+    let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(PoisonError::into_inner));
+    Ok(measured(plan, &sent, &received, &seen, slow))
+}
+
+/// The crowd's figures from what the agents sent and received and the sockets saw.
+fn measured(
+    plan: CrowdPlan,
+    sent: &HashMap<String, u128>,
+    received: &Received,
+    seen: &[(String, u128)],
+    slow: SlowReader,
+) -> Crowd {
+    let mut result = LoadResult {
+        sent: sent.len(),
+        ..LoadResult::default()
+    };
+    for (tag, responses) in sent.keys().filter_map(|t| received.get(t).map(|r| (t, r))) {
+        result.answered += 1;
+        result.doubled += responses.len() - 1;
+        result.crossed += responses.iter().filter(|(_, a)| a != tag).count();
+    }
+    result.lost = result.sent - result.answered;
+    let visible: Vec<f64> = seen
+        .iter()
+        .filter_map(|(tag, seen_ns)| {
+            sent.get(tag)
+                .map(|sent_ns| seen_ns.saturating_sub(*sent_ns) as f64 / 1e6)
+        })
+        .collect();
+    Crowd {
+        plan,
+        result,
+        unseen: (plan.sockets * sent.len()).saturating_sub(visible.len()),
+        visible,
+        slow,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_socket_times_every_elicitation_and_the_unseen_are_counted() {
+        let plan = CrowdPlan {
+            sockets: 2,
+            sessions: 1,
+            rate: 1.0,
+            elicitations: 2,
+        };
+        let sent = HashMap::from([("a".to_owned(), 1_000_000u128), ("b".to_owned(), 2_000_000)]);
+        let received = Received::from([("a".to_owned(), vec![(5, "a".to_owned())])]);
+        let seen = vec![
+            ("a".to_owned(), 3_000_000),
+            ("a".to_owned(), 4_000_000),
+            ("b".to_owned(), 7_000_000),
+            ("other".to_owned(), 9_000_000),
+        ];
+        let c = measured(plan, &sent, &received, &seen, SlowReader::default());
+        assert_eq!((c.result.sent, c.result.answered, c.result.lost), (2, 1, 1));
+        let mut visible = c.visible.clone();
+        visible.sort_by(f64::total_cmp);
+        assert_eq!(visible, [2.0, 3.0, 5.0]);
+        assert_eq!(c.unseen, 1, "one socket never saw b");
+    }
+}
