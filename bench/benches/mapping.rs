@@ -12,44 +12,17 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use kandev_elicitation::{Answer, OperatorAnswer, build_response, map_request};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const TWO_QUESTIONS: &str =
     include_str!("../../crates/elicitation/tests/fixtures/askuserquestion-two-questions.json");
 
-/// A 64-property form (the mapping's limit) mixing every kind of the vocabulary.
-fn sixty_four_form() -> Value {
-    let mut properties = serde_json::Map::new();
-    for i in 0..64 {
-        let key = format!("field_{i}");
-        let options: Vec<Value> = (0..4)
-            .map(|o| json!({"const": format!("opt{o}"), "title": format!("Option {o}"), "description": "An option."}))
-            .collect();
-        let property = match i % 6 {
-            0 => {
-                json!({"type": "string", "title": key, "description": "Pick one.", "oneOf": options})
-            }
-            1 => {
-                json!({"type": "array", "title": key, "description": "Pick some.", "items": {"anyOf": options}})
-            }
-            2 => {
-                json!({"type": "string", "title": key, "description": "Say something.", "maxLength": 200})
-            }
-            3 => {
-                json!({"type": "boolean", "title": key, "description": "Yes or no?", "default": false})
-            }
-            4 => {
-                json!({"type": "integer", "title": key, "description": "How many?", "minimum": 0, "maximum": 100})
-            }
-            _ => {
-                json!({"type": "string", "title": key, "enum": ["a", "b", "c"], "enumNames": ["A", "B", "C"]})
-            }
-        };
-        properties.insert(key, property);
-    }
-    json!({"mode": "form", "sessionId": "sess-1", "message": "Sixty-four fields.",
-        "requestedSchema": {"type": "object", "properties": properties}})
-}
+/// A 64-property form (the mapping's limit) mixing every kind of the vocabulary; the
+/// stack bench's large form too.
+const SIXTY_FOUR_FORM: &str = include_str!("../fixtures/sixty-four-form.json");
+
+/// An operator's answer to every field of [`SIXTY_FOUR_FORM`].
+const SIXTY_FOUR_ANSWER: &str = include_str!("../fixtures/sixty-four-answer.json");
 
 fn answer(question_id: &str, selected: &[&str], text: &str) -> Answer {
     Answer {
@@ -65,26 +38,6 @@ fn two_question_answer() -> OperatorAnswer {
             answer("question_0", &["Postgres"], ""),
             answer("question_1", &["prod", "dev"], ""),
         ],
-        ..OperatorAnswer::default()
-    }
-}
-
-fn sixty_four_answer() -> OperatorAnswer {
-    let answers = (0..64)
-        .map(|i| {
-            let id = format!("field_{i}");
-            match i % 6 {
-                0 => answer(&id, &["opt2"], ""),
-                1 => answer(&id, &["opt3", "opt0"], ""),
-                2 => answer(&id, &[], "some free text"),
-                3 => answer(&id, &[], "true"),
-                4 => answer(&id, &[], "42"),
-                _ => answer(&id, &["b"], ""),
-            }
-        })
-        .collect();
-    OperatorAnswer {
-        answers,
         ..OperatorAnswer::default()
     }
 }
@@ -121,8 +74,12 @@ fn mapping(c: &mut Criterion) {
         TWO_QUESTIONS.as_bytes(),
         &two_question_answer(),
     );
-    let sixty_four = serde_json::to_vec(&sixty_four_form()).expect("encodes");
-    bench_form(c, "sixty_four", &sixty_four, &sixty_four_answer());
+    // Compact bytes, as an agent sends them (the fixture is indented for reading).
+    let form: Value = serde_json::from_str(SIXTY_FOUR_FORM).expect("the fixture is JSON");
+    let sixty_four = serde_json::to_vec(&form).expect("encodes");
+    let answer: OperatorAnswer =
+        serde_json::from_str(SIXTY_FOUR_ANSWER).expect("the fixture is an operator answer");
+    bench_form(c, "sixty_four", &sixty_four, &answer);
 }
 
 criterion_group!(benches, mapping);

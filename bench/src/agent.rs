@@ -9,6 +9,7 @@
 //!   response line is parsed (one monotonic clock, one process) and reported as
 //!   `{"kind": "rt", "tag", "seq", "rtt_ns", "sent_ns", "recv_ns", "action"}` (the last
 //!   two on the wall clock, for the per-hop breakdown).
+//! - `rt64 N TAG`: the same with a 64-question form mixing every kind of the vocabulary.
 //! - `load K TAG`: K concurrent elicitations of a one-text-question form whose message
 //!   is `TAG/k`; reports `{"kind": "sent", "tag": "TAG/k", "sent_ns"}` for each and
 //!   `{"kind": "recv", "tag", "recv_ns" (wall clock, when the line was read), "answer"}`
@@ -35,6 +36,9 @@ use tokio::sync::{mpsc, oneshot};
 /// The spec's two-question bridge form (AskUserQuestion as claude-agent-acp 0.65.0 sends it).
 const BRIDGE_FORM: &str =
     include_str!("../../crates/elicitation/tests/fixtures/askuserquestion-two-questions.json");
+
+/// A 64-question form mixing every kind of the vocabulary (the mapping's limit).
+const SIXTY_FOUR_FORM: &str = include_str!("../fixtures/sixty-four-form.json");
 
 /// The environment variable naming the bench's report address (`127.0.0.1:port`).
 pub const REPORT_ENV: &str = "BENCH_REPORT";
@@ -135,15 +139,22 @@ impl Agent {
     async fn run_prompt(&self, text: &str) {
         let words: Vec<&str> = text.split_whitespace().collect();
         match words.as_slice() {
-            ["rt", n, tag] => self.round_trips(n.parse().unwrap_or(0), tag).await,
+            ["rt", n, tag] => {
+                self.round_trips(BRIDGE_FORM, n.parse().unwrap_or(0), tag)
+                    .await
+            }
+            ["rt64", n, tag] => {
+                self.round_trips(SIXTY_FOUR_FORM, n.parse().unwrap_or(0), tag)
+                    .await
+            }
             ["load", k, tag] => self.load(k.parse().unwrap_or(0), tag).await,
             ["serve", tag] => self.serve(tag).await,
             _ => self.report(json!({"kind": "unknown_prompt", "text": text})),
         }
     }
 
-    async fn round_trips(&self, n: usize, tag: &str) {
-        let mut form: Value = serde_json::from_str(BRIDGE_FORM).unwrap_or(Value::Null);
+    async fn round_trips(&self, form: &str, n: usize, tag: &str) {
+        let mut form: Value = serde_json::from_str(form).unwrap_or(Value::Null);
         form["sessionId"] = json!(self.session_id);
         for seq in 0..n {
             form["message"] = json!(format!("{tag}/{seq}"));
@@ -454,6 +465,17 @@ mod tests {
             b_ns <= between && between <= a_ns,
             "{b_ns} {between} {a_ns}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_large_round_trip_asks_all_sixty_four_questions() {
+        let (agent, mut out, _reports) = agent();
+        let runner = agent.clone();
+        tokio::spawn(async move { runner.run_prompt("rt64 1 t").await });
+        let sent: Value = serde_json::from_str(&out.recv().await.expect("frame")).expect("json");
+        let properties = &sent["params"]["requestedSchema"]["properties"];
+        assert_eq!(properties.as_object().map(|p| p.len()), Some(64));
+        assert_eq!(sent["params"]["message"], "t/0");
     }
 
     #[tokio::test]

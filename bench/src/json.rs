@@ -75,6 +75,8 @@ impl Report {
                     "durability": e.durability(),
                     "round_trip": or_error(&e.round_trip, |r| latency_json(&r.samples)),
                     "time_to_visible": or_error(&e.round_trip, |r| latency_json(&r.visible)),
+                    "round_trip_64_questions": or_error(&e.large_form, |r| json!({
+                        "round_trip": latency_json(&r.samples), "time_to_visible": latency_json(&r.visible)})),
                     "breakdown": or_error(&e.breakdown, Breakdown::to_json),
                     "load_sweep": or_error(&e.load, sweep_json),
                 });
@@ -154,6 +156,10 @@ mod tests {
             2
         );
         assert_eq!(json["storage"]["fs_type"], "ext4");
+        assert_eq!(
+            json["engines"]["postgres"]["round_trip_64_questions"]["round_trip"]["n"],
+            2
+        );
         assert_eq!(json["operators"]["slow_reader"]["resyncs"], 1);
         assert_eq!(json["operators"]["time_to_visible"]["n"], 4);
         assert_eq!(json["replicas"][1]["sweep"]["knee_per_s"], 100.0);

@@ -40,6 +40,7 @@ use std::time::Duration;
 use engine::Engine;
 use load::Shape;
 use report::{EngineFigures, Meta, Report, ScalePoint, skipped};
+use roundtrip::Form;
 use sweep::SweepPlan;
 
 const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|operators|scale|replicas] [--engine sqlite|postgres] [--think MS] | kandev-bench agent";
@@ -175,6 +176,8 @@ struct Plan {
     /// Turns the round trips are run in (direct, each engine, again).
     rounds: usize,
     breakdown_n: usize,
+    /// Round trips of the 64-question form per engine.
+    large_n: usize,
     /// The load: an arrival-rate sweep on each engine (and the replicas').
     sweep: SweepPlan,
     /// Many operators watching.
@@ -219,6 +222,7 @@ fn plan(args: &Args) -> Plan {
             warmup: 20,
             rounds: 2,
             breakdown_n: 50,
+            large_n: 20,
             sweep: SweepPlan {
                 sessions: 4,
                 operators: 4,
@@ -248,6 +252,7 @@ fn plan(args: &Args) -> Plan {
             warmup: 50,
             rounds: 5,
             breakdown_n: 200,
+            large_n: 1000,
             sweep: SweepPlan {
                 sessions: 20,
                 operators,
@@ -288,7 +293,7 @@ async fn engine_figures(
             "kandev-bench: breakdown on {name} ({} with timing events on)",
             plan.breakdown_n
         );
-        roundtrip::full_stack(plan.breakdown_n, plan.warmup, engine, true)
+        roundtrip::full_stack(plan.breakdown_n, plan.warmup, engine, true, Form::Bridge)
             .await
             .and_then(|pass| {
                 durability = durability.take().or(pass.durability);
@@ -298,6 +303,17 @@ async fn engine_figures(
             })
     } else {
         skipped("breakdown")
+    };
+    let large_form = if let Some(refused) = refused {
+        Err(refused.to_owned())
+    } else if wanted("round-trip") {
+        eprintln!(
+            "kandev-bench: round trip of the 64-question form on {name}, {}",
+            plan.large_n
+        );
+        roundtrip::full_stack(plan.large_n, plan.warmup, engine, false, Form::SixtyFour).await
+    } else {
+        skipped("round trip")
     };
     let load = if let Some(refused) = refused {
         Err(refused.to_owned())
@@ -317,6 +333,7 @@ async fn engine_figures(
     EngineFigures {
         engine,
         round_trip,
+        large_form,
         breakdown,
         load,
         durability,

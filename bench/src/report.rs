@@ -45,6 +45,8 @@ pub struct EngineFigures {
     pub engine: Engine,
     /// The measured round trips (timing events off).
     pub round_trip: Result<FullStack, String>,
+    /// Round trips of the 64-question form.
+    pub large_form: Result<FullStack, String>,
     /// The per-hop breakdown (a separate pass with the timing events on).
     pub breakdown: Result<Breakdown, String>,
     /// The load: the arrival-rate sweep.
@@ -137,6 +139,10 @@ impl Report {
                 e.round_trip.as_ref().err(),
             );
             part(
+                &format!("64-question round trip ({})", e.engine.name()),
+                e.large_form.as_ref().err(),
+            );
+            part(
                 &format!("breakdown ({})", e.engine.name()),
                 e.breakdown.as_ref().err(),
             );
@@ -220,6 +226,12 @@ pub(crate) mod tests {
                 samples: full,
                 breakdown: None,
                 durability: Some(format!("engine={}", engine.key())),
+            }),
+            large_form: Ok(FullStack {
+                visible: vec![2.0, 3.0],
+                samples: vec![20.0, 30.0],
+                breakdown: None,
+                durability: None,
             }),
             breakdown: Err("breakdown: skipped (--only)".into()),
             load: Ok(sweep_of(&load)),

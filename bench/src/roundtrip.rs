@@ -40,6 +40,39 @@ pub fn bridge_answers() -> Value {
     ])
 }
 
+/// The form a round trip asks with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The spec's two-question bridge form.
+    Bridge,
+    /// A 64-question form mixing every kind of the vocabulary (the mapping's limit).
+    SixtyFour,
+}
+
+/// The operator's answer to every field of the 64-question form.
+const SIXTY_FOUR_ANSWER: &str = include_str!("../fixtures/sixty-four-answer.json");
+
+impl Form {
+    /// The agent's prompt word and the reports' tag.
+    fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Bridge => ("rt", "full"),
+            Self::SixtyFour => ("rt64", "full64"),
+        }
+    }
+
+    /// The operator's respond body.
+    fn answer(self) -> Result<Value, String> {
+        match self {
+            Self::Bridge => {
+                Ok(json!({"answers": bridge_answers(), "rejected": false, "reject_reason": ""}))
+            }
+            Self::SixtyFour => serde_json::from_str(SIXTY_FOUR_ANSWER)
+                .map_err(|err| format!("the 64-question answer fixture: {err}")),
+        }
+    }
+}
+
 /// Keep-alive connections the operator client answers on, as a browser keeps several
 /// per host: an answer never waits for the HTTP response to the one before it.
 const CONNECTIONS: usize = 4;
@@ -132,7 +165,9 @@ pub async fn full_stack(
     warmup: usize,
     engine: Engine,
     timing: bool,
+    form: Form,
 ) -> Result<FullStack, String> {
+    let (word, tag) = form.words();
     let mut collector = Collector::start()
         .await
         .map_err(|err| format!("collector: {err}"))?;
@@ -153,8 +188,8 @@ pub async fn full_stack(
         let _ = free.send(http);
     }
     let total = n + warmup;
-    let answer = json!({"answers": bridge_answers(), "rejected": false, "reject_reason": ""});
-    start_session(&kandev, &format!("rt {total} full")).await?;
+    let answer = form.answer()?;
+    start_session(&kandev, &format!("{word} {total} {tag}")).await?;
     let operator = async {
         let mut posts = Vec::with_capacity(total);
         for i in 0..total {
@@ -205,12 +240,12 @@ pub async fn full_stack(
         }
         Ok::<_, String>(answered)
     };
-    let (answered, rtts) = tokio::join!(operator, collect_rtts(&mut collector, "full", total));
+    let (answered, rtts) = tokio::join!(operator, collect_rtts(&mut collector, tag, total));
     let (answered, rtts) = (answered?, rtts?);
     let log = kandev.log();
     let by_message: HashMap<String, &Rtt> = rtts
         .iter()
-        .map(|r| (format!("full/{}", r.seq), r))
+        .map(|r| (format!("{tag}/{}", r.seq), r))
         .collect();
     let visible = answered
         .iter()
@@ -394,7 +429,7 @@ pub async fn interleaved(
         }
         for (&engine, path) in engines.iter().zip(full.iter_mut()) {
             let Ok(sofar) = path else { continue };
-            match full_stack(size, warmup, engine, false).await {
+            match full_stack(size, warmup, engine, false, Form::Bridge).await {
                 Ok(pass) => {
                     sofar.samples.extend(pass.samples);
                     sofar.visible.extend(pass.visible);
