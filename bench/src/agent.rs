@@ -10,6 +10,10 @@
 //!   `{"kind": "rt", "tag", "seq", "rtt_ns", "sent_ns", "recv_ns", "action"}` (the last
 //!   two on the wall clock, for the per-hop breakdown).
 //! - `rt64 N TAG`: the same with a 64-question form mixing every kind of the vocabulary.
+//! - `mcp N TAG`: N sequential calls of the `ask_user_question_kandev` tool on the MCP
+//!   server `session/new` named `kandev` (streamable HTTP; the agent advertises
+//!   `mcpCapabilities.http`), one question each, context `TAG/seq`, timed and reported like
+//!   `rt` (`action` is `accept` when the tool answered).
 //! - `load K TAG`: K concurrent elicitations of a one-text-question form whose message
 //!   is `TAG/k`; reports `{"kind": "sent", "tag": "TAG/k", "sent_ns"}` for each and
 //!   `{"kind": "recv", "tag", "recv_ns" (wall clock, when the line was read), "answer"}`
@@ -68,6 +72,8 @@ struct Agent {
     session_id: String,
     /// Commands from the bench (the `serve` prompt's), one JSON line each.
     commands: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Value>>>,
+    /// `mcpServers` as `session/new` gave them.
+    mcp_servers: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Agent {
@@ -147,6 +153,7 @@ impl Agent {
                 self.round_trips(SIXTY_FOUR_FORM, n.parse().unwrap_or(0), tag)
                     .await
             }
+            ["mcp", n, tag] => self.tool_round_trips(n.parse().unwrap_or(0), tag).await,
             ["load", k, tag] => self.load(k.parse().unwrap_or(0), tag).await,
             ["serve", tag] => self.serve(tag).await,
             _ => self.report(json!({"kind": "unknown_prompt", "text": text})),
@@ -172,6 +179,34 @@ impl Agent {
                 "action": response["result"]["action"].clone()}),
             );
         }
+    }
+
+    async fn tool_round_trips(&self, n: usize, tag: &str) {
+        let servers = self
+            .mcp_servers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let service = match crate::mcp::connect(&servers).await {
+            Ok(service) => service,
+            Err(err) => {
+                self.report(json!({"kind": "unknown_prompt", "text": err}));
+                return;
+            }
+        };
+        for seq in 0..n {
+            let sent_ns = wall_ns();
+            let start = Instant::now();
+            let answered = crate::mcp::ask(&service, &format!("{tag}/{seq}")).await;
+            let rtt = start.elapsed();
+            let recv_ns = wall_ns();
+            self.report(
+                json!({"kind": "rt", "tag": tag, "seq": seq, "rtt_ns": rtt.as_nanos().to_string(),
+                "sent_ns": sent_ns.to_string(), "recv_ns": recv_ns.to_string(),
+                "action": if answered.is_ok() { json!("accept") } else { json!(answered.err()) }}),
+            );
+        }
+        let _ = service.cancel().await;
     }
 
     /// Opens one elicitation of the load form with message `label`, reporting it sent.
@@ -258,6 +293,9 @@ impl Agent {
 
 /// Runs the agent until stdin closes.
 pub async fn run() -> std::process::ExitCode {
+    // The MCP client's reqwest is built without a provider of its own (the workspace picks
+    // ring); without one installed, building its client panics.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -306,6 +344,7 @@ pub async fn run() -> std::process::ExitCode {
         load_tags: Arc::default(),
         session_id: format!("bench-{}", std::process::id()),
         commands: Arc::new(tokio::sync::Mutex::new(command_rx)),
+        mcp_servers: Arc::default(),
     };
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -316,12 +355,22 @@ pub async fn run() -> std::process::ExitCode {
         let id = frame.get("id").cloned();
         match (method.as_deref(), id) {
             (None, Some(_)) => agent.on_response(frame),
-            (Some("initialize"), Some(id)) => agent
-                .send(json!({"jsonrpc": "2.0", "id": id, "result": {
-                "protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}})),
-            (Some("session/new"), Some(id)) => agent.send(
-                json!({"jsonrpc": "2.0", "id": id, "result": {"sessionId": agent.session_id}}),
-            ),
+            (Some("initialize"), Some(id)) => {
+                agent.send(json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": 1, "agentCapabilities": {"mcpCapabilities": {"http": true}},
+                "authMethods": []}}))
+            }
+            (Some("session/new"), Some(id)) => {
+                if let Some(servers) = frame["params"]["mcpServers"].as_array() {
+                    *agent
+                        .mcp_servers
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = servers.clone();
+                }
+                agent.send(
+                    json!({"jsonrpc": "2.0", "id": id, "result": {"sessionId": agent.session_id}}),
+                );
+            }
             (Some("session/prompt"), Some(id)) => {
                 let text = frame["params"]["prompt"][0]["text"]
                     .as_str()
@@ -373,6 +422,7 @@ mod tests {
             load_tags: Arc::default(),
             session_id: "s".into(),
             commands: Arc::new(tokio::sync::Mutex::new(command_rx)),
+            mcp_servers: Arc::default(),
         };
         (agent, out_rx, report_rx, commands)
     }

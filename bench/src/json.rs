@@ -77,6 +77,8 @@ impl Report {
                     "time_to_visible": or_error(&e.round_trip, |r| latency_json(&r.visible)),
                     "round_trip_64_questions": or_error(&e.large_form, |r| json!({
                         "round_trip": latency_json(&r.samples), "time_to_visible": latency_json(&r.visible)})),
+                    "round_trip_ask_user_question": or_error(&e.tool_call, |r| json!({
+                        "round_trip": latency_json(&r.samples), "time_to_visible": latency_json(&r.visible)})),
                     "breakdown": or_error(&e.breakdown, Breakdown::to_json),
                     "load_sweep": or_error(&e.load, sweep_json),
                 });

@@ -22,6 +22,7 @@ mod json;
 mod load;
 mod mapping;
 mod markdown;
+mod mcp;
 mod operator;
 mod plot;
 mod report;
@@ -176,7 +177,7 @@ struct Plan {
     /// Turns the round trips are run in (direct, each engine, again).
     rounds: usize,
     breakdown_n: usize,
-    /// Round trips of the 64-question form per engine.
+    /// Round trips of the 64-question form, and through the MCP tool, per engine.
     large_n: usize,
     /// The load: an arrival-rate sweep on each engine (and the replicas').
     sweep: SweepPlan,
@@ -315,6 +316,17 @@ async fn engine_figures(
     } else {
         skipped("round trip")
     };
+    let tool_call = if let Some(refused) = refused {
+        Err(refused.to_owned())
+    } else if wanted("round-trip") {
+        eprintln!(
+            "kandev-bench: round trip through ask_user_question_kandev on {name}, {}",
+            plan.large_n
+        );
+        roundtrip::full_stack(plan.large_n, plan.warmup, engine, false, Form::ToolCall).await
+    } else {
+        skipped("round trip")
+    };
     let load = if let Some(refused) = refused {
         Err(refused.to_owned())
     } else if wanted("load") {
@@ -334,6 +346,7 @@ async fn engine_figures(
         engine,
         round_trip,
         large_form,
+        tool_call,
         breakdown,
         load,
         durability,

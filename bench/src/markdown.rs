@@ -228,6 +228,15 @@ impl Report {
             }
             row(md, &format!("64-question form {label}"), &cells);
         }
+        for (label, f) in [("p50", pick[0].1), ("p99", pick[2].1)] {
+            let mut cells = vec!["—".to_owned()];
+            for e in &self.engines {
+                cells.push(cell(&e.tool_call, |r| {
+                    format!("{:.3} ms", f(&percentiles(&r.samples)))
+                }));
+            }
+            row(md, &format!("`ask_user_question_kandev` {label}"), &cells);
+        }
         for (label, f) in [("p50 ÷ direct", pick[0].1), ("p99 ÷ direct", pick[2].1)] {
             let mut cells = vec!["1×".to_owned()];
             for full in &fulls {

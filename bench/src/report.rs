@@ -47,6 +47,8 @@ pub struct EngineFigures {
     pub round_trip: Result<FullStack, String>,
     /// Round trips of the 64-question form.
     pub large_form: Result<FullStack, String>,
+    /// Round trips through the `ask_user_question_kandev` MCP tool.
+    pub tool_call: Result<FullStack, String>,
     /// The per-hop breakdown (a separate pass with the timing events on).
     pub breakdown: Result<Breakdown, String>,
     /// The load: the arrival-rate sweep.
@@ -143,6 +145,10 @@ impl Report {
                 e.large_form.as_ref().err(),
             );
             part(
+                &format!("ask_user_question round trip ({})", e.engine.name()),
+                e.tool_call.as_ref().err(),
+            );
+            part(
                 &format!("breakdown ({})", e.engine.name()),
                 e.breakdown.as_ref().err(),
             );
@@ -230,6 +236,12 @@ pub(crate) mod tests {
             large_form: Ok(FullStack {
                 visible: vec![2.0, 3.0],
                 samples: vec![20.0, 30.0],
+                breakdown: None,
+                durability: None,
+            }),
+            tool_call: Ok(FullStack {
+                visible: vec![1.5],
+                samples: vec![7.0],
                 breakdown: None,
                 durability: None,
             }),

@@ -47,6 +47,8 @@ pub enum Form {
     Bridge,
     /// A 64-question form mixing every kind of the vocabulary (the mapping's limit).
     SixtyFour,
+    /// Not an elicitation: one question through the `ask_user_question_kandev` MCP tool.
+    ToolCall,
 }
 
 /// The operator's answer to every field of the 64-question form.
@@ -58,6 +60,7 @@ impl Form {
         match self {
             Self::Bridge => ("rt", "full"),
             Self::SixtyFour => ("rt64", "full64"),
+            Self::ToolCall => ("mcp", "fullmcp"),
         }
     }
 
@@ -69,6 +72,9 @@ impl Form {
             }
             Self::SixtyFour => serde_json::from_str(SIXTY_FOUR_ANSWER)
                 .map_err(|err| format!("the 64-question answer fixture: {err}")),
+            // The record names its one question `q1`.
+            Self::ToolCall => Ok(json!({"answers": [{"question_id": "q1",
+                "selected_options": ["Yes"], "custom_text": ""}], "rejected": false, "reject_reason": ""})),
         }
     }
 }
@@ -241,7 +247,9 @@ pub async fn full_stack(
         Ok::<_, String>(answered)
     };
     let (answered, rtts) = tokio::join!(operator, collect_rtts(&mut collector, tag, total));
-    let (answered, rtts) = (answered?, rtts?);
+    // The agent's report says more than the operator's wait when both failed.
+    let rtts = rtts?;
+    let answered = answered?;
     let log = kandev.log();
     let by_message: HashMap<String, &Rtt> = rtts
         .iter()
