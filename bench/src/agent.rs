@@ -24,7 +24,10 @@
 //!   then takes commands from the bench over the report connection: `{"go": {"rate",
 //!   "n", "round"}}` opens `n` elicitations of the load form (messages `TAG/round/i`)
 //!   `rate` per second on a fixed schedule, whether or not earlier ones were answered
-//!   (open loop), reporting each as `load` does; `{"stop": true}` ends the turn.
+//!   (open loop), reporting each as `load` does; `{"stream": {"rate", "n", "round"}}`
+//!   streams `n` 40-character `agent_message_chunk`s `rate` per second in the background
+//!   (the last one carries `END:TAG/round`) and then reports `{"kind": "streamed", "tag":
+//!   "TAG/round", "sent_ns"}` for that last chunk; `{"stop": true}` ends the turn.
 //!
 //! A response to an unknown id is reported as `{"kind": "stray", "id"}`.
 
@@ -43,6 +46,9 @@ const BRIDGE_FORM: &str =
 
 /// A 64-question form mixing every kind of the vocabulary (the mapping's limit).
 const SIXTY_FOUR_FORM: &str = include_str!("../fixtures/sixty-four-form.json");
+
+/// Characters in each streamed chunk.
+pub const CHUNK_CHARS: usize = 40;
 
 /// The environment variable naming the bench's report address (`127.0.0.1:port`).
 pub const REPORT_ENV: &str = "BENCH_REPORT";
@@ -259,6 +265,20 @@ impl Agent {
             if command["stop"] == true {
                 return;
             }
+            if let Some(stream) = command.get("stream") {
+                let (Some(rate), Some(n), Some(round)) = (
+                    stream["rate"].as_f64(),
+                    stream["n"].as_u64(),
+                    stream["round"].as_u64(),
+                ) else {
+                    self.report(json!({"kind": "unknown_command", "command": command}));
+                    continue;
+                };
+                let agent = self.clone();
+                let tag = format!("{tag}/{round}");
+                tokio::spawn(async move { agent.stream(&tag, rate, n as usize).await });
+                continue;
+            }
             let go = &command["go"];
             let (Some(rate), Some(n), Some(round)) =
                 (go["rate"].as_f64(), go["n"].as_u64(), go["round"].as_u64())
@@ -268,6 +288,36 @@ impl Agent {
             };
             self.open_at_rate(&format!("{tag}/{round}"), rate, n as usize)
                 .await;
+        }
+    }
+
+    /// Streams `n` chunks of [`CHUNK_CHARS`] characters, `rate` per second; the last one
+    /// carries `END:<tag>`.
+    async fn stream(&self, tag: &str, rate: f64, n: usize) {
+        if !(rate > 0.0 && rate.is_finite()) || n == 0 {
+            self.report(json!({"kind": "unknown_command", "rate": rate, "n": n}));
+            return;
+        }
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let start = tokio::time::Instant::now();
+        for i in 0..n {
+            tokio::time::sleep_until(start + interval.mul_f64(i as f64)).await;
+            let text = if i + 1 == n {
+                format!("{:<CHUNK_CHARS$}", format!("END:{tag} "))
+            } else {
+                format!("{:<CHUNK_CHARS$}", format!("chunk {i} of {tag}, "))
+            };
+            let sent_ns = wall_ns();
+            self.send(
+                json!({"jsonrpc": "2.0", "method": "session/update", "params": {
+                "sessionId": self.session_id, "update": {"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text}}}}),
+            );
+            if i + 1 == n {
+                self.report(
+                    json!({"kind": "streamed", "tag": tag, "sent_ns": sent_ns.to_string()}),
+                );
+            }
         }
     }
 
@@ -466,6 +516,26 @@ mod tests {
         }
         answered.sort();
         assert_eq!(answered, ["t/4/0", "t/4/1", "t/4/2"]);
+        commands
+            .send(json!({"stream": {"rate": 1000.0, "n": 3, "round": 5}}))
+            .expect("stream");
+        let mut texts = Vec::new();
+        for _ in 0..3 {
+            let frame: Value =
+                serde_json::from_str(&out.recv().await.expect("chunk")).expect("json");
+            assert_eq!(frame["method"], "session/update");
+            let text = frame["params"]["update"]["content"]["text"]
+                .as_str()
+                .expect("text");
+            assert_eq!(text.chars().count(), CHUNK_CHARS);
+            texts.push(text.to_owned());
+        }
+        assert!(texts[2].starts_with("END:t/5 "), "{texts:?}");
+        let streamed = reports.recv().await.expect("streamed");
+        assert_eq!(
+            (&streamed["kind"], &streamed["tag"]),
+            (&json!("streamed"), &json!("t/5"))
+        );
         commands.send(json!({"stop": true})).expect("stop");
         run.await.expect("the turn ends on stop");
     }

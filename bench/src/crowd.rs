@@ -133,7 +133,15 @@ pub async fn run(plan: CrowdPlan) -> Result<Crowd, String> {
         think: Duration::ZERO,
     };
     let mut received = Received::new();
-    let sent = sweep::one_rate(&mut collector, &sweep_plan, 0, plan.rate, &mut received).await?;
+    let sent = sweep::one_rate(
+        &mut collector,
+        &sweep_plan,
+        0,
+        plan.rate,
+        &mut received,
+        &mut Vec::new(),
+    )
+    .await?;
     collector.broadcast(&json!({"stop": true}));
     answering.abort();
     let slow = drain_slow(slow).await;

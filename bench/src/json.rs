@@ -122,6 +122,12 @@ impl Report {
                 "time_to_visible": latency_json(&c.visible), "unseen": c.unseen,
                 "slow_reader": {"frames": c.slow.frames, "resyncs": c.slow.resyncs},
                 "result": load_json(&c.result)})),
+            "streaming": or_error(&self.streaming, |s| json!({"sessions": s.plan.sessions,
+                "chunks_per_s_per_session": s.plan.chunks_per_s, "seconds": s.plan.seconds,
+                "elicitations_per_s": s.plan.rate,
+                "round_trip_idle": latency_json(&s.idle), "round_trip_during": latency_json(&s.during),
+                "last_chunk_visible": latency_json(&s.last_chunk_visible), "unseen": s.unseen,
+                "result": load_json(&s.result)})),
             "targets": targets,
             "failures": self.failures(),
         })
@@ -163,6 +169,7 @@ mod tests {
             2
         );
         assert_eq!(json["operators"]["slow_reader"]["resyncs"], 1);
+        assert_eq!(json["streaming"]["round_trip_during"]["n"], 2);
         assert_eq!(json["operators"]["time_to_visible"]["n"], 4);
         assert_eq!(json["replicas"][1]["sweep"]["knee_per_s"], 100.0);
         assert_eq!(json["engines"]["postgres"]["durability"], "engine=postgres");

@@ -30,6 +30,7 @@ mod roundtrip;
 mod stack;
 mod stats;
 mod storage;
+mod streaming;
 mod sweep;
 mod targets;
 
@@ -44,7 +45,7 @@ use report::{EngineFigures, Meta, Report, ScalePoint, skipped};
 use roundtrip::Form;
 use sweep::SweepPlan;
 
-const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|operators|scale|replicas] [--engine sqlite|postgres] [--think MS] | kandev-bench agent";
+const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|operators|streaming|scale|replicas] [--engine sqlite|postgres] [--think MS] | kandev-bench agent";
 
 const PARTS: &[&str] = &[
     "mapping",
@@ -52,6 +53,7 @@ const PARTS: &[&str] = &[
     "breakdown",
     "load",
     "operators",
+    "streaming",
     "scale",
     "replicas",
 ];
@@ -183,6 +185,8 @@ struct Plan {
     sweep: SweepPlan,
     /// Many operators watching.
     crowd: crowd::CrowdPlan,
+    /// Agents that stream.
+    stream: streaming::StreamPlan,
     /// The scale runs' operators.
     shape: Shape,
     scale_sessions: &'static [usize],
@@ -237,6 +241,13 @@ fn plan(args: &Args) -> Plan {
                 rate: 20.0,
                 elicitations: 40,
             },
+            stream: streaming::StreamPlan {
+                sessions: 4,
+                chunks_per_s: 10.0,
+                seconds: 2.0,
+                rate: 10.0,
+                operators: 2,
+            },
             shape: Shape {
                 sessions: 10,
                 per_session: 10,
@@ -267,6 +278,14 @@ fn plan(args: &Args) -> Plan {
                 sessions: 4,
                 rate: 20.0,
                 elicitations: 400,
+            },
+            // 100 sessions × 50 chunks/s: 5,000 chunks a second, 150,000 in all.
+            stream: streaming::StreamPlan {
+                sessions: 100,
+                chunks_per_s: 50.0,
+                seconds: 30.0,
+                rate: 40.0,
+                operators,
             },
             shape: Shape {
                 sessions: 100,
@@ -435,6 +454,16 @@ async fn run(args: Args) -> ExitCode {
     } else {
         skipped("operators")
     };
+    let streaming = if wanted("streaming") {
+        let p = plan.stream;
+        eprintln!(
+            "kandev-bench: {} sessions streaming {} chunks/s each for {} s, {} elicitations/s",
+            p.sessions, p.chunks_per_s, p.seconds, p.rate
+        );
+        streaming::run(p).await
+    } else {
+        skipped("streaming")
+    };
     let (scale, scale_skipped) = if wanted("scale") {
         let mut points = Vec::new();
         for &sessions in plan.scale_sessions {
@@ -488,6 +517,7 @@ async fn run(args: Args) -> ExitCode {
         engines,
         storage,
         crowd,
+        streaming,
         shape: plan.shape,
         scale_per_session: SCALE_PER_SESSION,
         scale,

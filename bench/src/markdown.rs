@@ -122,6 +122,7 @@ impl Report {
         self.breakdown_md(&mut md);
         self.load_md(&mut md, dir)?;
         self.crowd_md(&mut md, dir)?;
+        self.streaming_md(&mut md, dir)?;
         self.scale_md(&mut md, dir)?;
         self.replicas_md(&mut md);
         Ok(md)
@@ -431,6 +432,58 @@ impl Report {
             &[("every socket".to_owned(), COLOURS[0], c.visible.as_slice())],
         )?;
         md.push_str("![Time to visible on every socket](operators.svg)\n");
+        Ok(())
+    }
+
+    fn streaming_md(&self, md: &mut String, dir: &Path) -> std::io::Result<()> {
+        md.push_str("\n## Agents that stream (SQLite; every session streams 40-character chunks while elicitations arrive; the same rate of elicitations first with no stream)\n\n");
+        let s = match &self.streaming {
+            Ok(s) => s,
+            Err(err) => {
+                let _ = writeln!(md, "{} ({err})", status(err));
+                return Ok(());
+            }
+        };
+        let (idle, during, last) = (
+            percentiles(&s.idle),
+            percentiles(&s.during),
+            percentiles(&s.last_chunk_visible),
+        );
+        let _ = writeln!(
+            md,
+            "{} sessions × {} chunks/s for {} s, {} elicitations/s. Elicitation round trip (agent-observed): idle p50 {:.2} ms, p99 {:.2} ms (n {}); during the stream p50 {:.2} ms, p99 {:.2} ms (n {}). Each stream's last chunk visible: p50 {:.1} ms, slowest {:.1} ms; {} unseen. {} answered once, {} lost, {} doubled, {} crossed.\n",
+            s.plan.sessions,
+            s.plan.chunks_per_s,
+            s.plan.seconds,
+            s.plan.rate,
+            idle.p50,
+            idle.p99,
+            idle.n,
+            during.p50,
+            during.p99,
+            during.n,
+            last.p50,
+            last.max,
+            s.unseen,
+            s.result.answered,
+            s.result.lost,
+            s.result.doubled,
+            s.result.crossed
+        );
+        write_svg(
+            dir,
+            "streaming.svg",
+            "Elicitation round trip, idle and while agents stream",
+            &[
+                ("idle".to_owned(), plot::DIRECT, s.idle.as_slice()),
+                (
+                    "during the stream".to_owned(),
+                    COLOURS[0],
+                    s.during.as_slice(),
+                ),
+            ],
+        )?;
+        md.push_str("![Round trip idle and during the stream](streaming.svg)\n");
         Ok(())
     }
 

@@ -116,6 +116,41 @@ pub async fn watch(addr: SocketAddr, seen: Arc<Mutex<Vec<(String, u128)>>>) -> R
     Ok(())
 }
 
+/// One watching operator that records when it first read each `END:<tag>` marker of a
+/// streamed message, whatever event carried it (`message.updated` with the whole text, or
+/// `message.appended` with the new text).
+pub async fn watch_markers(
+    addr: SocketAddr,
+    seen: Arc<Mutex<std::collections::HashMap<String, u128>>>,
+) -> Result<(), String> {
+    let socket = connect_ws(addr).await?;
+    tokio::spawn(async move {
+        let (_write, mut read) = socket.split();
+        while let Some(Ok(message)) = read.next().await {
+            let Message::Text(text) = message else {
+                continue;
+            };
+            let seen_ns = wall_ns();
+            for marker in markers(text.as_str()) {
+                seen.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .entry(marker.to_owned())
+                    .or_insert(seen_ns);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// The `END:<tag>` markers in `text` (a tag runs to the next space).
+pub fn markers(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("END:").filter_map(|(at, _)| {
+        let rest = &text[at + 4..];
+        let tag = &rest[..rest.find(' ')?];
+        (!tag.is_empty()).then_some(tag)
+    })
+}
+
 /// One kept-alive connection to the operator API.
 pub struct KeepAlive {
     addr: SocketAddr,
@@ -259,6 +294,12 @@ mod tests {
             }
         });
         addr
+    }
+
+    #[test]
+    fn markers_are_read_from_any_event_text() {
+        let frame = r#"{"type":"message.updated","data":{"content":"chunk 1 END:s3/1   more END:s4/2 END:"}}"#;
+        assert_eq!(markers(frame).collect::<Vec<_>>(), ["s3/1", "s4/2"]);
     }
 
     #[tokio::test]

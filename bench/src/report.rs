@@ -8,6 +8,7 @@ use crate::load::{LoadResult, Shape};
 use crate::mapping::MappingFigure;
 use crate::roundtrip::FullStack;
 use crate::storage::Storage;
+use crate::streaming::Streaming;
 use crate::sweep::Sweep;
 
 /// The error text of a part `--only` left out.
@@ -108,6 +109,8 @@ pub struct Report {
     pub storage: Result<Storage, String>,
     /// Many operators watching.
     pub crowd: Result<Crowd, String>,
+    /// Agents that stream.
+    pub streaming: Result<Streaming, String>,
     /// The scale runs' operators (`sessions` and `per_session` are the scale points').
     pub shape: Shape,
     /// Elicitations per session in the scale runs.
@@ -134,6 +137,7 @@ impl Report {
         };
         part("mapping", self.mapping.as_ref().err());
         part("operators", self.crowd.as_ref().err());
+        part("streaming", self.streaming.as_ref().err());
         part("round trip (direct)", self.baseline.as_ref().err());
         for e in &self.engines {
             part(
@@ -188,7 +192,12 @@ impl Report {
         let crowd = self
             .crowd
             .iter()
-            .map(|c| ("operators".to_owned(), &c.result));
+            .map(|c| ("operators".to_owned(), &c.result))
+            .chain(
+                self.streaming
+                    .iter()
+                    .map(|s| ("streaming".to_owned(), &s.result)),
+            );
         for (name, l) in sweeps.chain(scale).chain(crowd) {
             if l.lost + l.doubled + l.crossed > 0 {
                 failures.push(format!(
@@ -287,6 +296,20 @@ pub(crate) mod tests {
                     resyncs: 1,
                 },
             }),
+            streaming: Ok(Streaming {
+                plan: crate::streaming::StreamPlan {
+                    sessions: 1,
+                    chunks_per_s: 10.0,
+                    seconds: 1.0,
+                    rate: 10.0,
+                    operators: 1,
+                },
+                idle: vec![2.0, 3.0],
+                during: vec![3.0, 5.0],
+                last_chunk_visible: vec![40.0],
+                unseen: 0,
+                result: load.clone(),
+            }),
             storage: Ok(Storage {
                 dir: "/tmp".into(),
                 fs_type: "ext4".into(),
@@ -335,8 +358,9 @@ pub(crate) mod tests {
             doubled: 1,
             ..LoadResult::default()
         });
-        // Two engines' loads, one scale point, two replicas runs and the crowd, each lossy.
-        assert_eq!(lossy.failures().len(), 6, "{:?}", lossy.failures());
+        // Two engines' loads, one scale point, two replicas runs, the crowd and the
+        // streaming run, each lossy.
+        assert_eq!(lossy.failures().len(), 7, "{:?}", lossy.failures());
         let mut broken = sample(LoadResult::default());
         broken.engines[1].breakdown = Err("no hops".into());
         assert_eq!(broken.failures(), vec!["breakdown (PostgreSQL): no hops"]);

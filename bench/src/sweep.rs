@@ -148,14 +148,14 @@ pub async fn run_replicated(plan: &SweepPlan, replicas: usize) -> Result<Sweep, 
 
 /// When the operators saw and meant to answer each tag, wall-clock ns.
 #[derive(Default)]
-struct Seen {
+pub struct Seen {
     at: Mutex<HashMap<String, (u128, u128)>>,
     errors: Mutex<Vec<String>>,
 }
 
 /// One operator client: answers its share of what its WebSocket shows, each answer in a
 /// task of its own after `think`.
-async fn operator(
+pub async fn operator(
     seen: Arc<Seen>,
     index: usize,
     count: usize,
@@ -243,6 +243,7 @@ pub async fn one_rate(
     round: usize,
     offered: f64,
     received: &mut Received,
+    streamed: &mut Vec<serde_json::Value>,
 ) -> Result<HashMap<String, u128>, String> {
     let per_session = plan.per_rate.div_ceil(plan.sessions.max(1));
     let total = per_session * plan.sessions;
@@ -275,6 +276,8 @@ pub async fn one_rate(
                 }
                 responses.push((ns(&report, "recv_ns"), answer));
             }
+            // A stream running beside the questions (crate::streaming) reports its end.
+            Some("streamed") => streamed.push(report),
             _ => return Err(format!("sweep: unexpected agent report {report}")),
         }
     }
@@ -341,7 +344,15 @@ async fn measure(
     let mut sent_all = HashMap::new();
     for (round, &offered) in plan.rates.iter().enumerate() {
         eprintln!("kandev-bench: sweep, {offered:.0} elicitations/s offered");
-        let sent = one_rate(collector, plan, round, offered, &mut received).await?;
+        let sent = one_rate(
+            collector,
+            plan,
+            round,
+            offered,
+            &mut received,
+            &mut Vec::new(),
+        )
+        .await?;
         let point = RatePoint {
             offered,
             result: rate_result(&sent, &received, &seen),

@@ -48,16 +48,10 @@ pub const SCALE_RSS_MAX: u64 = 300 * 1024 * 1024;
 pub const SCALE_GROWTH_RATIO: f64 = 2.0;
 
 /// Budgets this bench has no scenario for yet: the bar and why it is not measured.
-const UNMEASURED: [(&str, &str); 2] = [
-    (
-        "streaming (100 sessions, 40-char chunks at 50/s): round trip p99 ≤ 2× idle, last chunk visible ≤ 200 ms",
-        "no scenario yet: the bench agent does not stream",
-    ),
-    (
-        "soak (30 min): RSS and p99, last 5 min ÷ first 5 min ≤ 1.2×",
-        "no `--soak` run yet",
-    ),
-];
+const UNMEASURED: [(&str, &str); 1] = [(
+    "soak (30 min): RSS and p99, last 5 min ÷ first 5 min ≤ 1.2×",
+    "no `--soak` run yet",
+)];
 
 /// One target.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,6 +227,7 @@ pub fn evaluate(r: &Report) -> Vec<Target> {
     }
     replica_targets(r, &mut out);
     crowd_targets(r, &mut out);
+    streaming_targets(r, &mut out);
     for (name, why) in UNMEASURED {
         out.push(unmeasured(name.into(), why.into()));
     }
@@ -329,6 +324,54 @@ fn crowd_targets(r: &Report, out: &mut Vec<Target>) {
         "a socket fell behind kandev's event buffer (it would have been told to resync)".into(),
     ));
     out.push(exactly_once(format!("{name}: exactly once"), &c.result));
+}
+
+/// An elicitation's round trip p99 while agents stream ≤ this × the idle one.
+pub const STREAM_RT_RATIO: f64 = 2.0;
+/// Each stream's last chunk visible within this, ms.
+pub const LAST_CHUNK_MS: f64 = 200.0;
+
+/// Agents that stream: questions keep their pace, the text its freshness.
+fn streaming_targets(r: &Report, out: &mut Vec<Target>) {
+    let s = match &r.streaming {
+        Ok(s) => s,
+        Err(err) => {
+            out.push(unmeasured("streaming agents".into(), err.clone()));
+            return;
+        }
+    };
+    let name = format!(
+        "{} sessions streaming {} chunks/s",
+        s.plan.sessions, s.plan.chunks_per_s
+    );
+    let idle = crate::stats::percentiles(&s.idle).p99;
+    let during = crate::stats::percentiles(&s.during).p99;
+    let ci = interval(&s.during, 0.99);
+    let hi = ci.map_or(during, |i| i.hi);
+    out.push(target(
+        format!("{name}: elicitation round trip p99 during the stream ÷ idle"),
+        format!(
+            "{during:.2} ms {} ÷ {idle:.2} ms = {:.2}×",
+            ci.map_or_else(String::new, |i| i.text()),
+            during / idle
+        ),
+        format!("≤ {STREAM_RT_RATIO}× (the interval's top)"),
+        hi <= STREAM_RT_RATIO * idle,
+        "every chunk is a write on the session's one writer, ahead of the question in its queue; would meet it: the chunks queued together coalesced into one write (issue 29 §3)".into(),
+    ));
+    let last = crate::stats::percentiles(&s.last_chunk_visible).max;
+    out.push(target(
+        format!("{name}: each stream's last chunk visible"),
+        format!(
+            "slowest {last:.1} ms of {}, {} unseen",
+            s.last_chunk_visible.len(),
+            s.unseen
+        ),
+        format!("≤ {LAST_CHUNK_MS} ms"),
+        last <= LAST_CHUNK_MS && s.unseen == 0,
+        "the chunks queued behind each session's writer; would meet it: coalesced chunks sent as appends (issue 29 §3)".into(),
+    ));
+    out.push(exactly_once(format!("{name}: exactly once"), &s.result));
 }
 
 /// Two replicas' knee against one replica's.
@@ -481,7 +524,17 @@ mod tests {
             find(&targets, "2 operator WebSockets: every socket saw").met,
             Some(true)
         );
-        assert_eq!(find(&targets, "streaming").met, None);
+        let stream = find(
+            &targets,
+            "1 sessions streaming 10 chunks/s: elicitation round trip",
+        );
+        assert_eq!(stream.met, Some(true), "{stream:?}");
+        let last = find(
+            &targets,
+            "1 sessions streaming 10 chunks/s: each stream's last chunk",
+        );
+        assert_eq!((last.met, last.bar.as_str()), (Some(true), "≤ 200 ms"));
+        assert_eq!(find(&targets, "soak").met, None);
         assert_eq!(find(&targets, "mapping `map_request`").met, Some(false));
         assert_eq!(
             find(&targets, "scale 1 × 2: kandev peak RSS").met,

@@ -1,0 +1,245 @@
+//! Agents that stream: S sessions (SQLite) each streaming 40-character
+//! `agent_message_chunk`s at a steady rate while elicitations arrive. Two phases on the
+//! same pre-started sessions: the elicitations alone (idle), then the same rate of
+//! elicitations while every session streams. Measured:
+//! - the elicitation's round trip as the agent sees it (it writes `elicitation/create` →
+//!   reads the response; operators answer at once), idle and during the stream;
+//! - the last chunk's time to visible: the agent writes it → an operator's WebSocket first
+//!   reads its `END:` marker, whatever event carries it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::collector::Collector;
+use crate::engine::Engine;
+use crate::load::{LoadResult, ns};
+use crate::operator::{Connections, clarifications_created, watch_markers};
+use crate::stack::{STALL, Stack, start_kandev};
+use crate::sweep::{self, Received, Seen, SweepPlan};
+
+/// What the streaming bench runs.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamPlan {
+    /// Sessions, each streaming.
+    pub sessions: usize,
+    /// Chunks per second, per session.
+    pub chunks_per_s: f64,
+    /// How long each session streams, seconds.
+    pub seconds: f64,
+    /// Elicitations per second over all sessions, in each phase.
+    pub rate: f64,
+    /// Operator clients answering.
+    pub operators: usize,
+}
+
+impl StreamPlan {
+    /// Elicitations per phase: they end before the stream does.
+    fn elicitations(&self) -> usize {
+        ((self.rate * self.seconds * 0.8) as usize).max(self.sessions)
+    }
+
+    /// Chunks per session.
+    fn chunks(&self) -> usize {
+        ((self.chunks_per_s * self.seconds) as usize).max(1)
+    }
+}
+
+/// What it measured.
+#[derive(Debug, Clone)]
+pub struct Streaming {
+    /// The plan it ran.
+    pub plan: StreamPlan,
+    /// Elicitation round trips with no stream, ms.
+    pub idle: Vec<f64>,
+    /// Elicitation round trips while every session streams, ms.
+    pub during: Vec<f64>,
+    /// Each session's last chunk: sent → first seen by an operator, ms.
+    pub last_chunk_visible: Vec<f64>,
+    /// Sessions whose last chunk no operator saw.
+    pub unseen: usize,
+    /// Both phases' elicitations: answered once, lost, doubled, crossed.
+    pub result: LoadResult,
+}
+
+/// Agent-observed round trips of `sent`, ms, and the exactly-once counts into `result`.
+fn round_trips(
+    sent: &HashMap<String, u128>,
+    received: &Received,
+    result: &mut LoadResult,
+) -> Vec<f64> {
+    let mut rts = Vec::with_capacity(sent.len());
+    result.sent += sent.len();
+    for (tag, &sent_ns) in sent {
+        let Some(responses) = received.get(tag) else {
+            result.lost += 1;
+            continue;
+        };
+        result.answered += 1;
+        result.doubled += responses.len() - 1;
+        result.crossed += responses.iter().filter(|(_, a)| a != tag).count();
+        rts.push(responses[0].0.saturating_sub(sent_ns) as f64 / 1e6);
+    }
+    rts
+}
+
+/// Runs both phases.
+pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
+    let mut collector = Collector::start()
+        .await
+        .map_err(|err| format!("collector: {err}"))?;
+    let kandev = start_kandev(Stack {
+        report: collector.addr(),
+        engine: Engine::Sqlite,
+        timing: false,
+        remote: None,
+        replica: None,
+    })
+    .await?;
+    let addr = kandev.addr();
+    let seen = Arc::new(Seen::default());
+    let mut operators = Vec::new();
+    for index in 0..plan.operators {
+        operators.push(tokio::spawn(sweep::operator(
+            Arc::clone(&seen),
+            index,
+            plan.operators,
+            Duration::ZERO,
+            clarifications_created(addr).await?,
+            Arc::new(Connections::new(addr)),
+        )));
+    }
+    let markers = Arc::new(Mutex::new(HashMap::new()));
+    watch_markers(addr, Arc::clone(&markers)).await?;
+    sweep::start_sessions(std::slice::from_ref(&kandev), plan.sessions, &mut collector).await?;
+    let sweep_plan = SweepPlan {
+        sessions: plan.sessions,
+        operators: plan.operators,
+        rates: vec![plan.rate],
+        per_rate: plan.elicitations(),
+        think: Duration::ZERO,
+    };
+    let mut received = Received::new();
+    let mut streamed = Vec::new();
+    let mut result = LoadResult::default();
+    let idle_sent = sweep::one_rate(
+        &mut collector,
+        &sweep_plan,
+        0,
+        plan.rate,
+        &mut received,
+        &mut streamed,
+    )
+    .await?;
+    collector.broadcast(
+        &json!({"stream": {"rate": plan.chunks_per_s, "n": plan.chunks(),
+        "round": 1}}),
+    );
+    let during_sent = sweep::one_rate(
+        &mut collector,
+        &sweep_plan,
+        1,
+        plan.rate,
+        &mut received,
+        &mut streamed,
+    )
+    .await?;
+    while streamed.len() < plan.sessions {
+        let report = collector.next(STALL).await.ok_or_else(|| {
+            format!(
+                "streaming: {} of {} streams ended within {STALL:?}",
+                streamed.len(),
+                plan.sessions
+            )
+        })?;
+        if report["kind"] == "streamed" {
+            streamed.push(report);
+        }
+    }
+    // The last chunks are sent; give the operators' socket until STALL to show them.
+    let deadline = tokio::time::Instant::now() + STALL;
+    while markers.lock().unwrap_or_else(PoisonError::into_inner).len() < plan.sessions
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    collector.broadcast(&json!({"stop": true}));
+    for operator in operators {
+        operator.abort();
+    }
+    let idle = round_trips(&idle_sent, &received, &mut result);
+    let during = round_trips(&during_sent, &received, &mut result);
+    let markers = markers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let (last_chunk_visible, unseen) = last_chunks(&streamed, &markers);
+    Ok(Streaming {
+        plan,
+        idle,
+        during,
+        last_chunk_visible,
+        unseen,
+        result,
+    })
+}
+
+/// Each stream's last chunk: seen − sent, ms; and how many no operator saw.
+fn last_chunks(streamed: &[Value], markers: &HashMap<String, u128>) -> (Vec<f64>, usize) {
+    let mut visible = Vec::with_capacity(streamed.len());
+    let mut unseen = 0;
+    for report in streamed {
+        let tag = report["tag"].as_str().unwrap_or_default();
+        match markers.get(tag) {
+            Some(seen_ns) => {
+                visible.push(seen_ns.saturating_sub(ns(report, "sent_ns")) as f64 / 1e6);
+            }
+            None => unseen += 1,
+        }
+    }
+    (visible, unseen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_last_chunk_is_timed_from_its_send_to_its_marker_and_a_missing_one_is_unseen() {
+        let streamed = vec![
+            json!({"kind": "streamed", "tag": "s0/1", "sent_ns": "1000000"}),
+            json!({"kind": "streamed", "tag": "s1/1", "sent_ns": "1000000"}),
+        ];
+        let markers = HashMap::from([("s0/1".to_owned(), 4_000_000u128)]);
+        assert_eq!(last_chunks(&streamed, &markers), (vec![3.0], 1));
+    }
+
+    #[test]
+    fn round_trips_are_the_agents_and_count_each_question_once() {
+        let sent = HashMap::from([("a".to_owned(), 1_000_000u128), ("b".to_owned(), 1_000_000)]);
+        let received = Received::from([(
+            "a".to_owned(),
+            vec![(3_000_000, "a".to_owned()), (4_000_000, "a".to_owned())],
+        )]);
+        let mut result = LoadResult::default();
+        assert_eq!(round_trips(&sent, &received, &mut result), vec![2.0]);
+        assert_eq!(
+            (result.sent, result.answered, result.lost, result.doubled),
+            (2, 1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn the_questions_end_before_the_stream_does() {
+        let plan = StreamPlan {
+            sessions: 100,
+            chunks_per_s: 50.0,
+            seconds: 10.0,
+            rate: 20.0,
+            operators: 4,
+        };
+        assert_eq!((plan.elicitations(), plan.chunks()), (160, 500));
+    }
+}
