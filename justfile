@@ -94,7 +94,7 @@ stress N="200":
     cargo test --workspace --test e2e --no-run
     for i in $(seq 1 {{N}}); do cargo test -q --workspace --test e2e -- faults:: --test-threads 4 >target/stress.log 2>&1 || { echo "run $i of {{N}} failed; its output is in target/stress.log"; tail -40 target/stress.log; exit 1; }; echo "run $i of {{N}} passed"; done
 
-# Performance report (issue 17, docs/architecture.md §8): mapping criterion benches, round trip, per-hop breakdown, load (SQLite and PostgreSQL) and the scale curve, each beside its baseline and target, on release binaries → target/bench/report.{json,md} (+ runs/). `--quick` is CI's reduced run on dev binaries; `--only PART` runs one part.
+# Performance report (issue 29, docs/architecture.md §8): mapping criterion benches, round trips (two-question, 64-question, ask_user_question) with time to visible, per-hop breakdown, the open-loop arrival-rate sweep and its knee (SQLite and PostgreSQL), 1,000 operator sockets, streaming agents, the scale curve and replicas, against absolute budgets, on release binaries configured as deployed → target/bench/report.{json,md} (+ SVGs, runs/). `--quick` is CI's reduced run on dev binaries; `--only PART` runs one part; `--think MS` sets the operators' think time; `--soak` runs only the 30-minute soak → target/bench/soak/.
 bench *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -106,7 +106,7 @@ bench *ARGS:
         # Release figures come from rustc's own build, never clippy-driver's.
         unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
     fi
-    if [[ "$args" != *" --only "* || "$args" == *" --only mapping "* ]]; then
+    if [[ "$args" != *" --soak "* ]] && [[ "$args" != *" --only "* || "$args" == *" --only mapping "* ]]; then
         cargo bench --workspace --bench mapping "${criterion[@]}"
     fi
     cargo build "${build[@]}" --workspace --bins

@@ -128,6 +128,11 @@ impl Report {
                 "round_trip_idle": latency_json(&s.idle), "round_trip_during": latency_json(&s.during),
                 "last_chunk_visible": latency_json(&s.last_chunk_visible), "unseen": s.unseen,
                 "result": load_json(&s.result)})),
+            "soak": or_error(&self.soak, |s| json!({"window_s": s.plan.window.as_secs_f64(),
+                "rate_per_s": s.plan.rate, "windows": s.windows.iter().map(|w| json!({
+                    "answer_to_agent": pct_json(&percentiles(&w.samples)), "kandev_rss_bytes": w.rss,
+                    "db_bytes": w.db_bytes, "wal_bytes": w.wal_bytes})).collect::<Vec<_>>(),
+                "result": load_json(&s.total)})),
             "targets": targets,
             "failures": self.failures(),
         })

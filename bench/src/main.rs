@@ -27,6 +27,7 @@ mod operator;
 mod plot;
 mod report;
 mod roundtrip;
+mod soak;
 mod stack;
 mod stats;
 mod storage;
@@ -45,7 +46,7 @@ use report::{EngineFigures, Meta, Report, ScalePoint, skipped};
 use roundtrip::Form;
 use sweep::SweepPlan;
 
-const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|operators|streaming|scale|replicas] [--engine sqlite|postgres] [--think MS] | kandev-bench agent";
+const USAGE: &str = "usage: kandev-bench run [--quick] [--only mapping|round-trip|breakdown|load|operators|streaming|scale|replicas] [--engine sqlite|postgres] [--think MS] | kandev-bench run --soak [--quick] | kandev-bench agent";
 
 const PARTS: &[&str] = &[
     "mapping",
@@ -69,6 +70,8 @@ struct Args {
     engine: Option<Engine>,
     /// The sweep's operator think time, ms.
     think_ms: u64,
+    /// Only the soak, its report in `target/bench/soak/`.
+    soak: bool,
 }
 
 fn parse_args(args: &[String]) -> Result<Args, String> {
@@ -85,6 +88,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 Some(engine) => parsed.engine = Some(engine),
                 None => return Err("--engine takes sqlite or postgres".into()),
             },
+            "--soak" => parsed.soak = true,
             "--think" => match rest.next().and_then(|ms| ms.parse().ok()) {
                 Some(ms) => parsed.think_ms = ms,
                 None => return Err("--think takes whole milliseconds".into()),
@@ -121,7 +125,7 @@ fn main() -> ExitCode {
             println!("{USAGE}");
             ExitCode::SUCCESS
         }
-        None | Some("run" | "--quick" | "--only" | "--engine" | "--think") => {
+        None | Some("run" | "--quick" | "--only" | "--engine" | "--think" | "--soak") => {
             match parse_args(&args) {
                 Ok(args) => runtime.block_on(run(args)),
                 Err(err) => {
@@ -187,6 +191,8 @@ struct Plan {
     crowd: crowd::CrowdPlan,
     /// Agents that stream.
     stream: streaming::StreamPlan,
+    /// The soak (`--soak` only).
+    soak: soak::SoakPlan,
     /// The scale runs' operators.
     shape: Shape,
     scale_sessions: &'static [usize],
@@ -241,6 +247,13 @@ fn plan(args: &Args) -> Plan {
                 rate: 20.0,
                 elicitations: 40,
             },
+            soak: soak::SoakPlan {
+                windows: 6,
+                window: Duration::from_secs(2),
+                rate: 50.0,
+                sessions: 4,
+                operators: 4,
+            },
             stream: streaming::StreamPlan {
                 sessions: 4,
                 chunks_per_s: 10.0,
@@ -280,6 +293,14 @@ fn plan(args: &Args) -> Plan {
                 elicitations: 400,
             },
             // 100 sessions × 50 chunks/s: 5,000 chunks a second, 150,000 in all.
+            // 30 windows of a minute at a steady 200/s: 360,000 answers.
+            soak: soak::SoakPlan {
+                windows: 30,
+                window: Duration::from_secs(60),
+                rate: 200.0,
+                sessions: 20,
+                operators,
+            },
             stream: streaming::StreamPlan {
                 sessions: 100,
                 chunks_per_s: 50.0,
@@ -375,7 +396,8 @@ async fn engine_figures(
 async fn run(args: Args) -> ExitCode {
     let profile = own_profile();
     kandev_testkit::bins::use_profile(&profile);
-    let wanted = |part: &str| args.only.as_deref().is_none_or(|o| o == part);
+    // `--soak` runs the soak alone.
+    let wanted = |part: &str| !args.soak && args.only.as_deref().is_none_or(|o| o == part);
     let plan = plan(&args);
     let meta = Meta {
         mode: if args.quick { "quick" } else { "full" },
@@ -464,6 +486,16 @@ async fn run(args: Args) -> ExitCode {
     } else {
         skipped("streaming")
     };
+    let soak = if args.soak {
+        let p = plan.soak;
+        eprintln!(
+            "kandev-bench: soak, {} windows of {:?} at {}/s",
+            p.windows, p.window, p.rate
+        );
+        soak::run(p).await
+    } else {
+        Err("soak: not run (`just bench --soak`)".to_owned())
+    };
     let (scale, scale_skipped) = if wanted("scale") {
         let mut points = Vec::new();
         for &sessions in plan.scale_sessions {
@@ -518,6 +550,7 @@ async fn run(args: Args) -> ExitCode {
         storage,
         crowd,
         streaming,
+        soak,
         shape: plan.shape,
         scale_per_session: SCALE_PER_SESSION,
         scale,
@@ -525,10 +558,16 @@ async fn run(args: Args) -> ExitCode {
         replicas,
         replicas_skipped,
     };
-    match write(&report, &target.join("bench")) {
+    // A soak's report is its own: it does not replace the last full run's.
+    let out = if args.soak {
+        target.join("bench").join("soak")
+    } else {
+        target.join("bench")
+    };
+    match write(&report, &out) {
         Ok(markdown) => {
             println!("{markdown}");
-            println!("(written to {})", target.join("bench").display());
+            println!("(written to {})", out.display());
         }
         Err(err) => {
             eprintln!("kandev-bench: writing the report: {err}");
@@ -583,8 +622,10 @@ mod tests {
                 only: Some("scale".into()),
                 engine: Some(Engine::Postgres),
                 think_ms: 0,
+                soak: false,
             }
         );
+        assert!(args(&["--soak"]).is_ok_and(|a| a.soak));
         assert_eq!(args(&["--think", "250"]).map(|a| a.think_ms), Ok(250));
         assert!(args(&["--think", "soon"]).is_err());
         assert!(args(&["--only", "everything"]).is_err());

@@ -123,6 +123,7 @@ impl Report {
         self.load_md(&mut md, dir)?;
         self.crowd_md(&mut md, dir)?;
         self.streaming_md(&mut md, dir)?;
+        self.soak_md(&mut md, dir)?;
         self.scale_md(&mut md, dir)?;
         self.replicas_md(&mut md);
         Ok(md)
@@ -484,6 +485,57 @@ impl Report {
             ],
         )?;
         md.push_str("![Round trip idle and during the stream](streaming.svg)\n");
+        Ok(())
+    }
+
+    fn soak_md(&self, md: &mut String, dir: &Path) -> std::io::Result<()> {
+        md.push_str("\n## Soak (SQLite; a steady rate for a long run, cut into windows)\n\n");
+        let s = match &self.soak {
+            Ok(s) => s,
+            Err(err) => {
+                let _ = writeln!(md, "{err}");
+                return Ok(());
+            }
+        };
+        header(
+            md,
+            "window",
+            &[
+                "answer to agent p50",
+                "p99",
+                "kandev RSS",
+                "database",
+                "WAL",
+            ],
+        );
+        for (i, w) in s.windows.iter().enumerate() {
+            let p = percentiles(&w.samples);
+            row(
+                md,
+                &(i + 1).to_string(),
+                &[
+                    format!("{:.2} ms", p.p50),
+                    format!("{:.2} ms", p.p99),
+                    format!("{:.1} MB", mb(w.rss)),
+                    format!("{:.1} MB", mb(w.db_bytes)),
+                    format!("{:.1} MB", mb(w.wal_bytes)),
+                ],
+            );
+        }
+        let p99: Vec<(f64, f64)> = s
+            .windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| ((i + 1) as f64, percentiles(&w.samples).p99))
+            .collect();
+        plot::curves(
+            &dir.join("soak.svg"),
+            "Soak: answer-to-agent p99 by window",
+            ("window", "p99 (ms)"),
+            &[("SQLite", COLOURS[0], &p99)],
+            KNEE_P99_MS,
+        )?;
+        md.push_str("\n![Soak p99 by window](soak.svg)\n");
         Ok(())
     }
 

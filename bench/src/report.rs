@@ -7,6 +7,7 @@ use crate::engine::Engine;
 use crate::load::{LoadResult, Shape};
 use crate::mapping::MappingFigure;
 use crate::roundtrip::FullStack;
+use crate::soak::Soak;
 use crate::storage::Storage;
 use crate::streaming::Streaming;
 use crate::sweep::Sweep;
@@ -111,6 +112,8 @@ pub struct Report {
     pub crowd: Result<Crowd, String>,
     /// Agents that stream.
     pub streaming: Result<Streaming, String>,
+    /// The soak (`--soak` runs only it).
+    pub soak: Result<Soak, String>,
     /// The scale runs' operators (`sessions` and `per_session` are the scale points').
     pub shape: Shape,
     /// Elicitations per session in the scale runs.
@@ -138,6 +141,13 @@ impl Report {
         part("mapping", self.mapping.as_ref().err());
         part("operators", self.crowd.as_ref().err());
         part("streaming", self.streaming.as_ref().err());
+        if !self
+            .soak
+            .as_ref()
+            .is_err_and(|e| e.starts_with("soak: not run"))
+        {
+            part("soak", self.soak.as_ref().err());
+        }
         part("round trip (direct)", self.baseline.as_ref().err());
         for e in &self.engines {
             part(
@@ -197,7 +207,8 @@ impl Report {
                 self.streaming
                     .iter()
                     .map(|s| ("streaming".to_owned(), &s.result)),
-            );
+            )
+            .chain(self.soak.iter().map(|s| ("soak".to_owned(), &s.total)));
         for (name, l) in sweeps.chain(scale).chain(crowd) {
             if l.lost + l.doubled + l.crossed > 0 {
                 failures.push(format!(
@@ -310,6 +321,7 @@ pub(crate) mod tests {
                 unseen: 0,
                 result: load.clone(),
             }),
+            soak: Err("soak: not run (`just bench --soak`)".into()),
             storage: Ok(Storage {
                 dir: "/tmp".into(),
                 fs_type: "ext4".into(),

@@ -153,8 +153,7 @@ pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
 }
 
 /// VmRSS (current resident set) of a process, bytes.
-#[cfg(test)]
-fn rss_bytes(pid: u32) -> Option<u64> {
+pub fn rss_bytes(pid: u32) -> Option<u64> {
     status_kb(pid, "VmRSS:").map(|kb| kb * 1024)
 }
 

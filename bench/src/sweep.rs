@@ -285,7 +285,7 @@ pub async fn one_rate(
 }
 
 /// What one rate's tags measured.
-fn rate_result(sent: &HashMap<String, u128>, received: &Received, seen: &Seen) -> LoadResult {
+pub fn rate_result(sent: &HashMap<String, u128>, received: &Received, seen: &Seen) -> LoadResult {
     let at = seen.at.lock().unwrap_or_else(PoisonError::into_inner);
     let mut result = LoadResult {
         sent: sent.len(),

@@ -47,12 +47,6 @@ pub const SCALE_RSS_MAX: u64 = 300 * 1024 * 1024;
 /// "Flat": the largest scale point's p99 ≤ this × the smallest's.
 pub const SCALE_GROWTH_RATIO: f64 = 2.0;
 
-/// Budgets this bench has no scenario for yet: the bar and why it is not measured.
-const UNMEASURED: [(&str, &str); 1] = [(
-    "soak (30 min): RSS and p99, last 5 min ÷ first 5 min ≤ 1.2×",
-    "no `--soak` run yet",
-)];
-
 /// One target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Target {
@@ -228,9 +222,7 @@ pub fn evaluate(r: &Report) -> Vec<Target> {
     replica_targets(r, &mut out);
     crowd_targets(r, &mut out);
     streaming_targets(r, &mut out);
-    for (name, why) in UNMEASURED {
-        out.push(unmeasured(name.into(), why.into()));
-    }
+    soak_targets(r, &mut out);
     scale_targets(r, &mut out);
     if let Ok(figures) = &r.mapping {
         for f in figures {
@@ -372,6 +364,48 @@ fn streaming_targets(r: &Report, out: &mut Vec<Target>) {
         "the chunks queued behind each session's writer; would meet it: coalesced chunks sent as appends (issue 29 §3)".into(),
     ));
     out.push(exactly_once(format!("{name}: exactly once"), &s.result));
+}
+
+/// The soak: RSS and p99 flat.
+fn soak_targets(r: &Report, out: &mut Vec<Target>) {
+    let s = match &r.soak {
+        Ok(s) => s,
+        Err(err) => {
+            out.push(unmeasured(
+                "soak (30 min): RSS and answer-to-agent p99, last sixth ÷ first sixth".into(),
+                err.clone(),
+            ));
+            return;
+        }
+    };
+    let name = format!(
+        "soak, {} windows of {:?} at {}/s",
+        s.windows.len(),
+        s.plan.window,
+        s.plan.rate
+    );
+    let (first, last) = s.rss_ends();
+    out.push(target(
+        format!("{name}: kandev RSS, last sixth ÷ first sixth"),
+        format!(
+            "{:.1} ÷ {:.1} MB = {:.2}×",
+            last / 1048576.0,
+            first / 1048576.0,
+            last / first
+        ),
+        format!("≤ {}×", crate::soak::FLAT),
+        last <= crate::soak::FLAT * first,
+        "kandev's resident set grew over the run".into(),
+    ));
+    let (first, last) = s.p99_ends();
+    out.push(target(
+        format!("{name}: answer-to-agent p99, last sixth ÷ first sixth"),
+        format!("{last:.2} ÷ {first:.2} ms = {:.2}×", last / first),
+        format!("≤ {}×", crate::soak::FLAT),
+        last <= crate::soak::FLAT * first,
+        "answers slowed as the database grew".into(),
+    ));
+    out.push(exactly_once(format!("{name}: exactly once"), &s.total));
 }
 
 /// Two replicas' knee against one replica's.

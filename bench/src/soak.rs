@@ -1,0 +1,232 @@
+//! The soak (`just bench --soak`): a steady open-loop rate on pre-started sessions
+//! (SQLite) for a long run, cut into windows; after each window, kandev's resident set
+//! and the database's file sizes. Flat means the last windows are no worse than the first:
+//! RSS and answer-to-agent p99 of the last sixth ÷ the first sixth ≤ [`FLAT`].
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::collector::Collector;
+use crate::engine::Engine;
+use crate::load::LoadResult;
+use crate::operator::{Connections, clarifications_created};
+use crate::stack::{Stack, rss_bytes, start_kandev};
+use crate::stats::percentiles;
+use crate::sweep::{self, Received, Seen, SweepPlan};
+
+/// Last sixth ÷ first sixth, at most.
+pub const FLAT: f64 = 1.2;
+
+/// What the soak runs.
+#[derive(Debug, Clone, Copy)]
+pub struct SoakPlan {
+    /// Windows.
+    pub windows: usize,
+    /// Each window's length.
+    pub window: Duration,
+    /// Elicitations per second, over all sessions.
+    pub rate: f64,
+    /// Pre-started sessions.
+    pub sessions: usize,
+    /// Operator clients.
+    pub operators: usize,
+}
+
+/// One window.
+#[derive(Debug, Clone)]
+pub struct Window {
+    /// Its answer-to-agent samples, ms.
+    pub samples: Vec<f64>,
+    /// kandev's resident set after it, bytes.
+    pub rss: u64,
+    /// The database file, bytes.
+    pub db_bytes: u64,
+    /// Its write-ahead log, bytes.
+    pub wal_bytes: u64,
+}
+
+/// What the soak measured.
+#[derive(Debug, Clone)]
+pub struct Soak {
+    /// The plan it ran.
+    pub plan: SoakPlan,
+    /// Every window, in order.
+    pub windows: Vec<Window>,
+    /// Every window pooled (exactly once).
+    pub total: LoadResult,
+}
+
+impl Soak {
+    /// Windows in the first and the last sixth each (at least one).
+    fn sixth(&self) -> usize {
+        (self.windows.len() / 6).max(1)
+    }
+
+    /// (first, last) sixths of `f` over the windows, each the mean of its windows.
+    fn ends(&self, f: impl Fn(&Window) -> f64) -> (f64, f64) {
+        let k = self.sixth();
+        let mean = |w: &[Window]| w.iter().map(&f).sum::<f64>() / w.len().max(1) as f64;
+        let n = self.windows.len();
+        (
+            mean(&self.windows[..k.min(n)]),
+            mean(&self.windows[n.saturating_sub(k)..]),
+        )
+    }
+
+    /// Mean RSS of the first and last sixth, bytes.
+    pub fn rss_ends(&self) -> (f64, f64) {
+        self.ends(|w| w.rss as f64)
+    }
+
+    /// Answer-to-agent p99 of the first and last sixth, each pooled, ms.
+    pub fn p99_ends(&self) -> (f64, f64) {
+        let k = self.sixth();
+        let n = self.windows.len();
+        let pooled = |w: &[Window]| {
+            let all: Vec<f64> = w.iter().flat_map(|w| w.samples.iter().copied()).collect();
+            percentiles(&all).p99
+        };
+        (
+            pooled(&self.windows[..k.min(n)]),
+            pooled(&self.windows[n.saturating_sub(k)..]),
+        )
+    }
+}
+
+/// The database file and its WAL in kandev's directory (`*.db`, `*.db-wal`), bytes.
+fn database_sizes(dir: &Path) -> (u64, u64) {
+    let (mut db, mut wal) = (0, 0);
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        if name.ends_with(".db") {
+            db += size;
+        } else if name.ends_with(".db-wal") {
+            wal += size;
+        }
+    }
+    (db, wal)
+}
+
+/// Runs the soak.
+pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
+    let mut collector = Collector::start()
+        .await
+        .map_err(|err| format!("collector: {err}"))?;
+    let kandev = start_kandev(Stack {
+        report: collector.addr(),
+        engine: Engine::Sqlite,
+        timing: false,
+        remote: None,
+        replica: None,
+    })
+    .await?;
+    let addr = kandev.addr();
+    let seen = Arc::new(Seen::default());
+    let mut operators = Vec::new();
+    for index in 0..plan.operators {
+        operators.push(tokio::spawn(sweep::operator(
+            Arc::clone(&seen),
+            index,
+            plan.operators,
+            Duration::ZERO,
+            clarifications_created(addr).await?,
+            Arc::new(Connections::new(addr)),
+        )));
+    }
+    sweep::start_sessions(std::slice::from_ref(&kandev), plan.sessions, &mut collector).await?;
+    let per_window = (plan.rate * plan.window.as_secs_f64()) as usize;
+    let sweep_plan = SweepPlan {
+        sessions: plan.sessions,
+        operators: plan.operators,
+        rates: vec![plan.rate],
+        per_rate: per_window,
+        think: Duration::ZERO,
+    };
+    let mut received = Received::new();
+    let mut windows = Vec::with_capacity(plan.windows);
+    let mut total = LoadResult::default();
+    for round in 0..plan.windows {
+        eprintln!(
+            "kandev-bench: soak, window {} of {}",
+            round + 1,
+            plan.windows
+        );
+        let sent = sweep::one_rate(
+            &mut collector,
+            &sweep_plan,
+            round,
+            plan.rate,
+            &mut received,
+            &mut Vec::new(),
+        )
+        .await?;
+        let result = sweep::rate_result(&sent, &received, &seen);
+        let (db_bytes, wal_bytes) = database_sizes(kandev.dir());
+        windows.push(Window {
+            samples: result.samples.clone(),
+            rss: rss_bytes(kandev.pid()).unwrap_or_default(),
+            db_bytes,
+            wal_bytes,
+        });
+        total.absorb(result);
+    }
+    collector.broadcast(&serde_json::json!({"stop": true}));
+    for operator in operators {
+        operator.abort();
+    }
+    Ok(Soak {
+        plan,
+        windows,
+        total,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(p99: f64, rss: u64) -> Window {
+        // 2 of 100 at `p99`: the nearest-rank 99th percentile.
+        let mut samples = vec![1.0; 98];
+        samples.extend([p99, p99]);
+        Window {
+            samples,
+            rss,
+            db_bytes: 0,
+            wal_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn flatness_compares_the_first_and_last_sixth() {
+        let plan = SoakPlan {
+            windows: 12,
+            window: Duration::from_secs(1),
+            rate: 1.0,
+            sessions: 1,
+            operators: 1,
+        };
+        let mut windows: Vec<Window> = (0..12).map(|_| window(5.0, 100)).collect();
+        windows[10] = window(9.0, 300);
+        windows[11] = window(9.0, 300);
+        let soak = Soak {
+            plan,
+            windows,
+            total: LoadResult::default(),
+        };
+        assert_eq!(soak.rss_ends(), (100.0, 300.0));
+        let (first, last) = soak.p99_ends();
+        assert!(first < 5.1 && last > 8.9, "{first} {last}");
+    }
+
+    #[test]
+    fn the_database_and_its_wal_are_sized_from_kandevs_directory() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("k.db"), [0u8; 10]).expect("db");
+        std::fs::write(dir.path().join("k.db-wal"), [0u8; 4]).expect("wal");
+        std::fs::write(dir.path().join("kandev.toml"), [0u8; 99]).expect("toml");
+        assert_eq!(database_sizes(dir.path()), (10, 4));
+    }
+}
