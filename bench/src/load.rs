@@ -6,7 +6,7 @@
 //!
 //! Every count comes from the agents' side: a request is lost when its agent never got a
 //! response, doubled when it got more than one, crossed when the answer was another
-//! request's. [`crate::sweep`] counts the same way.
+//! request's. The sweep counts the same way.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -276,7 +276,7 @@ pub async fn one_rate(
                 }
                 responses.push((ns(&report, "recv_ns"), answer));
             }
-            // A stream running beside the questions (crate::streaming) reports its end.
+            // A stream running beside the questions reports its end.
             Some("streamed") => streamed.push(report),
             _ => return Err(format!("sweep: unexpected agent report {report}")),
         }
