@@ -18,10 +18,10 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::collector::Collector;
 use crate::engine::Engine;
-use crate::load::LoadResult;
+use crate::load::{LoadResult, Received, tally};
 use crate::operator::{Connections, clarifications_created, connect_ws, watch};
 use crate::stack::{Stack, start_kandev};
-use crate::sweep::{self, Received, SweepPlan};
+use crate::sweep::{self, SweepPlan};
 
 /// What the crowd runs.
 #[derive(Debug, Clone, Copy)]
@@ -85,14 +85,7 @@ pub async fn run(plan: CrowdPlan) -> Result<Crowd, String> {
     let mut collector = Collector::start()
         .await
         .map_err(|err| format!("collector: {err}"))?;
-    let kandev = start_kandev(Stack {
-        report: collector.addr(),
-        engine: Engine::Sqlite,
-        timing: false,
-        remote: None,
-        replica: None,
-    })
-    .await?;
+    let kandev = start_kandev(Stack::plain(collector.addr(), Engine::Sqlite)).await?;
     let addr = kandev.addr();
     let seen = Arc::new(Mutex::new(Vec::with_capacity(
         plan.sockets * plan.elicitations,
@@ -157,16 +150,8 @@ fn measured(
     seen: &[(String, u128)],
     slow: SlowReader,
 ) -> Crowd {
-    let mut result = LoadResult {
-        sent: sent.len(),
-        ..LoadResult::default()
-    };
-    for (tag, responses) in sent.keys().filter_map(|t| received.get(t).map(|r| (t, r))) {
-        result.answered += 1;
-        result.doubled += responses.len() - 1;
-        result.crossed += responses.iter().filter(|(_, a)| a != tag).count();
-    }
-    result.lost = result.sent - result.answered;
+    let mut result = LoadResult::default();
+    tally(sent, received, &mut result);
     let visible: Vec<f64> = seen
         .iter()
         .filter_map(|(tag, seen_ns)| {

@@ -117,6 +117,32 @@ pub fn throughput(answered: usize, seconds: f64) -> f64 {
     }
 }
 
+/// Responses by tag, each `(received at, the answer it carried)`, in arrival order.
+pub type Received = HashMap<String, Vec<(u128, String)>>;
+
+/// Counts `sent` against `received` into `result` (sent, answered once, lost, doubled,
+/// crossed); returns each answered tag with when it was sent and first answered.
+pub fn tally<'a>(
+    sent: &'a HashMap<String, u128>,
+    received: &Received,
+    result: &mut LoadResult,
+) -> Vec<(&'a str, u128, u128)> {
+    let mut answered = Vec::with_capacity(sent.len());
+    result.sent += sent.len();
+    for (tag, &sent_ns) in sent {
+        let Some(responses) = received.get(tag) else {
+            result.lost += 1;
+            continue;
+        };
+        result.answered += 1;
+        result.doubled += responses.len() - 1;
+        result.crossed += responses.iter().filter(|(_, a)| a != tag).count();
+        answered.push((tag.as_str(), sent_ns, responses[0].0));
+    }
+    answered
+}
+
+/// The operator client (of `operators`) that answers `pending_id`.
 pub fn slot(pending_id: &str, operators: usize) -> usize {
     pending_id.bytes().map(usize::from).sum::<usize>() % operators.max(1)
 }

@@ -40,33 +40,55 @@ pub struct Created {
 pub async fn clarifications_created(
     addr: SocketAddr,
 ) -> Result<mpsc::UnboundedReceiver<Created>, String> {
-    let socket = connect_ws(addr).await?;
     let (tx, rx) = mpsc::unbounded_channel();
+    on_created(addr, move |mut event, seen_ns| {
+        tx.send(Created {
+            data: event["data"].take(),
+            seen_ns,
+        })
+        .is_ok()
+    })
+    .await?;
+    Ok(rx)
+}
+
+/// Reads an operator WebSocket in a task of its own, handing each text frame and when it
+/// was read (wall-clock ns) to `on_frame`, until the socket closes or `on_frame` says stop.
+async fn on_frames(
+    addr: SocketAddr,
+    mut on_frame: impl FnMut(&str, u128) -> bool + Send + 'static,
+) -> Result<(), String> {
+    let socket = connect_ws(addr).await?;
     tokio::spawn(async move {
         let (_write, mut read) = socket.split();
         while let Some(Ok(message)) = read.next().await {
             let Message::Text(text) = message else {
                 continue;
             };
-            let seen_ns = wall_ns();
-            // Cheap pre-filter: most events are not clarifications.
-            if !text.as_str().contains("clarification.created") {
-                continue;
-            }
-            if let Ok(mut event) = serde_json::from_str::<Value>(text.as_str())
-                && event["type"] == "clarification.created"
-                && tx
-                    .send(Created {
-                        data: event["data"].take(),
-                        seen_ns,
-                    })
-                    .is_err()
-            {
+            if !on_frame(text.as_str(), wall_ns()) {
                 break;
             }
         }
     });
-    Ok(rx)
+    Ok(())
+}
+
+/// [`on_frames`] for the `clarification.created` events only, parsed.
+async fn on_created(
+    addr: SocketAddr,
+    mut on_event: impl FnMut(Value, u128) -> bool + Send + 'static,
+) -> Result<(), String> {
+    on_frames(addr, move |text, seen_ns| {
+        // Cheap pre-filter: most events are not clarifications.
+        if !text.contains("clarification.created") {
+            return true;
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(event) if event["type"] == "clarification.created" => on_event(event, seen_ns),
+            _ => true,
+        }
+    })
+    .await
 }
 
 /// Opens an operator WebSocket with the bench operator's token.
@@ -92,28 +114,15 @@ pub async fn connect_ws(
 /// One watching operator: records when it read each `clarification.created` (by the
 /// record's message) into `seen`, until the socket closes.
 pub async fn watch(addr: SocketAddr, seen: Arc<Mutex<Vec<(String, u128)>>>) -> Result<(), String> {
-    let socket = connect_ws(addr).await?;
-    tokio::spawn(async move {
-        let (_write, mut read) = socket.split();
-        while let Some(Ok(message)) = read.next().await {
-            let Message::Text(text) = message else {
-                continue;
-            };
-            let seen_ns = wall_ns();
-            if !text.as_str().contains("clarification.created") {
-                continue;
-            }
-            if let Ok(event) = serde_json::from_str::<Value>(text.as_str())
-                && event["type"] == "clarification.created"
-                && let Some(tag) = event["data"]["message"].as_str()
-            {
-                seen.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push((tag.to_owned(), seen_ns));
-            }
+    on_created(addr, move |event, seen_ns| {
+        if let Some(tag) = event["data"]["message"].as_str() {
+            seen.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((tag.to_owned(), seen_ns));
         }
-    });
-    Ok(())
+        true
+    })
+    .await
 }
 
 /// One watching operator that records when it first read each `END:<tag>` marker of a
@@ -123,23 +132,16 @@ pub async fn watch_markers(
     addr: SocketAddr,
     seen: Arc<Mutex<std::collections::HashMap<String, u128>>>,
 ) -> Result<(), String> {
-    let socket = connect_ws(addr).await?;
-    tokio::spawn(async move {
-        let (_write, mut read) = socket.split();
-        while let Some(Ok(message)) = read.next().await {
-            let Message::Text(text) = message else {
-                continue;
-            };
-            let seen_ns = wall_ns();
-            for marker in markers(text.as_str()) {
-                seen.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .entry(marker.to_owned())
-                    .or_insert(seen_ns);
-            }
+    on_frames(addr, move |text, seen_ns| {
+        for marker in markers(text) {
+            seen.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(marker.to_owned())
+                .or_insert(seen_ns);
         }
-    });
-    Ok(())
+        true
+    })
+    .await
 }
 
 /// The `END:<tag>` markers in `text` (a tag runs to the next space).

@@ -10,10 +10,10 @@ use std::time::Duration;
 use crate::collector::Collector;
 use crate::engine::Engine;
 use crate::load::LoadResult;
-use crate::operator::{Connections, clarifications_created};
+use crate::load::Received;
 use crate::stack::{Stack, rss_bytes, start_kandev};
 use crate::stats::percentiles;
-use crate::sweep::{self, Received, Seen, SweepPlan};
+use crate::sweep::{self, Seen, SweepPlan};
 
 /// Last sixth ÷ first sixth, at most.
 pub const FLAT: f64 = 1.2;
@@ -114,27 +114,10 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
     let mut collector = Collector::start()
         .await
         .map_err(|err| format!("collector: {err}"))?;
-    let kandev = start_kandev(Stack {
-        report: collector.addr(),
-        engine: Engine::Sqlite,
-        timing: false,
-        remote: None,
-        replica: None,
-    })
-    .await?;
+    let kandev = start_kandev(Stack::plain(collector.addr(), Engine::Sqlite)).await?;
     let addr = kandev.addr();
     let seen = Arc::new(Seen::default());
-    let mut operators = Vec::new();
-    for index in 0..plan.operators {
-        operators.push(tokio::spawn(sweep::operator(
-            Arc::clone(&seen),
-            index,
-            plan.operators,
-            Duration::ZERO,
-            clarifications_created(addr).await?,
-            Arc::new(Connections::new(addr)),
-        )));
-    }
+    let operators = sweep::answering(&seen, &[addr], plan.operators, Duration::ZERO).await?;
     sweep::start_sessions(std::slice::from_ref(&kandev), plan.sessions, &mut collector).await?;
     let per_window = (plan.rate * plan.window.as_secs_f64()) as usize;
     let sweep_plan = SweepPlan {

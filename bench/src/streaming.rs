@@ -15,10 +15,11 @@ use serde_json::{Value, json};
 
 use crate::collector::Collector;
 use crate::engine::Engine;
-use crate::load::{LoadResult, ns};
-use crate::operator::{Connections, clarifications_created, watch_markers};
+use crate::load::Received;
+use crate::load::{LoadResult, ns, tally};
+use crate::operator::watch_markers;
 use crate::stack::{STALL, Stack, start_kandev};
-use crate::sweep::{self, Received, Seen, SweepPlan};
+use crate::sweep::{self, Seen, SweepPlan};
 
 /// What the streaming bench runs.
 #[derive(Debug, Clone, Copy)]
@@ -70,19 +71,10 @@ fn round_trips(
     received: &Received,
     result: &mut LoadResult,
 ) -> Vec<f64> {
-    let mut rts = Vec::with_capacity(sent.len());
-    result.sent += sent.len();
-    for (tag, &sent_ns) in sent {
-        let Some(responses) = received.get(tag) else {
-            result.lost += 1;
-            continue;
-        };
-        result.answered += 1;
-        result.doubled += responses.len() - 1;
-        result.crossed += responses.iter().filter(|(_, a)| a != tag).count();
-        rts.push(responses[0].0.saturating_sub(sent_ns) as f64 / 1e6);
-    }
-    rts
+    tally(sent, received, result)
+        .into_iter()
+        .map(|(_, sent_ns, recv_ns)| recv_ns.saturating_sub(sent_ns) as f64 / 1e6)
+        .collect()
 }
 
 /// Runs both phases.
@@ -90,27 +82,10 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
     let mut collector = Collector::start()
         .await
         .map_err(|err| format!("collector: {err}"))?;
-    let kandev = start_kandev(Stack {
-        report: collector.addr(),
-        engine: Engine::Sqlite,
-        timing: false,
-        remote: None,
-        replica: None,
-    })
-    .await?;
+    let kandev = start_kandev(Stack::plain(collector.addr(), Engine::Sqlite)).await?;
     let addr = kandev.addr();
     let seen = Arc::new(Seen::default());
-    let mut operators = Vec::new();
-    for index in 0..plan.operators {
-        operators.push(tokio::spawn(sweep::operator(
-            Arc::clone(&seen),
-            index,
-            plan.operators,
-            Duration::ZERO,
-            clarifications_created(addr).await?,
-            Arc::new(Connections::new(addr)),
-        )));
-    }
+    let operators = sweep::answering(&seen, &[addr], plan.operators, Duration::ZERO).await?;
     let markers = Arc::new(Mutex::new(HashMap::new()));
     watch_markers(addr, Arc::clone(&markers)).await?;
     sweep::start_sessions(std::slice::from_ref(&kandev), plan.sessions, &mut collector).await?;

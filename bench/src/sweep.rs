@@ -26,7 +26,7 @@ use serde_json::json;
 
 use crate::collector::Collector;
 use crate::engine::{Engine, durability_from_log};
-use crate::load::{LoadResult, ns, slot, throughput};
+use crate::load::{LoadResult, Received, ns, slot, tally, throughput};
 use crate::operator::{Connections, Created, clarifications_created};
 use crate::stack::{Replica, STALL, Stack, peak_rss_bytes, start_kandev, start_session};
 use crate::stats::{interval, percentiles};
@@ -106,14 +106,7 @@ pub async fn run(plan: &SweepPlan, engine: Engine) -> Result<Sweep, String> {
     let mut collector = Collector::start()
         .await
         .map_err(|err| format!("collector: {err}"))?;
-    let kandev = start_kandev(Stack {
-        report: collector.addr(),
-        engine,
-        timing: false,
-        remote: None,
-        replica: None,
-    })
-    .await?;
+    let kandev = start_kandev(Stack::plain(collector.addr(), engine)).await?;
     measure(plan, &mut collector, &[kandev]).await
 }
 
@@ -155,7 +148,7 @@ pub struct Seen {
 
 /// One operator client: answers its share of what its WebSocket shows, each answer in a
 /// task of its own after `think`.
-pub async fn operator(
+async fn operator(
     seen: Arc<Seen>,
     index: usize,
     count: usize,
@@ -232,9 +225,6 @@ pub async fn start_sessions(
     Ok(cold_starts)
 }
 
-/// Responses by tag, over the whole sweep (a late double lands on its own tag).
-pub type Received = HashMap<String, Vec<(u128, String)>>;
-
 /// Runs one rate: `go` to every agent, then reads reports until every elicitation of
 /// the round is answered or the agents fall silent for [`STALL`].
 pub async fn one_rate(
@@ -287,20 +277,9 @@ pub async fn one_rate(
 /// What one rate's tags measured.
 pub fn rate_result(sent: &HashMap<String, u128>, received: &Received, seen: &Seen) -> LoadResult {
     let at = seen.at.lock().unwrap_or_else(PoisonError::into_inner);
-    let mut result = LoadResult {
-        sent: sent.len(),
-        ..LoadResult::default()
-    };
+    let mut result = LoadResult::default();
     let mut last_recv = 0u128;
-    for (tag, &sent_ns) in sent {
-        let Some(responses) = received.get(tag) else {
-            result.lost += 1;
-            continue;
-        };
-        result.answered += 1;
-        result.doubled += responses.len() - 1;
-        result.crossed += responses.iter().filter(|(_, a)| a != tag).count();
-        let recv_ns = responses[0].0;
+    for (tag, sent_ns, recv_ns) in tally(sent, received, &mut result) {
         last_recv = last_recv.max(recv_ns);
         if let Some(&(seen_ns, intended_ns)) = at.get(tag) {
             result
@@ -318,6 +297,29 @@ pub fn rate_result(sent: &HashMap<String, u128>, received: &Received, seen: &See
     result
 }
 
+/// Spawns `count` answering operator clients, client i on `addrs[i mod len]`, each
+/// answering its share after `think`, into `seen`.
+pub async fn answering(
+    seen: &Arc<Seen>,
+    addrs: &[std::net::SocketAddr],
+    count: usize,
+    think: Duration,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, String> {
+    let mut operators = Vec::with_capacity(count);
+    for index in 0..count {
+        let addr = addrs[index % addrs.len()];
+        operators.push(tokio::spawn(operator(
+            Arc::clone(seen),
+            index,
+            count,
+            think,
+            clarifications_created(addr).await?,
+            Arc::new(Connections::new(addr)),
+        )));
+    }
+    Ok(operators)
+}
+
 /// The sweep against kandevs already started.
 async fn measure(
     plan: &SweepPlan,
@@ -325,19 +327,8 @@ async fn measure(
     kandevs: &[Kandev],
 ) -> Result<Sweep, String> {
     let seen = Arc::new(Seen::default());
-    let mut operators = Vec::new();
-    for index in 0..plan.operators {
-        let addr = kandevs[index % kandevs.len()].addr();
-        let created = clarifications_created(addr).await?;
-        operators.push(tokio::spawn(operator(
-            Arc::clone(&seen),
-            index,
-            plan.operators,
-            plan.think,
-            created,
-            Arc::new(Connections::new(addr)),
-        )));
-    }
+    let addrs: Vec<_> = kandevs.iter().map(Kandev::addr).collect();
+    let operators = answering(&seen, &addrs, plan.operators, plan.think).await?;
     let cold_starts = start_sessions(kandevs, plan.sessions, collector).await?;
     let mut received = Received::new();
     let mut points = Vec::new();
