@@ -48,21 +48,23 @@ impl Notifier {
         &self.webhooks
     }
 
-    /// A clarification awaits the operator (on by default).
-    pub async fn clarification_requested(
+    /// The notification that a clarification awaits the operator (on by default), to be
+    /// stored in the commit that opens the record; `None` when configured off.
+    pub fn clarification_requested(
         &self,
         task_title: &str,
         task_id: &str,
         session_id: &str,
-    ) -> Result<Option<Notification>, StoreError> {
-        if !self.config.clarification_requested {
-            return Ok(None);
-        }
-        self.dispatch(Notification::clarification_requested(
-            task_title, task_id, session_id,
-        ))
-        .await
-        .map(Some)
+    ) -> Option<Notification> {
+        self.config
+            .clarification_requested
+            .then(|| Notification::clarification_requested(task_title, task_id, session_id))
+    }
+
+    /// Pushes a notification already stored (with the record it announces).
+    pub fn announce(&self, n: Notification) {
+        tracing::info!(session_id = %n.session_id, event = %n.event, "notification dispatched");
+        self.publisher.publish(Change::Notification(n));
     }
 
     /// A turn ended (off by default).
@@ -89,8 +91,7 @@ impl Notifier {
 
     async fn dispatch(&self, n: Notification) -> Result<Notification, StoreError> {
         self.stores.notifications.insert_notification(&n).await?;
-        tracing::info!(session_id = %n.session_id, event = %n.event, "notification dispatched");
-        self.publisher.publish(Change::Notification(n.clone()));
+        self.announce(n.clone());
         Ok(n)
     }
 }
@@ -113,8 +114,6 @@ mod tests {
         let n = Notifier::new(stores.clone(), publisher, NotificationsConfig::default());
         let made = n
             .clarification_requested("Fix the login page", "t1", "s1")
-            .await
-            .expect("dispatch")
             .expect("on by default");
         assert!(made.body.contains("Fix the login page"));
         assert!(
@@ -123,10 +122,13 @@ mod tests {
                 .expect("ok")
                 .is_none()
         );
+        // The record's open stores it (one commit, the store's conformance tests pin
+        // that); the notifier only pushes it once stored.
         assert_eq!(
             stores.notifications.notifications().await.expect("list"),
-            vec![made.clone()]
+            vec![]
         );
+        n.announce(made.clone());
         assert_eq!(changes.recv().await, Some(Change::Notification(made)));
     }
 
@@ -139,12 +141,7 @@ mod tests {
             ..NotificationsConfig::default()
         };
         let n = Notifier::new(stores.clone(), Publisher::new().0, config);
-        assert!(
-            n.clarification_requested("T", "t", "s")
-                .await
-                .expect("ok")
-                .is_none()
-        );
+        assert!(n.clarification_requested("T", "t", "s").is_none());
         let made = n
             .turn_finished("T", "t", "s")
             .await

@@ -89,10 +89,17 @@ pub async fn requested(
     };
     let message = super::elicitation::request_message(session, &record, &content);
     let key = normalised_key(&request.questions);
+    let notification = clarifications.opening_notification(session);
     match clarifications
         .stores
         .clarifications
-        .open_question(&request.request_id, &key, &record, &message)
+        .open_question(
+            &request.request_id,
+            &key,
+            &record,
+            &message,
+            notification.as_ref(),
+        )
         .await?
     {
         QuestionOpened::Duplicate => Ok(None),
@@ -107,7 +114,7 @@ pub async fn requested(
         QuestionOpened::Opened { record, message } => {
             let opened = (*record).clone();
             clarifications
-                .announce_opened(session, *record, *message)
+                .announce_opened(session, *record, *message, notification)
                 .await?;
             Ok(Some(opened))
         }

@@ -43,10 +43,11 @@ pub async fn requested(
         on_deadline: request.on_deadline.map(|o| o.as_str().to_owned()),
     };
     let message = request_message(session, &record, &request.message);
+    let notification = clarifications.opening_notification(session);
     let Some((record, message)) = clarifications
         .stores
         .clarifications
-        .open_clarification(&record, &message)
+        .open_clarification(&record, &message, notification.as_ref())
         .await?
     else {
         return Ok(None);
@@ -54,7 +55,7 @@ pub async fn requested(
     let _stored = tracing::debug_span!(target: "kandev::timing", "backend.stored", pending_id = %record.pending_id);
     let opened = record.clone();
     clarifications
-        .announce_opened(session, record, message)
+        .announce_opened(session, record, message, notification)
         .await?;
     Ok(Some(opened))
 }

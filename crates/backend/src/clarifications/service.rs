@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::agent_link::{DynLink, LinkError};
 use crate::events::{Change, Publisher};
-use crate::model::{Clarification, Fence, Message, Settlement};
+use crate::model::{Clarification, Fence, Message, Notification, Settlement};
 use crate::notifications::Notifier;
 use crate::store::{SettledRecord, StoreError, Stores};
 
@@ -150,6 +150,7 @@ impl Clarifications {
         session: &SessionRef,
         record: Clarification,
         message: Message,
+        notification: Option<Notification>,
     ) -> Result<(), StoreError> {
         // Never the question text at info, only counts (F9, logs alike).
         tracing::info!(
@@ -173,9 +174,18 @@ impl Clarifications {
         self.publisher.publish(Change::MessageCreated(message));
         self.publisher
             .session_changed(&session.session_id, &session.task_id);
-        self.notifier
-            .clarification_requested(&session.task_title, &session.task_id, &session.session_id)
-            .await?;
+        if let Some(n) = notification {
+            self.notifier.announce(n);
+        }
         Ok(())
+    }
+
+    /// The notification that announces a record `session` opens, stored with it.
+    pub(crate) fn opening_notification(&self, session: &SessionRef) -> Option<Notification> {
+        self.notifier.clarification_requested(
+            &session.task_title,
+            &session.task_id,
+            &session.session_id,
+        )
     }
 }

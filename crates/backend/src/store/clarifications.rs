@@ -6,7 +6,8 @@ use kandev_elicitation::OperatorAnswer;
 
 use crate::model::clarification::Effect;
 use crate::model::{
-    Clarification, ClarificationStatus, Message, NewClarification, NewMessage, Settlement, Source,
+    Clarification, ClarificationStatus, Message, NewClarification, NewMessage, Notification,
+    Settlement, Source,
 };
 use crate::store::StoreError;
 
@@ -74,12 +75,14 @@ pub struct CallReturned {
 /// Where clarification records are kept.
 #[async_trait]
 pub trait ClarificationStore: Send + Sync {
-    /// Stores a pending record and its message in one transaction. `None` (nothing
-    /// stored) when a record with this id exists: the same event delivered twice.
+    /// Stores a pending record, its message and, when given, the notification that
+    /// announces it, in one transaction (one commit on the agent's path). `None`
+    /// (nothing stored) when a record with this id exists: the same event delivered twice.
     async fn open_clarification(
         &self,
         record: &NewClarification,
         message: &NewMessage,
+        notification: Option<&Notification>,
     ) -> Result<Option<(Clarification, Message)>, StoreError>;
 
     /// One record.
@@ -119,13 +122,15 @@ pub trait ClarificationStore: Send + Sync {
     ) -> Result<Option<Message>, StoreError>;
 
     /// Opens (or joins, D4) the record of an `ask_user_question_kandev` call in one
-    /// transaction: `dedup_key` names the normalised questions.
+    /// transaction: `dedup_key` names the normalised questions. The notification, when
+    /// given, is stored with a record opened, never with a call that joined one.
     async fn open_question(
         &self,
         request_id: &str,
         dedup_key: &str,
         record: &NewClarification,
         message: &NewMessage,
+        notification: Option<&Notification>,
     ) -> Result<QuestionOpened, StoreError>;
 
     /// The calls waiting on record `pending_id`, oldest first: the ones an operator's

@@ -9,7 +9,7 @@ use super::{Engine, on_every_engine, seeded};
 use crate::model::clarification::Effect;
 use crate::model::{
     Clarification, ClarificationStatus, Message, MessageKind, NewClarification, NewMessage,
-    Outcome, SettledBy, Settlement, Source, author,
+    Notification, Outcome, SettledBy, Settlement, Source, author,
 };
 use crate::store::{CallSettles, ClarificationFilter, QuestionOpened, Stores};
 
@@ -89,10 +89,25 @@ pub(super) async fn open(
         .open_clarification(
             &new_record(id, session, task, Source::Elicitation),
             &new_message(session, task, id),
+            None,
         )
         .await
         .expect("open")
         .expect("new")
+}
+
+/// The notification announcing a record of `session`.
+fn note(session: &str, task: &str) -> Notification {
+    Notification::clarification_requested("T", task, session)
+}
+
+/// How many notifications are stored.
+async fn notes(s: &Stores) -> usize {
+    s.notifications
+        .notifications()
+        .await
+        .expect("notifications")
+        .len()
 }
 
 fn answer() -> OperatorAnswer {
@@ -119,10 +134,12 @@ async fn identical_questions_make_two_records_under_their_ids_and_a_replay_makes
         .open_clarification(
             &new_record(&a.pending_id, &session, &task, Source::Elicitation),
             &new_message(&session, &task, &a.pending_id),
+            Some(&note(&session, &task)),
         )
         .await
         .expect("replay");
     assert!(replay.is_none());
+    assert_eq!(notes(&db).await, 0, "no notification with a replay");
     assert_eq!(
         db.messages
             .messages(&session)
@@ -182,6 +199,7 @@ async fn an_open_returns_what_it_stored_and_racing_replays_store_one(engine: &dy
                 .open_clarification(
                     &new_record("p-2", &session, &task, Source::Elicitation),
                     &new_message(&session, &task, "p-2"),
+                    Some(&note(&session, &task)),
                 )
                 .await
                 .expect("open or replay")
@@ -190,6 +208,11 @@ async fn an_open_returns_what_it_stored_and_racing_replays_store_one(engine: &dy
     let (a, b) = (race(db.clone()), race(second));
     let opened = [a.await.expect("task"), b.await.expect("task")];
     assert_eq!(opened.iter().filter(|o| o.is_some()).count(), 1);
+    assert_eq!(
+        notes(&db).await,
+        1,
+        "the notification commits with the one record"
+    );
     let messages = db.messages.messages(&session).await.expect("messages");
     assert_eq!(messages.len(), 3, "one message for the two opens of p-2");
     assert_eq!(messages.last().map(|m| m.seq), Some(3));
@@ -199,6 +222,7 @@ async fn an_open_returns_what_it_stored_and_racing_replays_store_one(engine: &dy
         .open_clarification(
             &new_record("p-3", "no-such-session", &task, Source::Elicitation),
             &new_message("no-such-session", &task, "p-3"),
+            None,
         )
         .await;
     assert!(
@@ -398,6 +422,7 @@ async fn settle_pending_keeps_what_it_is_told_to_and_filters_by_source(engine: &
             "k",
             &new_record("q", &session, &task, Source::AskUserQuestion),
             &new_message(&session, &task, "q"),
+            None,
         )
         .await
         .expect("question");
@@ -441,27 +466,48 @@ async fn a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_
     let rec = new_record("q1", &session, &task, Source::AskUserQuestion);
     let first = db
         .clarifications
-        .open_question("r1", "key", &rec, &new_message(&session, &task, "q1"))
+        .open_question(
+            "r1",
+            "key",
+            &rec,
+            &new_message(&session, &task, "q1"),
+            Some(&note(&session, &task)),
+        )
         .await
         .expect("r1");
     assert!(matches!(first, QuestionOpened::Opened { .. }));
+    assert_eq!(notes(&db).await, 1, "stored with the record it announces");
     let other = new_record("q2", &session, &task, Source::AskUserQuestion);
     assert_eq!(
         db.clarifications
-            .open_question("r2", "key", &other, &new_message(&session, &task, "q2"))
+            .open_question(
+                "r2",
+                "key",
+                &other,
+                &new_message(&session, &task, "q2"),
+                Some(&note(&session, &task))
+            )
             .await
             .expect("r2"),
         QuestionOpened::Joined {
             pending_id: "q1".into()
         }
     );
+    assert_eq!(notes(&db).await, 1, "none for a call that joined");
     assert_eq!(
         db.clarifications
-            .open_question("r1", "key", &rec, &new_message(&session, &task, "q1"))
+            .open_question(
+                "r1",
+                "key",
+                &rec,
+                &new_message(&session, &task, "q1"),
+                Some(&note(&session, &task))
+            )
             .await
             .expect("again"),
         QuestionOpened::Duplicate
     );
+    assert_eq!(notes(&db).await, 1, "none for a repeated call");
     let cancelled = Settlement::from_agentctl(SettleOutcome::AgentCancelled);
     let first = db
         .clarifications
@@ -513,7 +559,7 @@ async fn an_operators_returned_call_settles_its_record_at_once_and_names_the_cal
         let rec = new_record(record, &session, &task, Source::AskUserQuestion);
         let message = new_message(&session, &task, record);
         db.clarifications
-            .open_question(call, "key", &rec, &message)
+            .open_question(call, "key", &rec, &message, None)
             .await
             .expect("open or join");
     }
@@ -540,7 +586,13 @@ async fn an_operators_returned_call_settles_its_record_at_once_and_names_the_cal
     let next = new_record("q2", &session, &task, Source::AskUserQuestion);
     let reopened = db
         .clarifications
-        .open_question("r3", "key", &next, &new_message(&session, &task, "q2"))
+        .open_question(
+            "r3",
+            "key",
+            &next,
+            &new_message(&session, &task, "q2"),
+            None,
+        )
         .await
         .expect("r3");
     assert!(matches!(reopened, QuestionOpened::Opened { .. }));

@@ -25,7 +25,9 @@ use sqlx::types::Json;
 use sqlx::{Connection, FromRow, PgConnection, PgPool, Postgres, Row, Transaction};
 
 use crate::model::clarification::Effect;
-use crate::model::{Clarification, Message, NewClarification, NewMessage, Settlement, Timestamp};
+use crate::model::{
+    Clarification, Message, NewClarification, NewMessage, Notification, Settlement, Timestamp,
+};
 use crate::store::{ChangeBus, DatabaseOptions, OpenError, SettledRecord, StoreError};
 
 /// The migrations for PostgreSQL, embedded from `migrations/postgres/`.
@@ -247,8 +249,20 @@ async fn open_clarification(
     db: &Db,
     new: &NewClarification,
     message: &NewMessage,
+    notification: Option<&Notification>,
     at: Timestamp,
 ) -> Result<Option<Message>, StoreError> {
+    // The notification announcing the record, with it or not at all.
+    let note = if notification.is_some() {
+        format!(
+            ", note AS ( \
+               INSERT INTO notifications ({}) SELECT $20, $21, $22, $23, $24, $25, $26 FROM msg \
+             )",
+            sql::notifications::NOTIFICATION_COLUMNS
+        )
+    } else {
+        String::new()
+    };
     let sql = format!(
         "WITH seq AS ( \
            UPDATE sessions SET message_seq = message_seq + 1 \
@@ -261,11 +275,11 @@ async fn open_clarification(
          ), record AS ( \
            INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at, on_deadline) \
            SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, msg.id, $18, $19 FROM msg \
-         ) \
+         ){note} \
          SELECT * FROM msg",
         sql::MESSAGE
     );
-    let binds = records::open_binds(new, message, at)?.into_arguments();
+    let binds = records::open_binds_with(new, message, notification, at)?.into_arguments();
     match sqlx::query_as_with(&sql, binds)
         .fetch_optional(db.writer())
         .await

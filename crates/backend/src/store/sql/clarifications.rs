@@ -14,7 +14,8 @@ use super::records::{exists, record_answer, settle_in};
 use super::{CLARIFICATION, engine};
 use crate::model::clarification::{Effect, Standing};
 use crate::model::{
-    Clarification, Message, NewClarification, NewMessage, SettledBy, Settlement, Source, Timestamp,
+    Clarification, Message, NewClarification, NewMessage, Notification, SettledBy, Settlement,
+    Source, Timestamp,
 };
 use crate::store::{
     CallReturned, CallSettles, ClarificationFilter, ClarificationStore, SettledRecord, StoreError,
@@ -28,9 +29,12 @@ impl ClarificationStore for Db {
         &self,
         record: &NewClarification,
         message: &NewMessage,
+        notification: Option<&Notification>,
     ) -> Result<Option<(Clarification, Message)>, StoreError> {
         let at = Timestamp::now();
-        if let Some(stored) = engine::open_clarification(self, record, message, at).await? {
+        if let Some(stored) =
+            engine::open_clarification(self, record, message, notification, at).await?
+        {
             return Ok(Some((record.pending_at(&stored.id, at), stored)));
         }
         // Nothing written: the pending id is taken, or there is no such session.
@@ -156,8 +160,9 @@ impl ClarificationStore for Db {
         dedup_key: &str,
         record: &NewClarification,
         message: &NewMessage,
+        notification: Option<&Notification>,
     ) -> Result<crate::store::QuestionOpened, StoreError> {
-        super::questions::open(self, request_id, dedup_key, record, message).await
+        super::questions::open(self, request_id, dedup_key, record, message, notification).await
     }
 
     async fn waiting_calls(&self, pending_id: &str) -> Result<Vec<String>, StoreError> {

@@ -17,7 +17,7 @@ mod flags;
 mod health;
 mod leases;
 mod messages;
-mod notifications;
+pub(super) mod notifications;
 mod outbox;
 mod questions;
 pub(super) mod records;

@@ -4,8 +4,8 @@
 //! it applies each call's `ask_user_question_settled` ([`call_returned`]).
 
 use super::records::{exists, insert, settle_in};
-use super::{engine, messages};
-use crate::model::{NewClarification, NewMessage, Settlement, Timestamp};
+use super::{engine, messages, notifications};
+use crate::model::{NewClarification, NewMessage, Notification, Settlement, Timestamp};
 use crate::store::{CallReturned, CallSettles, QuestionOpened, StoreError};
 
 use engine::{Conn, Db};
@@ -38,6 +38,7 @@ pub(super) async fn open(
     key: &str,
     record: &NewClarification,
     message: &NewMessage,
+    notification: Option<&Notification>,
 ) -> Result<QuestionOpened, StoreError> {
     let mut tx = db.begin().await?;
     let known: Option<String> =
@@ -74,6 +75,9 @@ pub(super) async fn open(
         key,
     )
     .await?;
+    if let Some(n) = notification {
+        notifications::insert(&mut tx, n).await?;
+    }
     tx.commit().await?;
     Ok(QuestionOpened::Opened {
         record: Box::new(stored),

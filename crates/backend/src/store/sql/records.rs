@@ -6,7 +6,9 @@ use sqlx::types::Json;
 
 use super::{Binds, CLARIFICATION, engine};
 use crate::model::clarification::Effect;
-use crate::model::{Clarification, NewClarification, NewMessage, SettledBy, Settlement, Timestamp};
+use crate::model::{
+    Clarification, NewClarification, NewMessage, Notification, SettledBy, Settlement, Timestamp,
+};
 use crate::store::{SettledRecord, StoreError};
 
 use engine::Conn;
@@ -146,6 +148,28 @@ pub(crate) fn open_binds(
         .and(Json(new.questions.clone()))?
         .and(new.expires_at)?
         .and(new.on_deadline.clone())
+}
+
+/// [`open_binds`] and, when a notification announces the record, its columns after them
+/// (`$20`…`$26`, in `notifications` column order).
+pub(crate) fn open_binds_with(
+    new: &NewClarification,
+    message: &NewMessage,
+    notification: Option<&Notification>,
+    at: Timestamp,
+) -> Result<Binds, StoreError> {
+    let binds = open_binds(new, message, at)?;
+    let Some(n) = notification else {
+        return Ok(binds);
+    };
+    binds
+        .and(n.id.clone())?
+        .and(n.event.clone())?
+        .and(n.task_id.clone())?
+        .and(n.session_id.clone())?
+        .and(n.title.clone())?
+        .and(n.body.clone())?
+        .and(n.created_at)
 }
 
 /// The first conditional update of [`Settlement::effect_on`]: a pending record settles,

@@ -10,16 +10,20 @@ use sqlx::sqlite::SqliteRow;
 use super::sql::{self, Binds, records};
 use super::{Conn, Db};
 use crate::model::clarification::Effect;
-use crate::model::{Clarification, Message, NewClarification, NewMessage, Settlement, Timestamp};
+use crate::model::{
+    Clarification, Message, NewClarification, NewMessage, Notification, Settlement, Timestamp,
+};
 use crate::store::{SettledRecord, StoreError};
 
-/// Stores `new` and its chat message `message` at `at`; the stored message, or `None`
-/// when nothing was written (the pending id is taken: a replayed request; or no such
-/// session). The message takes the session's next number and the record points at it.
+/// Stores `new`, its chat message `message` and the `notification` announcing it at `at`;
+/// the stored message, or `None` when nothing was written (the pending id is taken: a
+/// replayed request; or no such session). The message takes the session's next number
+/// and the record points at it.
 pub(crate) async fn open_clarification(
     db: &Db,
     new: &NewClarification,
     message: &NewMessage,
+    notification: Option<&Notification>,
     at: Timestamp,
 ) -> Result<Option<Message>, StoreError> {
     let fresh = "NOT EXISTS (SELECT 1 FROM clarifications WHERE pending_id = $11)";
@@ -29,12 +33,22 @@ pub(crate) async fn open_clarification(
            SELECT $1, $2, $3, message_seq, $4, $5, $6, $7, $8, $9, $9, $10 FROM sessions WHERE id = $2 AND {fresh}; \
          INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at, on_deadline) \
            SELECT $11, $12, $13, $14, $15, $16, $17, 'pending', $9, id, $18, $19 FROM messages WHERE id = $1; \
+         {}\
          SELECT {} FROM messages WHERE id = $1",
+        // Only with the record this batch wrote (its message id is new).
+        if notification.is_some() {
+            format!(
+                "INSERT INTO notifications ({}) SELECT $20, $21, $22, $23, $24, $25, $26 \
+                 FROM clarifications WHERE pending_id = $11 AND message_id = $1; ",
+                sql::notifications::NOTIFICATION_COLUMNS
+            )
+        } else {
+            String::new()
+        },
         sql::MESSAGE
     );
-    let rows = db
-        .in_one_hop(statements, records::open_binds(new, message, at)?)
-        .await?;
+    let binds = records::open_binds_with(new, message, notification, at)?;
+    let rows = db.in_one_hop(statements, binds).await?;
     rows.first()
         .map(Message::from_row)
         .transpose()
