@@ -25,6 +25,7 @@ mod round_trip;
 mod security;
 mod session_lifecycle;
 mod settlement;
+mod streaming;
 mod transparency;
 mod unattended;
 mod vocabulary;

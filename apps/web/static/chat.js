@@ -1,6 +1,7 @@
 // The chat of a session view: messages keyed by id, each applied in place from its
 // `message.created` / `message.updated` payload (the data is the whole message, content
-// already aggregated), never a refetch and rebuild of the list.
+// already aggregated) or, for streamed text, the message it has plus a `message.appended`
+// text (session.js), never a refetch and rebuild of the list.
 
 import { h, swap, timeEl } from "./dom.js";
 import { t, has } from "./i18n.js";
@@ -107,6 +108,10 @@ export function createChat({ recordFor }) {
       empty.hidden = items.size > 0;
       if (change && follow) element.scrollTop = element.scrollHeight;
       return change;
+    },
+    /** The message `id` as shown, or null. */
+    message(id) {
+      return items.get(id);
     },
     /** A clarification record changed: re-render its card. */
     recordChanged(pendingId) {

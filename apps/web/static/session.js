@@ -148,6 +148,32 @@ export function mountSession(root, { sessionId }) {
     if (change === "created" && msg.author_type === "agent" && msg.type === "message") announce(t("session.announce.message"));
   }
 
+  // Only this session's messages, again: what an append that does not fit asks for.
+  const reloadMessages = coalesce(async () => {
+    try {
+      for (const m of await api.listMessages(sessionId)) applyMessage(m);
+    } catch (err) {
+      header.setError(err);
+    }
+  });
+
+  /**
+   * A `message.appended`: `text` goes at the end of the message shown, which must be
+   * `length - text.length` long (`length` is the content's length after the append, in
+   * UTF-16 units, a JS string's `length`). A copy already that long (a load that crossed
+   * the event) has it; a shorter one or none missed text: the messages are reloaded
+   * rather than wrong text shown.
+   */
+  function applyAppend(d) {
+    const text = typeof d.text === "string" ? d.text : null;
+    const shown = chat.message(d.id);
+    const content = typeof shown?.content === "string" ? shown.content : null;
+    if (text === null || content === null || !Number.isInteger(d.length)) return reloadMessages();
+    if (content.length >= d.length) return;
+    if (content.length !== d.length - text.length) return reloadMessages();
+    applyMessage({ ...shown, content: content + text, updated_at: d.updated_at ?? shown.updated_at });
+  }
+
   const load = coalesce(async () => {
     try {
       const [fetched, messages, clarifications] = await Promise.all([
@@ -219,6 +245,7 @@ export function mountSession(root, { sessionId }) {
     ws.on("task.updated", (d) => d?.id && d.id === taskId && header.setTask(d)),
     ws.on("message.created", (d) => d?.session_id === sessionId && applyMessage(d)),
     ws.on("message.updated", (d) => d?.session_id === sessionId && applyMessage(d)),
+    ws.on("message.appended", (d) => d?.session_id === sessionId && applyAppend(d)),
     ws.on("clarification.created", (d) => d?.session_id === sessionId && applyRecord(d)),
     ws.on("clarification.settled", (d) => {
       if (d?.session_id === sessionId || records.has(d?.pending_id)) applyRecord(d);

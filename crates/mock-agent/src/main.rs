@@ -39,6 +39,9 @@ A scenario is a JSON file {\"name\", \"description\", \"steps\": [...]}; each st
 an object with one key (errors name the step, e.g. `steps[2]: unknown step`):
   {\"text\": \"Hello\"}
       session/update agent_message_chunk
+  {\"stream\": {\"chunks\": 500, \"text\": \"word \", \"thought\": false}}
+      that many chunks back to back, chunk i (from 1) `i:word `;
+      agent_thought_chunk with thought
   {\"tool_call\": {\"toolCallId\": \"t1\", \"title\": \"Read\", ...}}, {\"tool_call_update\": {...}}
       session/update with these ACP fields, verbatim
   {\"elicit\": {\"id\": \"e1\", \"params\": {...}}}

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// Every step kind the parser accepts, for error messages.
-const STEP_KINDS: &str = "text, tool_call, tool_call_update, elicit, elicit_questions, elicit_raw, \
+const STEP_KINDS: &str = "text, stream, tool_call, tool_call_update, elicit, elicit_questions, elicit_raw, \
      cancel_elicitation, await, say_choice, ask_user_question, await_tool, request_permission, sleep_ms, \
      if_capability, end_turn, exit";
 
@@ -31,6 +31,16 @@ pub struct Scenario {
 pub enum Step {
     /// `session/update` `agent_message_chunk` with this text.
     Text(String),
+    /// `chunks` text chunks sent back to back (a streamed answer): chunk `i` (from 1) is
+    /// `"{i}:{text}"`; `agent_thought_chunk`s when `thought`.
+    Stream {
+        /// How many chunks.
+        chunks: usize,
+        /// Each chunk's text after its number.
+        text: String,
+        /// Thought chunks rather than message chunks.
+        thought: bool,
+    },
     /// `session/update` `tool_call` with these ACP fields (validated, sent verbatim).
     ToolCall(Map<String, Value>),
     /// `session/update` `tool_call_update` with these ACP fields (validated, sent verbatim).
@@ -304,6 +314,14 @@ fn parse_step(step: Value, at: &str) -> Result<Step, ScenarioError> {
                 format!("expected a string, found {}", kind_of(&other)),
             )),
         },
+        "stream" => {
+            let body: StreamBody = typed(body).map_err(|reason| invalid("stream", reason))?;
+            Ok(Step::Stream {
+                chunks: body.chunks,
+                text: body.text,
+                thought: body.thought,
+            })
+        }
         "tool_call" => {
             let fields = object_body(body).map_err(|reason| invalid("tool_call", reason))?;
             serde_json::from_value::<ToolCall>(Value::Object(fields.clone()))
@@ -503,6 +521,15 @@ struct ElicitQuestionsBody {
 struct AskUserQuestionBody {
     id: String,
     arguments: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamBody {
+    chunks: usize,
+    text: String,
+    #[serde(default)]
+    thought: bool,
 }
 
 #[derive(Deserialize)]
@@ -753,6 +780,32 @@ mod tests {
         );
         assert_eq!(steps[12], Step::EndTurn(StopReason::MaxTokens));
         assert_eq!(steps[13], Step::Exit(3));
+    }
+
+    #[test]
+    fn a_stream_step_parses_with_thought_off_by_default() {
+        assert_eq!(
+            one_step(json!({"stream": {"chunks": 3, "text": "word "}})).expect("parses"),
+            Step::Stream {
+                chunks: 3,
+                text: "word ".to_owned(),
+                thought: false
+            }
+        );
+        assert_eq!(
+            one_step(json!({"stream": {"chunks": 1, "text": "", "thought": true}}))
+                .expect("parses"),
+            Step::Stream {
+                chunks: 1,
+                text: String::new(),
+                thought: true
+            }
+        );
+        assert!(one_step(json!({"stream": {"chunks": -1, "text": "x"}})).is_err());
+        assert!(
+            one_step(json!({"stream": {"chunks": 1}})).is_err(),
+            "text is required"
+        );
     }
 
     #[test]

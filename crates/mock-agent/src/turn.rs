@@ -126,6 +126,20 @@ impl Turn {
                 let text = self.substituted(&Value::String(text.clone()));
                 self.say(text.as_str().unwrap_or_default())?;
             }
+            Step::Stream {
+                chunks,
+                text,
+                thought,
+            } => {
+                let kind = if *thought {
+                    "agent_thought_chunk"
+                } else {
+                    "agent_message_chunk"
+                };
+                for i in 1..=*chunks {
+                    self.chunk(kind, &format!("{i}:{text}"))?;
+                }
+            }
             Step::ToolCall(fields) => self.update("tool_call", fields)?,
             Step::ToolCallUpdate(fields) => self.update("tool_call_update", fields)?,
             Step::Elicit { id, params } => {
@@ -212,12 +226,17 @@ impl Turn {
 
     /// An `agent_message_chunk` with `text`.
     fn say(&self, text: &str) -> Result<(), TurnError> {
+        self.chunk("agent_message_chunk", text)
+    }
+
+    /// A text chunk of `kind` (`agent_message_chunk`, `agent_thought_chunk`).
+    fn chunk(&self, kind: &str, text: &str) -> Result<(), TurnError> {
         self.notify(
             "session/update",
             json!({
                 "sessionId": self.session_id,
                 "update": {
-                    "sessionUpdate": "agent_message_chunk",
+                    "sessionUpdate": kind,
                     "content": { "type": "text", "text": text }
                 }
             }),

@@ -23,8 +23,16 @@ pub enum Change {
     },
     /// A chat message was stored.
     MessageCreated(Message),
-    /// A chat message grew or its metadata changed; the full message.
+    /// A chat message's metadata (or a tool call's title) changed; the full message.
     MessageUpdated(Message),
+    /// Text was appended to an open agent message: operators get only `appended` (and
+    /// the length after it), not the whole content again.
+    MessageAppended {
+        /// The message after the append.
+        message: Message,
+        /// The text appended.
+        appended: String,
+    },
     /// A clarification was asked.
     ClarificationCreated(Clarification),
     /// A clarification left `pending` (F7), or its answer was recorded.

@@ -12,8 +12,13 @@ pub mod kind {
     pub const SESSION_UPDATED: &str = "session.updated";
     /// A new chat message.
     pub const MESSAGE_CREATED: &str = "message.created";
-    /// A message grew (aggregated text) or its metadata changed; data is the full message.
+    /// A message's metadata changed (or, from another replica, it grew); data is the full
+    /// message.
     pub const MESSAGE_UPDATED: &str = "message.updated";
+    /// Text was appended to an agent message; data is the message's ids and kind, the
+    /// appended `text` and the content's `length` after it (see
+    /// [`feed::appended`](crate::events::feed::appended)).
+    pub const MESSAGE_APPENDED: &str = "message.appended";
     /// A new pending clarification.
     pub const CLARIFICATION_CREATED: &str = "clarification.created";
     /// A clarification left `pending` (F7).

@@ -539,6 +539,91 @@ async fn prompt_runs_a_turn_and_messages_aggregate() {
 }
 
 #[tokio::test]
+async fn queued_chunks_reach_operators_as_one_created_then_appends_of_the_new_text() {
+    let Started { api, link, id, .. } = started().await;
+    api.post(
+        &session_uri(&id, "prompt"),
+        Some(r#"{"text": "Stream"}"#),
+        StatusCode::ACCEPTED,
+    )
+    .await;
+    let mut ws = api.hub();
+    let chunk = |kind: &str, text: &str| {
+        LinkEvent::Agent(AgentEvent::SessionUpdate {
+            update: json!({"sessionId": "acp-1", "update": {"sessionUpdate": kind,
+                "content": {"type": "text", "text": text}}}),
+        })
+    };
+    // 300 chunks of 10 bytes (8 UTF-16 units: the emoji is two), queued before the
+    // consumer runs (this runtime has one thread): one batch of `MAX_EVENTS`, then the rest.
+    let texts: Vec<String> = (1..=300).map(|i| format!("{i:04}🙂ab")).collect();
+    *link.delivered.lock().expect("lock") = Some(303);
+    for text in &texts {
+        link.push(chunk("agent_message_chunk", text));
+    }
+    link.push(LinkEvent::Agent(AgentEvent::SessionUpdate {
+        update: json!({"update": {"sessionUpdate": "tool_call", "toolCallId": "t1",
+            "title": "Read", "status": "pending"}}),
+    }));
+    link.push(chunk("agent_thought_chunk", "t1"));
+    link.push(chunk("agent_thought_chunk", "t2"));
+    link.push(turn_completed());
+    api.wait_state(&id, "IDLE").await;
+
+    let mut messages = Vec::new();
+    while messages.len() < 4 {
+        let e = next_hub_event(&mut ws).await;
+        // The prompt's own message may still be on its way.
+        if e.kind.starts_with("message.") && e.data["author_type"] != "user" {
+            messages.push(e);
+        }
+    }
+    let kinds: Vec<&str> = messages.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message.created",
+            "message.appended",
+            "message.created",
+            "message.created"
+        ]
+    );
+    let (created, appended) = (&messages[0].data, &messages[1].data);
+    let max = crate::sessions::chunks::MAX_EVENTS;
+    assert_eq!(created["content"], texts[..max].concat());
+    let all = texts.concat();
+    assert_eq!(
+        appended,
+        &json!({
+            "id": created["id"],
+            "session_id": id,
+            "task_id": created["task_id"],
+            "seq": created["seq"],
+            "type": "message",
+            "author_type": "agent",
+            "updated_at": appended["updated_at"],
+            "text": texts[max..].concat(),
+            "length": all.encode_utf16().count(),
+        }),
+        "the appended text and the length after it, never the whole content"
+    );
+    assert_eq!(all.encode_utf16().count(), 300 * 8);
+    assert_eq!(messages[2].data["type"], "tool_call");
+    assert_eq!(
+        [&messages[3].data["type"], &messages[3].data["content"]],
+        [&json!("thought"), &json!("t1t2")]
+    );
+    let stored = api.messages(&id).await;
+    assert_eq!(stored[1]["content"], all);
+    // Merged events count as applied like any: how far is stored once all are applied.
+    eventually("the last applied event stored", || async {
+        let row = api.state.stores.sessions.session(&id).await.expect("row");
+        (row.expect("session").last_event_seq == Some(303)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn prompt_when_the_stream_is_down_is_503() {
     let Started { api, link, id, .. } = started().await;
     link.down.store(true, SeqCst);

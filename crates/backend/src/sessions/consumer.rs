@@ -1,8 +1,9 @@
 //! One task per live session: applies its link's events in order. A plain dispatcher —
-//! text to the [`Transcript`], questions to the clarifications, the turn's end to the
-//! session store — that owns the transcript, so nothing here takes a lock. It is the one
-//! writer of the session's clarification records, of both sources: each is opened from
-//! agentctl's `elicitation_requested` / `ask_user_question_requested` and settled from its
+//! text to the [`Transcript`] (a burst of queued chunks as one append, [`chunks`]),
+//! questions to the clarifications, the turn's end to the session store — that owns the
+//! transcript, so nothing here takes a lock. It is the one writer of the session's
+//! clarification records, of both sources: each is opened from agentctl's
+//! `elicitation_requested` / `ask_user_question_requested` and settled from its
 //! `elicitation_settled` / `ask_user_question_settled` (which echo an operator's answer
 //! and name), one event after the other, so no two writes of a record can race
 //! (docs/architecture.md §3).
@@ -20,6 +21,7 @@ use crate::clarifications::elicitation::SettledEvent;
 use crate::clarifications::{Clarifications, SessionAgents, ask_user_question, elicitation};
 use crate::events::Publisher;
 use crate::notifications::Notifier;
+use crate::sessions::chunks::{self, Step};
 use crate::sessions::ends::SessionEnds;
 use crate::sessions::live::{LiveSession, LiveSessions};
 use crate::sessions::ownership::Ownership;
@@ -83,17 +85,31 @@ async fn run(
         changed: false,
         unstored: false,
     };
-    while let Some(event) = events.recv().await {
+    // An event taken while merging chunks that did not join them: applied next.
+    let mut held = None;
+    loop {
+        let event = match held.take() {
+            Some(event) => event,
+            None => match events.recv().await {
+                Some(event) => event,
+                None => break,
+            },
+        };
         let last = matches!(event, LinkEvent::Lost { .. });
+        let (step, next) = chunks::next_step(event, || events.try_recv().ok());
+        held = next;
         consumer.changed = true;
-        if let Err(err) = consumer.apply(event).await {
+        if let Err(err) = consumer.apply_step(step).await {
             tracing::error!(error = %err, "cannot apply an agent event");
         }
         if last {
             return;
         }
         consumer.unstored |= consumer.changed;
-        consumer.store_progress(&events, &mut stored).await;
+        // A held event was counted as delivered but is not applied yet.
+        if held.is_none() {
+            consumer.store_progress(&events, &mut stored).await;
+        }
     }
     if let Err(err) = consumer
         .shared
@@ -102,6 +118,17 @@ async fn run(
         .await
     {
         tracing::error!(error = %err, "cannot record the lost link");
+    }
+}
+
+/// Where a session's transcript writes (a function of two fields, so the transcript
+/// itself can be borrowed alongside).
+fn target<'a>(shared: &'a Consumers, live: &'a LiveSession) -> Target<'a> {
+    Target {
+        messages: &*shared.stores.messages,
+        publisher: &shared.publisher,
+        session_id: &live.id,
+        task_id: &live.task_id,
     }
 }
 
@@ -122,6 +149,29 @@ struct Consumer {
 }
 
 impl Consumer {
+    /// Applies one step: an event, or a run of text chunks as one append.
+    async fn apply_step(&mut self, step: Step) -> Result<(), StoreError> {
+        match step {
+            Step::Event(event) => self.apply(event).await,
+            Step::Text { kind, text, .. } => {
+                if self.live.is_ended() {
+                    return Ok(());
+                }
+                self.follow_turn();
+                let to = target(&self.shared, &self.live);
+                self.transcript.text(to, kind, &text).await
+            }
+        }
+    }
+
+    /// If a prompt started a new turn since the last update, its text is a new message.
+    fn follow_turn(&mut self) {
+        if self.live.turn() != self.turn {
+            self.turn = self.live.turn();
+            self.transcript.close();
+        }
+    }
+
     /// Applies one event.
     async fn apply(&mut self, event: LinkEvent) -> Result<(), StoreError> {
         if self.live.is_ended() {
@@ -131,17 +181,8 @@ impl Consumer {
         let session = self.live.session_ref();
         match event {
             LinkEvent::Agent(AgentEvent::SessionUpdate { update }) => {
-                if self.live.turn() != self.turn {
-                    // A prompt started a new turn since: its text is a new message.
-                    self.turn = self.live.turn();
-                    self.transcript.close();
-                }
-                let to = Target {
-                    messages: &*self.shared.stores.messages,
-                    publisher: &self.shared.publisher,
-                    session_id: &self.live.id,
-                    task_id: &self.live.task_id,
-                };
+                self.follow_turn();
+                let to = target(&self.shared, &self.live);
                 self.transcript.apply(to, &update).await
             }
             LinkEvent::Agent(AgentEvent::TurnCompleted { stop_reason, error }) => {

@@ -11,6 +11,7 @@
 //! - [`ownership`]: this replica's identity and the leases it holds.
 //! - [`hosts`]: which agentctl host a new session goes to, and reaching it.
 //! - [`transcript`]: agent text aggregated into messages; tool calls updated in place.
+//! - [`chunks`]: a burst of queued text chunks merged into one append.
 //! - [`ends`]: how a live session ends — stopped, lost, let go, or failed at adoption.
 //! - [`consumer`]: one task per session applying its link's events in order, a plain
 //!   dispatcher to the transcript, the clarifications and the turn: the one writer of
@@ -22,6 +23,7 @@
 //! - [`registry`]: [`SessionRegistry`], the operator's verbs — start, prompt, cancel,
 //!   stop, shutdown — wired from the parts above.
 
+pub mod chunks;
 pub mod consumer;
 pub mod ends;
 pub mod error;

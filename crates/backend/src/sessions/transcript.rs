@@ -27,7 +27,7 @@ pub struct Transcript {
 pub struct Target<'a> {
     /// The message store.
     pub messages: &'a dyn MessageStore,
-    /// Pushes `message.created` / `message.updated`.
+    /// Pushes `message.created` / `message.appended` / `message.updated`.
     pub publisher: &'a Publisher,
     /// The session.
     pub session_id: &'a str,
@@ -43,10 +43,11 @@ impl Transcript {
 
     /// Applies one `session/update` (its params, or the inner `update` object).
     pub async fn apply(&mut self, to: Target<'_>, params: &Value) -> Result<(), StoreError> {
+        if let Some((kind, text)) = text_chunk(params) {
+            return self.text(to, kind, text).await;
+        }
         let update = params.get("update").unwrap_or(params);
         match update.get("sessionUpdate").and_then(Value::as_str) {
-            Some("agent_message_chunk") => self.chunk(to, MessageKind::Message, update).await,
-            Some("agent_thought_chunk") => self.chunk(to, MessageKind::Thought, update).await,
             Some("tool_call") => {
                 self.close();
                 tool_call(to, update, true).await
@@ -55,30 +56,28 @@ impl Transcript {
                 self.close();
                 tool_call(to, update, false).await
             }
-            // User echoes, plans, mode and command lists are not chat messages.
+            // Chunks of other content (images, …), user echoes, plans, mode and command
+            // lists are not chat messages.
             _ => Ok(()),
         }
     }
 
-    async fn chunk(
+    /// Applies agent text of `kind` (one chunk's, or several merged): appended to the
+    /// open message of that kind, else the first text of a new one.
+    pub async fn text(
         &mut self,
         to: Target<'_>,
         kind: MessageKind,
-        update: &Value,
+        text: &str,
     ) -> Result<(), StoreError> {
-        let content = &update["content"];
-        let Some(text) = content
-            .get("text")
-            .and_then(Value::as_str)
-            .filter(|_| content.get("type").and_then(Value::as_str) == Some("text"))
-        else {
-            return Ok(());
-        };
         if let Some(open) = &self.open
             && open.kind == kind
         {
             let message = to.messages.append_content(&open.message_id, text).await?;
-            to.publisher.publish(Change::MessageUpdated(message));
+            to.publisher.publish(Change::MessageAppended {
+                message,
+                appended: text.to_owned(),
+            });
             return Ok(());
         }
         let new = NewMessage::new(to.session_id, to.task_id, kind, author::AGENT, text);
@@ -90,6 +89,22 @@ impl Transcript {
         to.publisher.publish(Change::MessageCreated(message));
         Ok(())
     }
+}
+
+/// The kind and text of a `session/update` that is an agent text chunk (message or
+/// thought, `content.type` `text`); `None` for anything else.
+pub fn text_chunk(params: &Value) -> Option<(MessageKind, &str)> {
+    let update = params.get("update").unwrap_or(params);
+    let kind = match update.get("sessionUpdate").and_then(Value::as_str)? {
+        "agent_message_chunk" => MessageKind::Message,
+        "agent_thought_chunk" => MessageKind::Thought,
+        _ => return None,
+    };
+    let content = update.get("content")?;
+    if content.get("type").and_then(Value::as_str) != Some("text") {
+        return None;
+    }
+    Some((kind, content.get("text")?.as_str()?))
 }
 
 /// The metadata a tool-call update carries: every field but the discriminator and id.
@@ -225,13 +240,17 @@ mod tests {
             .map(|c| match c {
                 Change::MessageCreated(_) => "created",
                 Change::MessageUpdated(_) => "updated",
+                Change::MessageAppended { appended, .. } => {
+                    assert_eq!(appended, "lo", "only the new text");
+                    "appended"
+                }
                 _ => "other",
             })
             .collect();
         assert_eq!(
             kinds,
             [
-                "created", "updated", "created", "updated", "created", "created"
+                "created", "appended", "created", "updated", "created", "created"
             ]
         );
     }
