@@ -281,7 +281,9 @@ fn plan(args: &Args) -> Plan {
             sweep: SweepPlan {
                 sessions: 20,
                 operators,
-                rates: vec![400.0, 800.0, 1200.0, 1600.0, 2000.0],
+                rates: vec![
+                    100.0, 200.0, 300.0, 400.0, 600.0, 800.0, 1200.0, 1600.0, 2000.0,
+                ],
                 per_rate: 10_000,
                 think,
             },

@@ -112,6 +112,7 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
         &json!({"stream": {"rate": plan.chunks_per_s, "n": plan.chunks(),
         "round": 1}}),
     );
+    let streaming_since = std::time::Instant::now();
     let during_sent = sweep::one_rate(
         &mut collector,
         &sweep_plan,
@@ -121,12 +122,16 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
         &mut streamed,
     )
     .await?;
+    // An overloaded machine runs the streams late: wait their length plus twice STALL.
+    let deadline = streaming_since + Duration::from_secs_f64(plan.seconds) + 2 * STALL;
     while streamed.len() < plan.sessions {
-        let report = collector.next(STALL).await.ok_or_else(|| {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let report = collector.next(left).await.ok_or_else(|| {
             format!(
-                "streaming: {} of {} streams ended within {STALL:?}",
+                "streaming: {} of {} streams ended {:?} after they began",
                 streamed.len(),
-                plan.sessions
+                plan.sessions,
+                streaming_since.elapsed()
             )
         })?;
         if report["kind"] == "streamed" {

@@ -34,6 +34,15 @@ use crate::stats::{interval, percentiles};
 /// The answer-to-agent p99 the knee is found at, ms.
 pub const KNEE_P99_MS: f64 = 25.0;
 
+/// The longest one rate runs, seconds: low rates take fewer than `per_rate` questions
+/// rather than minutes each (their sample counts are in the report).
+pub const MAX_SECONDS: f64 = 25.0;
+
+/// Questions at rate `offered` under a plan of `per_rate`.
+fn questions_at(per_rate: usize, offered: f64) -> usize {
+    per_rate.min((offered * MAX_SECONDS).ceil() as usize).max(1)
+}
+
 /// A rate keeps pace when at least this share of it is answered per second.
 pub const PACE_SHARE: f64 = 0.9;
 
@@ -46,7 +55,8 @@ pub struct SweepPlan {
     pub operators: usize,
     /// Offered rates, elicitations per second over all sessions, in order.
     pub rates: Vec<f64>,
-    /// Elicitations per rate (at least; rounded up to a whole number per session).
+    /// Elicitations per rate (at least; rounded up to a whole number per session), or as
+    /// many as [`MAX_SECONDS`] of the rate holds when that is fewer.
     pub per_rate: usize,
     /// How long an operator thinks before answering.
     pub think: Duration,
@@ -235,7 +245,7 @@ pub async fn one_rate(
     received: &mut Received,
     streamed: &mut Vec<serde_json::Value>,
 ) -> Result<HashMap<String, u128>, String> {
-    let per_session = plan.per_rate.div_ceil(plan.sessions.max(1));
+    let per_session = questions_at(plan.per_rate, offered).div_ceil(plan.sessions.max(1));
     let total = per_session * plan.sessions;
     let command = json!({"go": {"rate": offered / plan.sessions as f64,
         "n": per_session, "round": round}});
@@ -433,6 +443,13 @@ mod tests {
             total: LoadResult::default(),
             cold_starts: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_low_rate_runs_for_at_most_its_share_of_time() {
+        assert_eq!(questions_at(10_000, 100.0), 2_500);
+        assert_eq!(questions_at(10_000, 400.0), 10_000);
+        assert_eq!(questions_at(200, 50.0), 200);
     }
 
     #[test]

@@ -148,7 +148,7 @@ fn knee_reason(sweep: &Sweep) -> String {
         None => "the sweep's last rate still held".into(),
     };
     format!(
-        "{past}; each answer costs its own commit and each open its record, message and notification commits on the session's one writer; would meet it: one commit per opened question and settlements grouped into the session's next commit (issue 29 §3, docs/decisions/0013-performance-floor.md)"
+        "{past}; each open (record, message, notification) and each answer is its own commit, and questions past the rate queue before they are visible; would meet it: the opens and settlements queued together grouped into one commit (docs/decisions/0013-performance-floor.md)"
     )
 }
 
@@ -304,7 +304,7 @@ fn crowd_targets(r: &Report, out: &mut Vec<Target>) {
         interval(&c.visible, 0.99),
         CROWD_VISIBLE_P99_MS,
         format!(
-            "p50 {:.2} ms; every event is written to each socket by its own task, and the bench's own {} readers share the machine's cores",
+            "p50 {:.2} ms; each question is several events and each is one write per socket, so the sockets' writes (and the bench's own {} readers) saturate two cores; would meet it: fewer events per question and the events ready for a socket sent in one write",
             p.p50, c.plan.sockets
         ),
     ));
@@ -349,7 +349,7 @@ fn streaming_targets(r: &Report, out: &mut Vec<Target>) {
         ),
         format!("≤ {STREAM_RT_RATIO}× (the interval's top)"),
         hi <= STREAM_RT_RATIO * idle,
-        "every chunk is a write on the session's one writer, ahead of the question in its queue; would meet it: the chunks queued together coalesced into one write (issue 29 §3)".into(),
+        "each chunk crosses agentctl as its own frame and the question waits in its session's queue behind the chunks before it; on two cores the 100 agents, 100 agentctls and kandev are saturated; would meet it: chunks coalesced in agentctl before the stream (kandev already merges what is queued) and questions applied ahead of queued text".into(),
     ));
     let last = crate::stats::percentiles(&s.last_chunk_visible).max;
     out.push(target(
@@ -361,7 +361,7 @@ fn streaming_targets(r: &Report, out: &mut Vec<Target>) {
         ),
         format!("≤ {LAST_CHUNK_MS} ms"),
         last <= LAST_CHUNK_MS && s.unseen == 0,
-        "the chunks queued behind each session's writer; would meet it: coalesced chunks sent as appends (issue 29 §3)".into(),
+        "the machine is saturated by the stream (see the round trip above); the chunks queued in kandev are merged and sent as appends, so what is left is upstream: chunks coalesced in agentctl".into(),
     ));
     out.push(exactly_once(format!("{name}: exactly once"), &s.result));
 }
@@ -424,7 +424,7 @@ fn replica_targets(r: &Report, out: &mut Vec<Target>) {
             format!("{two:.0} ÷ {one:.0}/s = {:.2}×", two / one),
             format!("≥ {REPLICA_KNEE_RATIO}×"),
             two >= REPLICA_KNEE_RATIO * one,
-            "each replica notifies the others of every change and forwards answers to the session's owner; would meet it: one NOTIFY per feed batch, none without a peer (issue 29 §3)".into(),
+            "most answers are forwarded to the session's owner and every change is read back by the other replica from its note, on the same two cores as the first; would meet it: notes that carry the change instead of ids to read".into(),
         )),
         _ => out.push(unmeasured(
             name,
