@@ -160,6 +160,7 @@ impl Clarifications {
             "clarification requested"
         );
         crate::metrics::clarification_received(record.source);
+        let opened_at = record.created_at;
         if let Err(err) = self
             .notifier
             .webhooks()
@@ -175,7 +176,11 @@ impl Clarifications {
         self.publisher
             .session_changed(&session.session_id, &session.task_id);
         if let Some(n) = notification {
-            self.notifier.announce(n);
+            // Stored at the record's time (the store's open); pushed the same.
+            self.notifier.announce(Notification {
+                created_at: opened_at,
+                ..n
+            });
         }
         Ok(())
     }

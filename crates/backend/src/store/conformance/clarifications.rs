@@ -477,6 +477,18 @@ async fn a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_
         .expect("r1");
     assert!(matches!(first, QuestionOpened::Opened { .. }));
     assert_eq!(notes(&db).await, 1, "stored with the record it announces");
+    let QuestionOpened::Opened { record, .. } = &first else {
+        unreachable!("matched above")
+    };
+    let stored = db
+        .notifications
+        .notifications()
+        .await
+        .expect("notifications");
+    assert_eq!(
+        stored[0].created_at, record.created_at,
+        "at the record's own time"
+    );
     let other = new_record("q2", &session, &task, Source::AskUserQuestion);
     assert_eq!(
         db.clarifications

@@ -76,7 +76,12 @@ pub(super) async fn open(
     )
     .await?;
     if let Some(n) = notification {
-        notifications::insert(&mut tx, n).await?;
+        // At the record's own time, as the open of an elicitation stores it.
+        let n = Notification {
+            created_at: stored.created_at,
+            ..n.clone()
+        };
+        notifications::insert(&mut tx, &n).await?;
     }
     tx.commit().await?;
     Ok(QuestionOpened::Opened {

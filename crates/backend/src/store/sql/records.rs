@@ -151,7 +151,8 @@ pub(crate) fn open_binds(
 }
 
 /// [`open_binds`] and, when a notification announces the record, its columns after them
-/// (`$20`…`$26`, in `notifications` column order).
+/// (`$20`…`$26`, in `notifications` column order), created at the record's own time (the
+/// board calls a notification resolved when no open question was asked at or before it).
 pub(crate) fn open_binds_with(
     new: &NewClarification,
     message: &NewMessage,
@@ -169,7 +170,7 @@ pub(crate) fn open_binds_with(
         .and(n.session_id.clone())?
         .and(n.title.clone())?
         .and(n.body.clone())?
-        .and(n.created_at)
+        .and(at)
 }
 
 /// The first conditional update of [`Settlement::effect_on`]: a pending record settles,
