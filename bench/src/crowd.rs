@@ -13,15 +13,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::collector::Collector;
-use crate::engine::Engine;
 use crate::load::{LoadResult, Received, tally};
-use crate::operator::{Connections, clarifications_created, connect_ws, watch};
-use crate::stack::{Stack, start_kandev};
-use crate::sweep::{self, SweepPlan};
+use crate::operator::{connect_ws, watch};
+use crate::sweep::{self, Serving, SweepPlan};
 
 /// What the crowd runs.
 #[derive(Debug, Clone, Copy)]
@@ -82,11 +79,9 @@ async fn drain_slow(
 
 /// Runs the crowd.
 pub async fn run(plan: CrowdPlan) -> Result<Crowd, String> {
-    let mut collector = Collector::start()
-        .await
-        .map_err(|err| format!("collector: {err}"))?;
-    let kandev = start_kandev(Stack::plain(collector.addr(), Engine::Sqlite)).await?;
-    let addr = kandev.addr();
+    // One operator answers each question as soon as it sees it.
+    let mut serving = Serving::start(plan.sessions, 1).await?;
+    let addr = serving.kandev.addr();
     let seen = Arc::new(Mutex::new(Vec::with_capacity(
         plan.sockets * plan.elicitations,
     )));
@@ -94,30 +89,6 @@ pub async fn run(plan: CrowdPlan) -> Result<Crowd, String> {
         watch(addr, Arc::clone(&seen)).await?;
     }
     let slow = connect_ws(addr).await?;
-    // The one operator who answers, as soon as it sees each question.
-    let mut created = clarifications_created(addr).await?;
-    let answers = Arc::new(Connections::new(addr));
-    let answering = tokio::spawn(async move {
-        while let Some(event) = created.recv().await {
-            let pending = event.data["pending_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let tag = event.data["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let answers = Arc::clone(&answers);
-            tokio::spawn(async move {
-                let body = json!({"answers": [{"question_id": "answer", "selected_options": [],
-                    "custom_text": tag}], "rejected": false, "reject_reason": ""});
-                let _ = answers
-                    .post(&format!("/api/v1/clarifications/{pending}/respond"), &body)
-                    .await;
-            });
-        }
-    });
-    sweep::start_sessions(std::slice::from_ref(&kandev), plan.sessions, &mut collector).await?;
     let sweep_plan = SweepPlan {
         sessions: plan.sessions,
         operators: 1,
@@ -127,7 +98,7 @@ pub async fn run(plan: CrowdPlan) -> Result<Crowd, String> {
     };
     let mut received = Received::new();
     let sent = sweep::one_rate(
-        &mut collector,
+        &mut serving.collector,
         &sweep_plan,
         0,
         plan.rate,
@@ -135,8 +106,7 @@ pub async fn run(plan: CrowdPlan) -> Result<Crowd, String> {
         &mut Vec::new(),
     )
     .await?;
-    collector.broadcast(&json!({"stop": true}));
-    answering.abort();
+    serving.stop();
     let slow = drain_slow(slow).await;
     let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(PoisonError::into_inner));
     Ok(measured(plan, &sent, &received, &seen, slow))

@@ -4,16 +4,12 @@
 //! RSS and answer-to-agent p99 of the last sixth ÷ the first sixth ≤ [`FLAT`].
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::collector::Collector;
-use crate::engine::Engine;
-use crate::load::LoadResult;
-use crate::load::Received;
-use crate::stack::{Stack, rss_bytes, start_kandev};
+use crate::load::{LoadResult, Received};
+use crate::stack::rss_bytes;
 use crate::stats::percentiles;
-use crate::sweep::{self, Seen, SweepPlan};
+use crate::sweep::{self, Serving, SweepPlan};
 
 /// Last sixth ÷ first sixth, at most.
 pub const FLAT: f64 = 1.2;
@@ -111,14 +107,7 @@ fn database_sizes(dir: &Path) -> (u64, u64) {
 
 /// Runs the soak.
 pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
-    let mut collector = Collector::start()
-        .await
-        .map_err(|err| format!("collector: {err}"))?;
-    let kandev = start_kandev(Stack::plain(collector.addr(), Engine::Sqlite)).await?;
-    let addr = kandev.addr();
-    let seen = Arc::new(Seen::default());
-    let operators = sweep::answering(&seen, &[addr], plan.operators, Duration::ZERO).await?;
-    sweep::start_sessions(std::slice::from_ref(&kandev), plan.sessions, &mut collector).await?;
+    let mut serving = Serving::start(plan.sessions, plan.operators).await?;
     let per_window = (plan.rate * plan.window.as_secs_f64()) as usize;
     let sweep_plan = SweepPlan {
         sessions: plan.sessions,
@@ -137,7 +126,7 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
             plan.windows
         );
         let sent = sweep::one_rate(
-            &mut collector,
+            &mut serving.collector,
             &sweep_plan,
             round,
             plan.rate,
@@ -145,20 +134,17 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
             &mut Vec::new(),
         )
         .await?;
-        let result = sweep::rate_result(&sent, &received, &seen);
-        let (db_bytes, wal_bytes) = database_sizes(kandev.dir());
+        let result = sweep::rate_result(&sent, &received, &serving.seen);
+        let (db_bytes, wal_bytes) = database_sizes(serving.kandev.dir());
         windows.push(Window {
             samples: result.samples.clone(),
-            rss: rss_bytes(kandev.pid()).unwrap_or_default(),
+            rss: rss_bytes(serving.kandev.pid()).unwrap_or_default(),
             db_bytes,
             wal_bytes,
         });
         total.absorb(result);
     }
-    collector.broadcast(&serde_json::json!({"stop": true}));
-    for operator in operators {
-        operator.abort();
-    }
+    serving.stop();
     Ok(Soak {
         plan,
         windows,

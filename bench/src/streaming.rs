@@ -13,13 +13,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::collector::Collector;
-use crate::engine::Engine;
-use crate::load::Received;
-use crate::load::{LoadResult, ns, tally};
+use crate::load::{LoadResult, Received, ns, tally};
 use crate::operator::watch_markers;
-use crate::stack::{STALL, Stack, start_kandev};
-use crate::sweep::{self, Seen, SweepPlan};
+use crate::stack::STALL;
+use crate::sweep::{self, Serving, SweepPlan};
 
 /// What the streaming bench runs.
 #[derive(Debug, Clone, Copy)]
@@ -79,16 +76,10 @@ fn round_trips(
 
 /// Runs both phases.
 pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
-    let mut collector = Collector::start()
-        .await
-        .map_err(|err| format!("collector: {err}"))?;
-    let kandev = start_kandev(Stack::plain(collector.addr(), Engine::Sqlite)).await?;
-    let addr = kandev.addr();
-    let seen = Arc::new(Seen::default());
-    let operators = sweep::answering(&seen, &[addr], plan.operators, Duration::ZERO).await?;
+    let mut serving = Serving::start(plan.sessions, plan.operators).await?;
     let markers = Arc::new(Mutex::new(HashMap::new()));
-    watch_markers(addr, Arc::clone(&markers)).await?;
-    sweep::start_sessions(std::slice::from_ref(&kandev), plan.sessions, &mut collector).await?;
+    watch_markers(serving.kandev.addr(), Arc::clone(&markers)).await?;
+    let collector = &mut serving.collector;
     let sweep_plan = SweepPlan {
         sessions: plan.sessions,
         operators: plan.operators,
@@ -100,7 +91,7 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
     let mut streamed = Vec::new();
     let mut result = LoadResult::default();
     let idle_sent = sweep::one_rate(
-        &mut collector,
+        collector,
         &sweep_plan,
         0,
         plan.rate,
@@ -114,7 +105,7 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
     );
     let streaming_since = std::time::Instant::now();
     let during_sent = sweep::one_rate(
-        &mut collector,
+        collector,
         &sweep_plan,
         1,
         plan.rate,
@@ -145,10 +136,7 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    collector.broadcast(&json!({"stop": true}));
-    for operator in operators {
-        operator.abort();
-    }
+    serving.stop();
     let idle = round_trips(&idle_sent, &received, &mut result);
     let during = round_trips(&during_sent, &received, &mut result);
     let markers = markers

@@ -330,6 +330,45 @@ pub async fn answering(
     Ok(operators)
 }
 
+/// One SQLite kandev with `serve` sessions started and operators answering at once: what
+/// the many-operators, streaming and soak runs start from.
+pub struct Serving {
+    /// The agents' reports, and their commands.
+    pub collector: Collector,
+    /// The kandev.
+    pub kandev: Kandev,
+    /// What the operators saw and when they meant to answer.
+    pub seen: Arc<Seen>,
+    operators: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Serving {
+    /// Starts kandev, `operators` answering operators and `sessions` sessions.
+    pub async fn start(sessions: usize, operators: usize) -> Result<Self, String> {
+        let mut collector = Collector::start()
+            .await
+            .map_err(|err| format!("collector: {err}"))?;
+        let kandev = start_kandev(Stack::plain(collector.addr(), Engine::Sqlite)).await?;
+        let seen = Arc::new(Seen::default());
+        let operators = answering(&seen, &[kandev.addr()], operators, Duration::ZERO).await?;
+        start_sessions(std::slice::from_ref(&kandev), sessions, &mut collector).await?;
+        Ok(Self {
+            collector,
+            kandev,
+            seen,
+            operators,
+        })
+    }
+
+    /// Ends the agents' turns and the operators.
+    pub fn stop(&self) {
+        self.collector.broadcast(&json!({"stop": true}));
+        for operator in &self.operators {
+            operator.abort();
+        }
+    }
+}
+
 /// The sweep against kandevs already started.
 async fn measure(
     plan: &SweepPlan,
