@@ -67,6 +67,7 @@ pub async fn requested(
     clarifications: &Clarifications,
     session: &SessionRef,
     request: &AskUserQuestionRequested,
+    applied_seq: Option<u64>,
 ) -> Result<Option<Clarification>, StoreError> {
     let content = request
         .context
@@ -99,6 +100,7 @@ pub async fn requested(
             &record,
             &message,
             notification.as_ref(),
+            applied_seq,
         )
         .await?
     {
@@ -227,7 +229,7 @@ pub async fn reconcile(
     held: &[AskUserQuestionRequested],
 ) -> Result<(), StoreError> {
     for request in held {
-        requested(clarifications, session, request).await?;
+        requested(clarifications, session, request, None).await?;
     }
     let waiting = clarifications
         .stores

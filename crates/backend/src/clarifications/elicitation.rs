@@ -21,13 +21,14 @@ use crate::model::{
 };
 use crate::store::{SettledRecord, StoreError};
 
-/// `elicitation_requested`: stores the record and its `clarification_request` message in
-/// one transaction, then announces them. The record when it was new (a replayed event
-/// is not).
+/// `elicitation_requested`: stores the record and its `clarification_request` message
+/// (and the session's `applied_seq`, when given) in one transaction, then announces them.
+/// The record when it was new (a replayed event is not).
 pub async fn requested(
     clarifications: &Clarifications,
     session: &SessionRef,
     request: &ElicitationRequested,
+    applied_seq: Option<u64>,
 ) -> Result<Option<Clarification>, StoreError> {
     // Hop spans (kandev_log::hops): applying the event, then its record committed.
     let _applying = tracing::debug_span!(target: "kandev::timing", "backend.applying", pending_id = %request.pending_id);
@@ -47,7 +48,7 @@ pub async fn requested(
     let Some((record, message)) = clarifications
         .stores
         .clarifications
-        .open_clarification(&record, &message, notification.as_ref())
+        .open_clarification(&record, &message, notification.as_ref(), applied_seq)
         .await?
     else {
         return Ok(None);
@@ -158,7 +159,7 @@ pub async fn reattached(
     held: &[ElicitationRequested],
 ) -> Result<(), StoreError> {
     for request in held {
-        requested(clarifications, session, request).await?;
+        requested(clarifications, session, request, None).await?;
     }
     let keep: Vec<String> = held.iter().map(|r| r.pending_id.clone()).collect();
     let gone = clarifications

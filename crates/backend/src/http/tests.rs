@@ -965,6 +965,51 @@ async fn restart(started: &Started, config: Config, expected: Reconciled) -> Api
     api(next)
 }
 
+/// A question's open commits the session's stream position with its record, and no
+/// write of its own follows: a trigger logs every write of `last_event_seq`.
+#[tokio::test]
+async fn an_opened_question_stores_the_stream_position_in_its_own_commit() {
+    let db = crate::store::sqlite::SqliteDb::memory()
+        .await
+        .expect("in-memory database");
+    sqlx::raw_sql(
+        "CREATE TABLE seq_writes (seq INTEGER); \
+         CREATE TRIGGER seq_written AFTER UPDATE OF last_event_seq ON sessions \
+         BEGIN INSERT INTO seq_writes VALUES (NEW.last_event_seq); END",
+    )
+    .execute(db.pool())
+    .await
+    .expect("trigger");
+    let stores = crate::store::Stores::from_engine(Arc::new(db.clone()));
+    let (state, connector) = crate::testing::app_on(stores).await;
+    let api = api(state);
+    let task = task(&api).await;
+    let id = session(&api, &task, None).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let link = connector.link(&id);
+    for (seq, pending_id) in [(5, "p-1"), (6, "p-2")] {
+        *link.delivered.lock().expect("lock") = Some(seq);
+        link.push(elicitation(pending_id, "Pick"));
+        eventually("the record stored", || async {
+            let stores = &api.state.stores;
+            stores
+                .clarifications
+                .clarification(pending_id)
+                .await
+                .expect("read")
+        })
+        .await;
+    }
+    // The second record is stored, so the consumer is past whatever followed the first.
+    let writes: Vec<Option<i64>> = sqlx::query_scalar("SELECT seq FROM seq_writes ORDER BY rowid")
+        .fetch_all(db.pool())
+        .await
+        .expect("writes");
+    assert_eq!(writes, [Some(5), Some(6)], "one write each, in the open");
+}
+
 fn remote_config() -> Config {
     Config {
         executor: crate::agent_link::ExecutorConfig::remote("ws://127.0.0.1:7740", "t"),

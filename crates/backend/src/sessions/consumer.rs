@@ -75,7 +75,7 @@ async fn run(
     shared: Arc<Consumers>,
     live: Arc<LiveSession>,
     mut events: UnboundedReceiver<LinkEvent>,
-    mut stored: Option<u64>,
+    stored: Option<u64>,
 ) {
     let mut consumer = Consumer {
         turn: live.turn(),
@@ -84,6 +84,8 @@ async fn run(
         transcript: Transcript::default(),
         changed: false,
         unstored: false,
+        stored,
+        position: None,
     };
     // An event taken while merging chunks that did not join them: applied next.
     let mut held = None;
@@ -99,6 +101,10 @@ async fn run(
         let (step, next) = chunks::next_step(event, || events.try_recv().ok());
         held = next;
         consumer.changed = true;
+        consumer.position = match held {
+            None => consumer.position_after(&events),
+            Some(_) => None,
+        };
         if let Err(err) = consumer.apply_step(step).await {
             tracing::error!(error = %err, "cannot apply an agent event");
         }
@@ -108,7 +114,7 @@ async fn run(
         consumer.unstored |= consumer.changed;
         // A held event was counted as delivered but is not applied yet.
         if held.is_none() {
-            consumer.store_progress(&events, &mut stored).await;
+            consumer.store_progress(&events).await;
         }
     }
     if let Err(err) = consumer
@@ -146,6 +152,11 @@ struct Consumer {
     /// for one that does (agentctl's `elicitation_settled` after an operator's answer
     /// then costs no write at all).
     unstored: bool,
+    /// The `last_event_seq` stored.
+    stored: Option<u64>,
+    /// The stream position once the event being applied is: when it is the last event
+    /// delivered, an open commits it with its record instead of a write of its own.
+    position: Option<u64>,
 }
 
 impl Consumer {
@@ -213,9 +224,11 @@ impl Consumer {
                 Ok(())
             }
             LinkEvent::Agent(AgentEvent::ElicitationRequested(request)) => {
+                let position = self.position;
                 if let Some(record) =
-                    elicitation::requested(clarifications, &session, &request).await?
+                    elicitation::requested(clarifications, &session, &request, position).await?
                 {
+                    self.stored_with_open(position);
                     // Text after the question is a new message.
                     self.transcript.close();
                     self.auto_answer(&record);
@@ -245,9 +258,12 @@ impl Consumer {
                 Ok(())
             }
             LinkEvent::Agent(AgentEvent::AskUserQuestionRequested(request)) => {
+                let position = self.position;
                 if let Some(record) =
-                    ask_user_question::requested(clarifications, &session, &request).await?
+                    ask_user_question::requested(clarifications, &session, &request, position)
+                        .await?
                 {
+                    self.stored_with_open(position);
                     self.transcript.close();
                     self.auto_answer(&record);
                 }
@@ -319,19 +335,31 @@ impl Consumer {
         );
     }
 
-    /// Stores how far the session's events are applied, once the queue is drained: the
-    /// link hands an event over together with counting it, so with the queue empty every
-    /// event up to `delivered_seq` read before has been applied. (Written when idle, not
-    /// per event, to spare a burst of updates a write each.)
-    async fn store_progress(
-        &mut self,
-        events: &UnboundedReceiver<LinkEvent>,
-        stored: &mut Option<u64>,
-    ) {
+    /// The stream position once the event just taken is applied, when nothing was
+    /// delivered after it: the link hands an event over together with counting it, so
+    /// with the queue empty every event up to `delivered_seq` read before has been taken.
+    fn position_after(&self, events: &UnboundedReceiver<LinkEvent>) -> Option<u64> {
+        let seq = self.live.link.delivered_seq()?;
+        events.is_empty().then_some(seq)
+    }
+
+    /// An open committed `position` with its record: everything applied so far is stored.
+    fn stored_with_open(&mut self, position: Option<u64>) {
+        if position.is_some() {
+            self.stored = position;
+            self.unstored = false;
+            self.changed = false;
+        }
+    }
+
+    /// Stores how far the session's events are applied, once the queue is drained (see
+    /// [`Self::position_after`]). Written when idle, not per event, to spare a burst of
+    /// updates a write each.
+    async fn store_progress(&mut self, events: &UnboundedReceiver<LinkEvent>) {
         let Some(seq) = self.live.link.delivered_seq() else {
             return;
         };
-        if *stored == Some(seq) || !events.is_empty() || !self.unstored {
+        if self.stored == Some(seq) || !events.is_empty() || !self.unstored {
             return;
         }
         match self
@@ -342,7 +370,7 @@ impl Consumer {
             .await
         {
             Ok(()) => {
-                *stored = Some(seq);
+                self.stored = Some(seq);
                 self.unstored = false;
             }
             Err(err) => tracing::warn!(error = %err, "cannot store the last applied event"),

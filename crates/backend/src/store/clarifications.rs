@@ -75,14 +75,17 @@ pub struct CallReturned {
 /// Where clarification records are kept.
 #[async_trait]
 pub trait ClarificationStore: Send + Sync {
-    /// Stores a pending record, its message and, when given, the notification that
-    /// announces it, in one transaction (one commit on the agent's path). `None`
-    /// (nothing stored) when a record with this id exists: the same event delivered twice.
+    /// Stores a pending record, its message, the notification that announces it and the
+    /// session's `applied_seq` (how far its events are applied once this commits: its
+    /// consumer's stream position), each when given, in one transaction (one commit on
+    /// the agent's path). `None` (nothing stored) when a record with this id exists: the
+    /// same event delivered twice.
     async fn open_clarification(
         &self,
         record: &NewClarification,
         message: &NewMessage,
         notification: Option<&Notification>,
+        applied_seq: Option<u64>,
     ) -> Result<Option<(Clarification, Message)>, StoreError>;
 
     /// One record.
@@ -123,7 +126,8 @@ pub trait ClarificationStore: Send + Sync {
 
     /// Opens (or joins, D4) the record of an `ask_user_question_kandev` call in one
     /// transaction: `dedup_key` names the normalised questions. The notification, when
-    /// given, is stored with a record opened, never with a call that joined one.
+    /// given, is stored with a record opened, never with a call that joined one; the
+    /// session's `applied_seq`, when given, with either (as [`Self::open_clarification`]).
     async fn open_question(
         &self,
         request_id: &str,
@@ -131,6 +135,7 @@ pub trait ClarificationStore: Send + Sync {
         record: &NewClarification,
         message: &NewMessage,
         notification: Option<&Notification>,
+        applied_seq: Option<u64>,
     ) -> Result<QuestionOpened, StoreError>;
 
     /// The calls waiting on record `pending_id`, oldest first: the ones an operator's

@@ -90,6 +90,7 @@ pub(super) async fn open(
             &new_record(id, session, task, Source::Elicitation),
             &new_message(session, task, id),
             None,
+            None,
         )
         .await
         .expect("open")
@@ -99,6 +100,16 @@ pub(super) async fn open(
 /// The notification announcing a record of `session`.
 fn note(session: &str, task: &str) -> Notification {
     Notification::clarification_requested("T", task, session)
+}
+
+/// The session's stored `last_event_seq`.
+async fn applied_seq(s: &Stores, session: &str) -> Option<u64> {
+    s.sessions
+        .session(session)
+        .await
+        .expect("session")
+        .expect("row")
+        .last_event_seq
 }
 
 /// How many notifications are stored.
@@ -135,11 +146,17 @@ async fn identical_questions_make_two_records_under_their_ids_and_a_replay_makes
             &new_record(&a.pending_id, &session, &task, Source::Elicitation),
             &new_message(&session, &task, &a.pending_id),
             Some(&note(&session, &task)),
+            Some(9),
         )
         .await
         .expect("replay");
     assert!(replay.is_none());
     assert_eq!(notes(&db).await, 0, "no notification with a replay");
+    assert_eq!(
+        applied_seq(&db, &session).await,
+        None,
+        "nor the stream position"
+    );
     assert_eq!(
         db.messages
             .messages(&session)
@@ -172,6 +189,22 @@ async fn identical_questions_make_two_records_under_their_ids_and_a_replay_makes
     assert_eq!(view["source"], "elicitation");
     assert_eq!(view["questions"][0]["id"], "question_0");
     assert_eq!(view["answer"], Value::Null);
+    let third = db
+        .clarifications
+        .open_clarification(
+            &new_record("p-3", &session, &task, Source::Elicitation),
+            &new_message(&session, &task, "p-3"),
+            None,
+            Some(12),
+        )
+        .await
+        .expect("open");
+    assert!(third.is_some());
+    assert_eq!(
+        applied_seq(&db, &session).await,
+        Some(12),
+        "a new record's open stores the stream position in its commit"
+    );
 }
 
 /// The one-statement open returns the record and message it built, not read back: they
@@ -200,6 +233,7 @@ async fn an_open_returns_what_it_stored_and_racing_replays_store_one(engine: &dy
                     &new_record("p-2", &session, &task, Source::Elicitation),
                     &new_message(&session, &task, "p-2"),
                     Some(&note(&session, &task)),
+                    None,
                 )
                 .await
                 .expect("open or replay")
@@ -222,6 +256,7 @@ async fn an_open_returns_what_it_stored_and_racing_replays_store_one(engine: &dy
         .open_clarification(
             &new_record("p-3", "no-such-session", &task, Source::Elicitation),
             &new_message("no-such-session", &task, "p-3"),
+            None,
             None,
         )
         .await;
@@ -423,6 +458,7 @@ async fn settle_pending_keeps_what_it_is_told_to_and_filters_by_source(engine: &
             &new_record("q", &session, &task, Source::AskUserQuestion),
             &new_message(&session, &task, "q"),
             None,
+            None,
         )
         .await
         .expect("question");
@@ -472,11 +508,17 @@ async fn a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_
             &rec,
             &new_message(&session, &task, "q1"),
             Some(&note(&session, &task)),
+            Some(5),
         )
         .await
         .expect("r1");
     assert!(matches!(first, QuestionOpened::Opened { .. }));
     assert_eq!(notes(&db).await, 1, "stored with the record it announces");
+    assert_eq!(
+        applied_seq(&db, &session).await,
+        Some(5),
+        "and the position"
+    );
     let QuestionOpened::Opened { record, .. } = &first else {
         unreachable!("matched above")
     };
@@ -497,7 +539,8 @@ async fn a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_
                 "key",
                 &other,
                 &new_message(&session, &task, "q2"),
-                Some(&note(&session, &task))
+                Some(&note(&session, &task)),
+                Some(6),
             )
             .await
             .expect("r2"),
@@ -507,19 +550,30 @@ async fn a_question_call_opens_joins_or_repeats_and_its_record_settles_with_its_
     );
     assert_eq!(notes(&db).await, 1, "none for a call that joined");
     assert_eq!(
+        applied_seq(&db, &session).await,
+        Some(6),
+        "a joining call's position is stored with it"
+    );
+    assert_eq!(
         db.clarifications
             .open_question(
                 "r1",
                 "key",
                 &rec,
                 &new_message(&session, &task, "q1"),
-                Some(&note(&session, &task))
+                Some(&note(&session, &task)),
+                Some(8),
             )
             .await
             .expect("again"),
         QuestionOpened::Duplicate
     );
     assert_eq!(notes(&db).await, 1, "none for a repeated call");
+    assert_eq!(
+        applied_seq(&db, &session).await,
+        Some(6),
+        "nor a position: nothing was written"
+    );
     let cancelled = Settlement::from_agentctl(SettleOutcome::AgentCancelled);
     let first = db
         .clarifications
@@ -571,7 +625,7 @@ async fn an_operators_returned_call_settles_its_record_at_once_and_names_the_cal
         let rec = new_record(record, &session, &task, Source::AskUserQuestion);
         let message = new_message(&session, &task, record);
         db.clarifications
-            .open_question(call, "key", &rec, &message, None)
+            .open_question(call, "key", &rec, &message, None, None)
             .await
             .expect("open or join");
     }
@@ -603,6 +657,7 @@ async fn an_operators_returned_call_settles_its_record_at_once_and_names_the_cal
             "key",
             &next,
             &new_message(&session, &task, "q2"),
+            None,
             None,
         )
         .await

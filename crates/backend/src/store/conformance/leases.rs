@@ -169,7 +169,7 @@ async fn open_one(s: &Stores, task: &str, id: &str, pending: &str) {
         "q",
     );
     s.clarifications
-        .open_clarification(&record, &message, None)
+        .open_clarification(&record, &message, None, None)
         .await
         .expect("open")
         .expect("new");

@@ -25,9 +25,7 @@ use sqlx::types::Json;
 use sqlx::{Connection, FromRow, PgConnection, PgPool, Postgres, Row, Transaction};
 
 use crate::model::clarification::Effect;
-use crate::model::{
-    Clarification, Message, NewClarification, NewMessage, Notification, Settlement, Timestamp,
-};
+use crate::model::{Clarification, Message, Settlement, Timestamp};
 use crate::store::{ChangeBus, DatabaseOptions, OpenError, SettledRecord, StoreError};
 
 /// The migrations for PostgreSQL, embedded from `migrations/postgres/`.
@@ -240,23 +238,21 @@ async fn merge_alone(
     merge(&mut *db.pool.acquire().await?, id, patch, content).await
 }
 
-/// Stores `new` and its chat message `message` at `at` in one statement: one round trip
-/// and one commit on the agent's path (docs/decisions/0013). The stored message, or
-/// `None` when nothing was written: the guard sees a committed record with the pending
-/// id (a replayed request), the key one racing it (the statement then fails whole,
-/// message included); or there is no such session.
+/// Stores `opening` at `at` in one statement: one round trip and one commit on the
+/// agent's path (docs/decisions/0013); the session's `last_event_seq` moves with it. The
+/// stored message, or `None` when nothing was written: the guard sees a committed record
+/// with the pending id (a replayed request), the key one racing it (the statement then
+/// fails whole, message included); or there is no such session.
 async fn open_clarification(
     db: &Db,
-    new: &NewClarification,
-    message: &NewMessage,
-    notification: Option<&Notification>,
+    opening: &records::Opening<'_>,
     at: Timestamp,
 ) -> Result<Option<Message>, StoreError> {
     // The notification announcing the record, with it or not at all.
-    let note = if notification.is_some() {
+    let note = if opening.notification.is_some() {
         format!(
             ", note AS ( \
-               INSERT INTO notifications ({}) SELECT $20, $21, $22, $23, $24, $25, $26 FROM msg \
+               INSERT INTO notifications ({}) SELECT $21, $22, $23, $24, $25, $26, $27 FROM msg \
              )",
             sql::notifications::NOTIFICATION_COLUMNS
         )
@@ -265,7 +261,7 @@ async fn open_clarification(
     };
     let sql = format!(
         "WITH seq AS ( \
-           UPDATE sessions SET message_seq = message_seq + 1 \
+           UPDATE sessions SET message_seq = message_seq + 1, last_event_seq = COALESCE($20, last_event_seq) \
            WHERE id = $2 AND NOT EXISTS (SELECT 1 FROM clarifications WHERE pending_id = $11) \
            RETURNING message_seq \
          ), msg AS ( \
@@ -279,7 +275,7 @@ async fn open_clarification(
          SELECT * FROM msg",
         sql::MESSAGE
     );
-    let binds = records::open_binds_with(new, message, notification, at)?.into_arguments();
+    let binds = opening.binds(at)?.into_arguments();
     match sqlx::query_as_with(&sql, binds)
         .fetch_optional(db.writer())
         .await

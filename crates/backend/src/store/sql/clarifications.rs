@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use kandev_elicitation::OperatorAnswer;
 use serde_json::{Map, json};
 
-use super::records::{exists, record_answer, settle_in};
+use super::records::{self, exists, record_answer, settle_in};
 use super::{CLARIFICATION, engine};
 use crate::model::clarification::{Effect, Standing};
 use crate::model::{
@@ -30,11 +30,16 @@ impl ClarificationStore for Db {
         record: &NewClarification,
         message: &NewMessage,
         notification: Option<&Notification>,
+        applied_seq: Option<u64>,
     ) -> Result<Option<(Clarification, Message)>, StoreError> {
         let at = Timestamp::now();
-        if let Some(stored) =
-            engine::open_clarification(self, record, message, notification, at).await?
-        {
+        let opening = records::Opening {
+            record,
+            message,
+            notification,
+            applied_seq,
+        };
+        if let Some(stored) = engine::open_clarification(self, &opening, at).await? {
             return Ok(Some((record.pending_at(&stored.id, at), stored)));
         }
         // Nothing written: the pending id is taken, or there is no such session.
@@ -161,8 +166,15 @@ impl ClarificationStore for Db {
         record: &NewClarification,
         message: &NewMessage,
         notification: Option<&Notification>,
+        applied_seq: Option<u64>,
     ) -> Result<crate::store::QuestionOpened, StoreError> {
-        super::questions::open(self, request_id, dedup_key, record, message, notification).await
+        let opening = records::Opening {
+            record,
+            message,
+            notification,
+            applied_seq,
+        };
+        super::questions::open(self, request_id, dedup_key, &opening).await
     }
 
     async fn waiting_calls(&self, pending_id: &str) -> Result<Vec<String>, StoreError> {

@@ -3,9 +3,9 @@
 //! questions on a session share a record (D4). The session's consumer is the only writer:
 //! it applies each call's `ask_user_question_settled` ([`call_returned`]).
 
-use super::records::{exists, insert, settle_in};
+use super::records::{Opening, applied, exists, insert, settle_in};
 use super::{engine, messages, notifications};
-use crate::model::{NewClarification, NewMessage, Notification, Settlement, Timestamp};
+use crate::model::{Notification, Settlement, Timestamp};
 use crate::store::{CallReturned, CallSettles, QuestionOpened, StoreError};
 
 use engine::{Conn, Db};
@@ -36,10 +36,14 @@ pub(super) async fn open(
     db: &Db,
     request_id: &str,
     key: &str,
-    record: &NewClarification,
-    message: &NewMessage,
-    notification: Option<&Notification>,
+    opening: &Opening<'_>,
 ) -> Result<QuestionOpened, StoreError> {
+    let Opening {
+        record,
+        message,
+        notification,
+        applied_seq,
+    } = *opening;
     let mut tx = db.begin().await?;
     let known: Option<String> =
         sqlx::query_scalar("SELECT request_id FROM ask_user_question_calls WHERE request_id = $1")
@@ -62,6 +66,7 @@ pub(super) async fn open(
     .await?;
     if let Some(pending_id) = joined {
         insert_call(&mut tx, request_id, &pending_id, &record.session_id, key).await?;
+        applied(&mut tx, &record.session_id, applied_seq).await?;
         tx.commit().await?;
         return Ok(QuestionOpened::Joined { pending_id });
     }
@@ -83,6 +88,7 @@ pub(super) async fn open(
         };
         notifications::insert(&mut tx, &n).await?;
     }
+    applied(&mut tx, &record.session_id, applied_seq).await?;
     tx.commit().await?;
     Ok(QuestionOpened::Opened {
         record: Box::new(stored),

@@ -118,59 +118,81 @@ pub(super) async fn settle_in(
     }
 }
 
-/// The values of a record's open with its message, as both dialects' one-hop open binds
-/// them: `$1` message id, `$2`…`$8` the message (session, task, type, author, content,
-/// requests input, metadata), `$9` when, `$10` its tool call, `$11`…`$19` the record
-/// (pending id, source, task, session, tool call, message, questions, deadline and
-/// what it answers).
-pub(crate) fn open_binds(
-    new: &NewClarification,
-    message: &NewMessage,
-    at: Timestamp,
-) -> Result<Binds, StoreError> {
-    Binds::default()
-        .and(uuid::Uuid::new_v4().to_string())?
-        .and(message.session_id.clone())?
-        .and(message.task_id.clone())?
-        .and(message.kind)?
-        .and(message.author_type)?
-        .and(message.content.clone())?
-        .and(message.requests_input)?
-        .and(Json(message.metadata.clone()))?
-        .and(at)?
-        .and(message.tool_call_id().map(str::to_owned))?
-        .and(new.pending_id.clone())?
-        .and(new.source)?
-        .and(new.task_id.clone())?
-        .and(new.session_id.clone())?
-        .and(new.tool_call_id.clone())?
-        .and(new.message.clone())?
-        .and(Json(new.questions.clone()))?
-        .and(new.expires_at)?
-        .and(new.on_deadline.clone())
+/// What one open of a record commits: the record, its message and, when given, the
+/// notification announcing it and how far the session's events are applied.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opening<'a> {
+    /// The record.
+    pub record: &'a NewClarification,
+    /// Its chat message.
+    pub message: &'a NewMessage,
+    /// The notification announcing it.
+    pub notification: Option<&'a Notification>,
+    /// The session's `last_event_seq` once the open commits.
+    pub applied_seq: Option<u64>,
 }
 
-/// [`open_binds`] and, when a notification announces the record, its columns after them
-/// (`$20`…`$26`, in `notifications` column order), created at the record's own time (the
-/// board calls a notification resolved when no open question was asked at or before it).
-pub(crate) fn open_binds_with(
-    new: &NewClarification,
-    message: &NewMessage,
-    notification: Option<&Notification>,
-    at: Timestamp,
-) -> Result<Binds, StoreError> {
-    let binds = open_binds(new, message, at)?;
-    let Some(n) = notification else {
-        return Ok(binds);
-    };
-    binds
-        .and(n.id.clone())?
-        .and(n.event.clone())?
-        .and(n.task_id.clone())?
-        .and(n.session_id.clone())?
-        .and(n.title.clone())?
-        .and(n.body.clone())?
-        .and(at)
+impl Opening<'_> {
+    /// The values as both dialects' one-hop open binds them: `$1` message id, `$2`…`$8`
+    /// the message (session, task, type, author, content, requests input, metadata), `$9`
+    /// when, `$10` its tool call, `$11`…`$19` the record (pending id, source, task,
+    /// session, tool call, message, questions, deadline and what it answers), `$20` the
+    /// applied sequence number (or `NULL`), and, when a notification announces the
+    /// record, its columns (`$21`…`$27`, in `notifications` column order), created at
+    /// the record's own time (the board calls a notification resolved when no open
+    /// question was asked at or before it).
+    pub(in super::super) fn binds(&self, at: Timestamp) -> Result<Binds, StoreError> {
+        let (new, message) = (self.record, self.message);
+        let binds = Binds::default()
+            .and(uuid::Uuid::new_v4().to_string())?
+            .and(message.session_id.clone())?
+            .and(message.task_id.clone())?
+            .and(message.kind)?
+            .and(message.author_type)?
+            .and(message.content.clone())?
+            .and(message.requests_input)?
+            .and(Json(message.metadata.clone()))?
+            .and(at)?
+            .and(message.tool_call_id().map(str::to_owned))?
+            .and(new.pending_id.clone())?
+            .and(new.source)?
+            .and(new.task_id.clone())?
+            .and(new.session_id.clone())?
+            .and(new.tool_call_id.clone())?
+            .and(new.message.clone())?
+            .and(Json(new.questions.clone()))?
+            .and(new.expires_at)?
+            .and(new.on_deadline.clone())?
+            .and(self.applied_seq.map(super::bigint))?;
+        let Some(n) = self.notification else {
+            return Ok(binds);
+        };
+        binds
+            .and(n.id.clone())?
+            .and(n.event.clone())?
+            .and(n.task_id.clone())?
+            .and(n.session_id.clone())?
+            .and(n.title.clone())?
+            .and(n.body.clone())?
+            .and(at)
+    }
+}
+
+/// Sets the session's `last_event_seq` to `applied_seq`, when given, inside the caller's
+/// transaction (an open that is not one hop).
+pub(super) async fn applied(
+    conn: &mut Conn,
+    session_id: &str,
+    applied_seq: Option<u64>,
+) -> Result<(), StoreError> {
+    if let Some(seq) = applied_seq {
+        sqlx::query("UPDATE sessions SET last_event_seq = $2 WHERE id = $1")
+            .bind(session_id)
+            .bind(super::bigint(seq))
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The first conditional update of [`Settlement::effect_on`]: a pending record settles,

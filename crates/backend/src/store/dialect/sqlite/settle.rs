@@ -7,28 +7,26 @@
 use sqlx::FromRow;
 use sqlx::sqlite::SqliteRow;
 
-use super::sql::{self, Binds, records};
+use super::sql::records::{self, Opening};
+use super::sql::{self, Binds};
 use super::{Conn, Db};
 use crate::model::clarification::Effect;
-use crate::model::{
-    Clarification, Message, NewClarification, NewMessage, Notification, Settlement, Timestamp,
-};
+use crate::model::{Clarification, Message, Settlement, Timestamp};
 use crate::store::{SettledRecord, StoreError};
 
-/// Stores `new`, its chat message `message` and the `notification` announcing it at `at`;
-/// the stored message, or `None` when nothing was written (the pending id is taken: a
-/// replayed request; or no such session). The message takes the session's next number
-/// and the record points at it.
+/// Stores `opening` at `at`: the stored message, or `None` when nothing was written (the
+/// pending id is taken: a replayed request; or no such session). The message takes the
+/// session's next number and the record points at it; the session's `last_event_seq`
+/// moves with it.
 pub(crate) async fn open_clarification(
     db: &Db,
-    new: &NewClarification,
-    message: &NewMessage,
-    notification: Option<&Notification>,
+    opening: &Opening<'_>,
     at: Timestamp,
 ) -> Result<Option<Message>, StoreError> {
     let fresh = "NOT EXISTS (SELECT 1 FROM clarifications WHERE pending_id = $11)";
     let statements = format!(
-        "UPDATE sessions SET message_seq = message_seq + 1 WHERE id = $2 AND {fresh}; \
+        "UPDATE sessions SET message_seq = message_seq + 1, last_event_seq = COALESCE($20, last_event_seq) \
+         WHERE id = $2 AND {fresh}; \
          INSERT INTO messages (id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at, tool_call_id) \
            SELECT $1, $2, $3, message_seq, $4, $5, $6, $7, $8, $9, $9, $10 FROM sessions WHERE id = $2 AND {fresh}; \
          INSERT INTO clarifications (pending_id, source, task_id, session_id, tool_call_id, message, questions, status, created_at, message_id, expires_at, on_deadline) \
@@ -36,9 +34,9 @@ pub(crate) async fn open_clarification(
          {}\
          SELECT {} FROM messages WHERE id = $1",
         // Only with the record this batch wrote (its message id is new).
-        if notification.is_some() {
+        if opening.notification.is_some() {
             format!(
-                "INSERT INTO notifications ({}) SELECT $20, $21, $22, $23, $24, $25, $26 \
+                "INSERT INTO notifications ({}) SELECT $21, $22, $23, $24, $25, $26, $27 \
                  FROM clarifications WHERE pending_id = $11 AND message_id = $1; ",
                 sql::notifications::NOTIFICATION_COLUMNS
             )
@@ -47,7 +45,7 @@ pub(crate) async fn open_clarification(
         },
         sql::MESSAGE
     );
-    let binds = records::open_binds_with(new, message, notification, at)?;
+    let binds = opening.binds(at)?;
     let rows = db.in_one_hop(statements, binds).await?;
     rows.first()
         .map(Message::from_row)
