@@ -3,10 +3,11 @@
 //! answers them. Time to visible is taken on every socket (the agent sends → that
 //! socket reads `clarification.created`), so its p99 is the slowest operators' view.
 //!
-//! One more socket reads nothing until the run is over: a slow reader. kandev must not
-//! let it delay the others (their figures show it), and when it falls further behind
-//! than kandev's event buffer it is told to `resync` (counted; it only happens when the
-//! run's events outgrow the buffer and the socket's own kernel buffers).
+//! One more socket reads nothing until the run is over: a slow reader, whose kernel
+//! receive buffer is a few kilobytes so it holds kandev's writes back at once. kandev
+//! must not let it delay the others (their figures show it), and when it falls further
+//! behind than kandev's event buffer it is told to `resync` once it reads again (counted;
+//! it only happens when the run's events outgrow the buffer: [`resync_expected`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,7 +18,7 @@ use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::load::{LoadResult, Received, tally};
-use crate::operator::{connect_ws, watch};
+use crate::operator::{connect_ws_with, watch};
 use crate::sweep::{self, Serving, SweepPlan};
 
 /// What the crowd runs.
@@ -31,6 +32,24 @@ pub struct CrowdPlan {
     pub rate: f64,
     /// Elicitations in all.
     pub elicitations: usize,
+}
+
+/// The slow reader's kernel receive buffer, bytes (Linux doubles it, and keeps a floor).
+const SLOW_RECV_BUFFER: u32 = 4096;
+
+/// How many operator events kandev keeps for a socket that is behind
+/// (`crates/backend/src/events/hub.rs`).
+pub const KANDEV_EVENT_BUFFER: usize = 4096;
+
+/// The fewest operator events one answered question makes: the record created and
+/// settled, and its message created and updated (more when the session and task views
+/// and a notification follow).
+const MIN_EVENTS_PER_QUESTION: usize = 4;
+
+/// Whether `plan`'s events outgrow kandev's buffer, so the slow reader must be told to
+/// resync (with a quarter to spare for what the kernel buffers hold).
+pub fn resync_expected(plan: &CrowdPlan) -> bool {
+    plan.elicitations * MIN_EVENTS_PER_QUESTION > KANDEV_EVENT_BUFFER * 5 / 4
 }
 
 /// What the slow reader got once it read.
@@ -88,7 +107,7 @@ pub async fn run(plan: CrowdPlan) -> Result<Crowd, String> {
     for _ in 0..plan.sockets {
         watch(addr, Arc::clone(&seen)).await?;
     }
-    let slow = connect_ws(addr).await?;
+    let slow = connect_ws_with(addr, Some(SLOW_RECV_BUFFER)).await?;
     let sweep_plan = SweepPlan {
         sessions: plan.sessions,
         operators: 1,
@@ -106,8 +125,9 @@ pub async fn run(plan: CrowdPlan) -> Result<Crowd, String> {
         &mut Vec::new(),
     )
     .await?;
-    serving.stop();
+    // Read while kandev is still up: its write to this socket has waited all along.
     let slow = drain_slow(slow).await;
+    serving.stop();
     let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(PoisonError::into_inner));
     Ok(measured(plan, &sent, &received, &seen, slow))
 }

@@ -287,12 +287,13 @@ fn plan(args: &Args) -> Plan {
                 per_rate: 10_000,
                 think,
             },
-            // 400 elicitations × 1,000 sockets: 400,000 times to visible.
+            // 1,600 elicitations × 1,000 sockets: 1.6 million times to visible, and
+            // events enough to outgrow kandev's buffer for the slow reader.
             crowd: crowd::CrowdPlan {
                 sockets: 1000,
                 sessions: 4,
                 rate: 20.0,
-                elicitations: 400,
+                elicitations: 1600,
             },
             // 100 sessions × 50 chunks/s: 5,000 chunks a second, 150,000 in all.
             // 30 windows of a minute at a steady 200/s: 360,000 answers.

@@ -397,7 +397,7 @@ impl Report {
     }
 
     fn crowd_md(&self, md: &mut String, dir: &Path) -> std::io::Result<()> {
-        md.push_str("\n## Many operators (SQLite; operator WebSockets watching while one more answers; a slow reader that reads nothing until the end)\n\n");
+        md.push_str("\n## Many operators (SQLite; operator WebSockets watching while one more answers; a slow reader that reads nothing until the questions are answered)\n\n");
         let c = match &self.crowd {
             Ok(c) => c,
             Err(err) => {

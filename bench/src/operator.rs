@@ -91,9 +91,20 @@ async fn on_created(
     .await
 }
 
-/// Opens an operator WebSocket with the bench operator's token.
+/// An operator WebSocket on `addr`'s event stream, authenticated as the bench operator.
 pub async fn connect_ws(
     addr: SocketAddr,
+) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>, String>
+{
+    connect_ws_with(addr, None).await
+}
+
+/// [`connect_ws`] on a socket whose kernel receive buffer is `recv_buffer` bytes, when
+/// given: a reader that stops reading then holds back kandev's writes at once, instead
+/// of after the megabytes a tuned buffer takes.
+pub async fn connect_ws_with(
+    addr: SocketAddr,
+    recv_buffer: Option<u32>,
 ) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>, String>
 {
     let url = format!("ws://{addr}/api/v1/ws");
@@ -105,7 +116,24 @@ pub async fn connect_ws(
         .parse()
         .map_err(|err| format!("operator WebSocket token: {err}"))?;
     request.headers_mut().insert("authorization", auth);
-    let (socket, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
+    let tcp = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    }
+    .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
+    if let Some(bytes) = recv_buffer {
+        tcp.set_recv_buffer_size(bytes)
+            .map_err(|err| format!("operator WebSocket {url}: receive buffer: {err}"))?;
+    }
+    let stream = tcp
+        .connect(addr)
+        .await
+        .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
+    let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
+    let (socket, _) = tokio_tungstenite::client_async_with_config(request, stream, None)
         .await
         .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
     Ok(socket)

@@ -315,6 +315,21 @@ fn crowd_targets(r: &Report, out: &mut Vec<Target>) {
         c.unseen == 0,
         "a socket fell behind kandev's event buffer (it would have been told to resync)".into(),
     ));
+    if crate::crowd::resync_expected(&c.plan) {
+        out.push(target(
+            format!("{name}: a reader that stopped reading is told to resync"),
+            format!(
+                "{} `resync` among the {} frames it read afterwards",
+                c.slow.resyncs, c.slow.frames
+            ),
+            "≥ 1".into(),
+            c.slow.resyncs >= 1,
+            format!(
+                "its writes never outgrew kandev's buffer of {} events",
+                crate::crowd::KANDEV_EVENT_BUFFER
+            ),
+        ));
+    }
     out.push(exactly_once(format!("{name}: exactly once"), &c.result));
 }
 
