@@ -32,11 +32,13 @@
 //! A response to an unknown id is reported as `{"kind": "stray", "id"}`.
 
 use std::collections::{HashMap, HashSet};
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
@@ -341,6 +343,35 @@ impl Agent {
     }
 }
 
+/// stdout as the runtime's own pipe when it is one (under agentctl it always is), else
+/// tokio's `Stdout`. `Stdout` hands every write to the blocking pool and back: with a
+/// hundred agents streaming 50 lines a second each, those thread hand-offs cost the
+/// machine more than agentctl spends on the lines, and the load generator must not.
+fn stdout_writer() -> Box<dyn AsyncWrite + Send + Unpin> {
+    let pipe = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok());
+    match pipe {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdout()),
+    }
+}
+
+/// stdin read the same way as [`stdout_writer`] writes.
+fn stdin_reader() -> Box<dyn AsyncRead + Send + Unpin> {
+    let pipe = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok());
+    match pipe {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdin()),
+    }
+}
+
 /// Runs the agent until stdin closes.
 pub async fn run() -> std::process::ExitCode {
     // The MCP client's reqwest is built without a provider of its own (the workspace picks
@@ -348,12 +379,11 @@ pub async fn run() -> std::process::ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
+        let mut stdout = stdout_writer();
         while let Some(line) = out_rx.recv().await {
-            if stdout.write_all(line.as_bytes()).await.is_err()
-                || stdout.write_all(b"\n").await.is_err()
-                || stdout.flush().await.is_err()
-            {
+            let mut bytes = line.into_bytes();
+            bytes.push(b'\n');
+            if stdout.write_all(&bytes).await.is_err() || stdout.flush().await.is_err() {
                 break;
             }
         }
@@ -396,7 +426,7 @@ pub async fn run() -> std::process::ExitCode {
         commands: Arc::new(tokio::sync::Mutex::new(command_rx)),
         mcp_servers: Arc::default(),
     };
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = BufReader::new(stdin_reader()).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let Ok(frame) = serde_json::from_str::<Value>(&line) else {
             continue;
