@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::agent::wall_ns;
 
@@ -133,10 +134,17 @@ pub async fn connect_ws_with(
         .set_nodelay(true)
         .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
     let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
-    let (socket, _) = tokio_tungstenite::client_async_with_config(request, stream, None)
+    let (socket, _) = tokio_tungstenite::client_async_with_config(request, stream, Some(config()))
         .await
         .map_err(|err| format!("operator WebSocket {url}: {err}"))?;
     Ok(socket)
+}
+
+/// An operator socket's settings: tungstenite zeroes up to its read buffer (128 KiB by
+/// default) on every read, which across a thousand sockets is the bench's own CPU, not
+/// kandev's; 16 KiB still takes a burst of frames in one read.
+fn config() -> WebSocketConfig {
+    WebSocketConfig::default().read_buffer_size(16 * 1024)
 }
 
 /// One watching operator: records when it read each `clarification.created` (by the

@@ -304,7 +304,11 @@ pub async fn baseline(n: usize, warmup: usize) -> Result<Vec<f64>, String> {
         .parse()
         .map_err(|err| format!("token header: {err}"))?;
     request.headers_mut().insert("Authorization", bearer);
-    let (socket, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
+    // Read as kandev's own agent link reads the stream, so the two paths differ only in
+    // what kandev adds.
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(kandev_agent_stream::READ_BUFFER_BYTES);
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(config), true)
         .await
         .map_err(|err| format!("agent stream {url}: {err}"))?;
     let (mut write, mut read) = socket.split();

@@ -77,3 +77,8 @@ pub mod action {
         SHUTDOWN,
     ];
 }
+
+/// The read buffer of an agent-stream WebSocket, either end. tungstenite zeroes up to
+/// this much of its buffer on every read (128 KiB by default), which for a stream of
+/// small frames cost more than the frames; a larger frame still grows the buffer to fit.
+pub const READ_BUFFER_BYTES: usize = 8 * 1024;

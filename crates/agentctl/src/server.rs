@@ -409,6 +409,7 @@ async fn stream_upgrade(State(app): State<Arc<AgentCtl>>, upgrade: WebSocketUpgr
     upgrade
         .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
+        .read_buffer_size(kandev_agent_stream::READ_BUFFER_BYTES)
         .on_upgrade(move |socket| serve_connection(app, socket))
 }
 

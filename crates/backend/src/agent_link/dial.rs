@@ -9,6 +9,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 /// An open agent stream.
@@ -107,8 +108,12 @@ pub(crate) async fn open(endpoint: &Endpoint) -> Result<WsStream, DialError> {
     })?;
     request.headers_mut().insert(header::AUTHORIZATION, bearer);
     let connector = endpoint.tls.clone().map(Connector::Rustls);
+    let config =
+        WebSocketConfig::default().read_buffer_size(kandev_agent_stream::READ_BUFFER_BYTES);
     // TCP_NODELAY: agent-stream frames are small and every answer is latency-bound.
-    match tokio_tungstenite::connect_async_tls_with_config(request, None, true, connector).await {
+    match tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, connector)
+        .await
+    {
         Ok((ws, _response)) => Ok(ws),
         Err(err) => Err(classify(url, err)),
     }

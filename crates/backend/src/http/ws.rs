@@ -12,6 +12,11 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::auth::Operator;
 use crate::state::AppState;
 
+/// The socket's read buffer. An operator sends next to nothing here, and tungstenite
+/// zeroes up to this much (128 KiB by default) each time the socket is polled for input,
+/// which [`forward`] does once per event it sends.
+const READ_BUFFER_BYTES: usize = 4 * 1024;
+
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/ws", get(upgrade))
 }
@@ -26,7 +31,8 @@ async fn upgrade(
     // handshake response can be missed.
     let events = state.hub.subscribe();
     let drain = state.drain.clone();
-    ws.on_upgrade(move |socket| forward(socket, events, drain))
+    ws.read_buffer_size(READ_BUFFER_BYTES)
+        .on_upgrade(move |socket| forward(socket, events, drain))
 }
 
 async fn forward(
