@@ -370,6 +370,11 @@ fn guarded_lines(
 
 /// The decline for an `elicitation/create` request whose params are not an object.
 fn decline_unstructured_elicitation(line: &str) -> Option<String> {
+    // Most lines are streamed text: skip parsing any that cannot name the method. Its
+    // letters can only be hidden from `contains` by a `\u` escape.
+    if !line.contains("elicitation") && !line.contains("\\u") {
+        return None;
+    }
     let frame: Value = serde_json::from_str(line).ok()?;
     let id = frame
         .get("id")
@@ -454,6 +459,9 @@ mod tests {
         }
         let absent = json!({"jsonrpc": "2.0", "id": 3, "method": "elicitation/create"}).to_string();
         assert!(decline_unstructured_elicitation(&absent).is_some());
+        // The method's letters escaped: still found, though `contains` cannot see them.
+        let escaped = r#"{"jsonrpc":"2.0","id":4,"method":"\u0065licitation\/create","params":7}"#;
+        assert!(decline_unstructured_elicitation(escaped).is_some());
     }
 
     #[test]
