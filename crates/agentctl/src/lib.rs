@@ -8,7 +8,8 @@
 //! - [`server`]: the axum WebSocket at `/api/v1/agent/stream` (bearer token, compared in
 //!   constant time; 401 before the upgrade) and `GET /healthz`.
 //! - [`session`]: one agent session: the ACP client ([`agent`]), its pending
-//!   elicitations ([`pending`]) and its event outbox ([`outbox`]).
+//!   elicitations ([`pending`]) and its event outbox ([`outbox`]), which sends a burst of
+//!   streamed text as one event ([`streamed_text`]).
 //! - [`capabilities`]: the one function that builds `initialize`'s `clientCapabilities`
 //!   from the agent id and the session's `FlagSnapshot` (sent raw, byte for byte).
 //! - [`config`]: the answer deadline and ACP idle timeout from agentctl's environment.
@@ -100,3 +101,4 @@ pub mod pending;
 pub mod questions;
 pub mod server;
 pub mod session;
+pub mod streamed_text;

@@ -585,6 +585,35 @@ async fn permission_requests_are_answered_by_the_session_policy() {
 }
 
 #[tokio::test]
+async fn a_burst_of_text_crosses_as_fewer_events_with_all_its_text_before_the_question() {
+    let mut h = Harness::start("burst", true).await;
+    h.prompt("go").await;
+    let events = h.stream.events_until("elicitation_requested").await;
+    let sent: Vec<String> = h
+        .log
+        .messages("send")
+        .into_iter()
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|f| {
+            f["params"]["update"]["content"]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(sent.len(), 41, "the agent's own chunks: {sent:?}");
+    let forwarded = message_texts(&events);
+    // Every chunk's text, in order, is out before the question behind it.
+    assert_eq!(forwarded.concat(), sent.concat());
+    // The agent wrote them back to back: they are held and go out together.
+    assert!(
+        forwarded.len() < sent.len(),
+        "{} events for {} chunks",
+        forwarded.len(),
+        sent.len()
+    );
+}
+
+#[tokio::test]
 async fn session_updates_are_forwarded_verbatim() {
     let mut h = Harness::start("plain", false).await;
     h.prompt("go").await;

@@ -454,12 +454,18 @@ async fn mock_agent_asks_and_gets_the_answer(h: &mut Harness) -> Value {
         )
         .await;
     let events = h.stream.events_until("turn_completed").await;
-    let texts = message_texts(&events);
+    // agentctl sends a burst of text as one chunk: the report may run on into the next
+    // line of text, so the result is the first JSON value after its prefix.
+    let texts = message_texts(&events).concat();
     let reported = texts
-        .iter()
-        .find_map(|t| t.strip_prefix("ask_user_question a1 result: "))
+        .split_once("ask_user_question a1 result: ")
+        .map(|(_, rest)| rest)
         .unwrap_or_else(|| panic!("no tool result reported: {texts:?}"));
-    let result: Value = serde_json::from_str(reported).expect("JSON");
+    let result: Value = serde_json::Deserializer::from_str(reported)
+        .into_iter()
+        .next()
+        .expect("a value")
+        .expect("JSON");
     assert_eq!(result["status"], "answered");
     assert_eq!(result["answers"][0]["custom_text"], "CockroachDB");
     result

@@ -7,6 +7,9 @@
 //! (oldest dropped past the capacity, with a logged count) and flushed in order to the
 //! next stream that attaches. Attaching a new stream closes the old one.
 //!
+//! Plain text chunks are held for a moment and go out as one event
+//! ([`crate::streamed_text`]); every other event first sends the text held before it.
+//!
 //! Frames already handed to a stream are kept too, a short window of them
 //! ([`REPLAY_WINDOW`]): a frame handed to a connection that was already dying never
 //! arrives, so an attach that names the last sequence number it saw (`after_seq`) gets
@@ -16,7 +19,10 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use kandev_agent_stream::{AgentEvent, Envelope, action};
+use serde_json::Value;
 use tokio::sync::mpsc;
+
+use crate::streamed_text::{HeldText, TextChunk};
 
 /// Default number of undelivered events kept while detached.
 pub const DEFAULT_CAPACITY: usize = 10_000;
@@ -48,6 +54,9 @@ struct Inner {
     handed: usize,
     dropped: u64,
     sink: Option<StreamSink>,
+    /// Text chunks not yet emitted, and how many runs of them there have been.
+    held: Option<HeldText>,
+    runs: u64,
 }
 
 impl Inner {
@@ -91,6 +100,8 @@ impl Outbox {
                 handed: 0,
                 dropped: 0,
                 sink: None,
+                held: None,
+                runs: 0,
             }),
         }
     }
@@ -106,10 +117,69 @@ impl Outbox {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The lock, with any held text emitted: whatever the caller emits or sends next
+    /// comes after it.
+    fn lock_flushed(&self) -> std::sync::MutexGuard<'_, Inner> {
+        let mut inner = self.lock();
+        self.flush_held(&mut inner);
+        inner
+    }
+
     /// Numbers `event` and sends it to the attached stream, or keeps it.
     /// Returns its sequence number.
     pub fn emit(&self, event: &AgentEvent) -> u64 {
         self.emit_if(event, || true).unwrap_or_default()
+    }
+
+    /// Emits the agent's `session/update` `params`: a plain text chunk is held to go out
+    /// with the chunks right behind it; anything else goes out now, after the text held.
+    /// When this chunk starts a run, returns the run's number: the caller flushes it
+    /// ([`Self::flush_run`]) after [`crate::streamed_text::WINDOW`].
+    pub fn emit_update(&self, params: Value) -> Option<u64> {
+        let mut inner = self.lock();
+        let chunk = match TextChunk::from_params(params) {
+            Ok(chunk) => chunk,
+            Err(params) => {
+                self.flush_held(&mut inner);
+                self.push(&mut inner, &AgentEvent::SessionUpdate { update: params });
+                return None;
+            }
+        };
+        if let Some(held) = &mut inner.held
+            && held.joins(&chunk)
+        {
+            held.join(&chunk);
+            if held.is_full() {
+                self.flush_held(&mut inner);
+            }
+            return None;
+        }
+        self.flush_held(&mut inner);
+        inner.runs += 1;
+        let held = HeldText::new(chunk, inner.runs);
+        if held.is_full() {
+            inner.held = Some(held);
+            self.flush_held(&mut inner);
+            return None;
+        }
+        inner.held = Some(held);
+        Some(inner.runs)
+    }
+
+    /// Emits the text held, if it is still the run `run` (a later run keeps its own time).
+    pub fn flush_run(&self, run: u64) {
+        let mut inner = self.lock();
+        if inner.held.as_ref().is_some_and(|held| held.run == run) {
+            self.flush_held(&mut inner);
+        }
+    }
+
+    /// Emits the text held as one `session_update`; the caller holds the lock.
+    fn flush_held(&self, inner: &mut Inner) {
+        if let Some(held) = inner.held.take() {
+            let update = held.into_params();
+            self.push(inner, &AgentEvent::SessionUpdate { update });
+        }
     }
 
     /// Runs `before` under the outbox lock and emits `event` only if it returned true.
@@ -118,7 +188,7 @@ impl Outbox {
     /// ahead of any event that another task emits about that state (a pending elicitation
     /// settled by a concurrent cancel is never reported before it was requested).
     pub fn emit_if(&self, event: &AgentEvent, before: impl FnOnce() -> bool) -> Option<u64> {
-        let mut inner = self.lock();
+        let mut inner = self.lock_flushed();
         before().then(|| self.push(&mut inner, event))
     }
 
@@ -129,7 +199,7 @@ impl Outbox {
     /// stream before the agent's reply to it (its text, its `turn_completed`) can be
     /// emitted by the task that reads the agent. `make` must not block.
     pub fn emit_made(&self, make: impl FnOnce() -> Option<AgentEvent>) -> Option<u64> {
-        let mut inner = self.lock();
+        let mut inner = self.lock_flushed();
         let event = make()?;
         Some(self.push(&mut inner, &event))
     }
@@ -138,7 +208,7 @@ impl Outbox {
     /// is ordered against every event: after those emitted before, before those emitted
     /// after. `f` must not block.
     pub fn in_order<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _inner = self.lock();
+        let _inner = self.lock_flushed();
         f()
     }
 
@@ -168,7 +238,7 @@ impl Outbox {
     /// then routes new events there. A previously attached stream is told to close.
     /// Returns how many events were flushed.
     pub fn attach(&self, sink: StreamSink, first: Option<String>, after_seq: Option<u64>) -> usize {
-        let mut inner = self.lock();
+        let mut inner = self.lock_flushed();
         if let Some(old) = inner.sink.take()
             && old.connection_id != sink.connection_id
         {
@@ -244,246 +314,4 @@ impl Outbox {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::Value;
-
-    fn event(line: &str) -> AgentEvent {
-        AgentEvent::AgentStderr {
-            line: line.to_owned(),
-        }
-    }
-
-    fn sink(id: u64) -> (StreamSink, mpsc::UnboundedReceiver<Outgoing>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (
-            StreamSink {
-                connection_id: id,
-                tx,
-            },
-            rx,
-        )
-    }
-
-    fn frames(rx: &mut mpsc::UnboundedReceiver<Outgoing>) -> Vec<Outgoing> {
-        let mut out = Vec::new();
-        while let Ok(item) = rx.try_recv() {
-            out.push(item);
-        }
-        out
-    }
-
-    fn id_and_line(item: &Outgoing) -> (String, String) {
-        let Outgoing::Frame(text) = item else {
-            panic!("expected a frame, got {item:?}")
-        };
-        let value: Value = serde_json::from_str(text).expect("JSON");
-        (
-            value["id"].as_str().expect("id").to_owned(),
-            value["payload"]["line"].as_str().unwrap_or("").to_owned(),
-        )
-    }
-
-    #[test]
-    fn detached_events_flush_in_order_after_the_first_frame() {
-        let outbox = Outbox::new("s", 10);
-        assert_eq!(outbox.emit(&event("a")), 1);
-        assert_eq!(outbox.emit(&event("b")), 2);
-        let (sink, mut rx) = sink(1);
-        assert_eq!(outbox.attach(sink, Some("RESPONSE".to_owned()), None), 2);
-        outbox.emit(&event("c"));
-        let got = frames(&mut rx);
-        assert_eq!(got[0], Outgoing::Frame("RESPONSE".to_owned()));
-        let rest: Vec<_> = got[1..].iter().map(id_and_line).collect();
-        assert_eq!(
-            rest,
-            [
-                ("1".into(), "a".into()),
-                ("2".into(), "b".into()),
-                ("3".into(), "c".into())
-            ]
-        );
-    }
-
-    #[test]
-    fn buffer_is_bounded_and_drops_oldest() {
-        let outbox = Outbox::new("s", 3);
-        for line in ["a", "b", "c", "d", "e"] {
-            outbox.emit(&event(line));
-        }
-        assert_eq!(outbox.buffered(), 3);
-        let (sink, mut rx) = sink(1);
-        outbox.attach(sink, None, None);
-        let lines: Vec<_> = frames(&mut rx)
-            .iter()
-            .map(id_and_line)
-            .map(|(_, l)| l)
-            .collect();
-        assert_eq!(lines, ["c", "d", "e"]);
-    }
-
-    #[test]
-    fn a_dropped_stream_buffers_and_a_new_one_replaces_the_old() {
-        let outbox = Outbox::new("s", 10);
-        let (first, first_rx) = sink(1);
-        outbox.attach(first, None, None);
-        drop(first_rx);
-        outbox.emit(&event("lost-writer"));
-        assert!(!outbox.is_attached());
-        assert_eq!(outbox.buffered(), 1);
-
-        let (second, mut second_rx) = sink(2);
-        outbox.attach(second, None, None);
-        let (third, mut third_rx) = sink(3);
-        outbox.attach(third, None, None);
-        let second_got = frames(&mut second_rx);
-        assert_eq!(
-            second_got.last(),
-            Some(&Outgoing::Close(
-                "replaced by a newer agent stream".to_owned()
-            ))
-        );
-        outbox.emit(&event("after"));
-        let third_lines: Vec<_> = frames(&mut third_rx)
-            .iter()
-            .map(id_and_line)
-            .map(|(_, l)| l)
-            .collect();
-        assert_eq!(third_lines, ["after"]);
-    }
-
-    #[test]
-    fn a_stale_detach_does_not_unhook_the_newer_stream() {
-        let outbox = Outbox::new("s", 10);
-        let (old, _old_rx) = sink(1);
-        outbox.attach(old, None, None);
-        let (new, _new_rx) = sink(2);
-        outbox.attach(new, None, None);
-        outbox.detach(1);
-        assert!(outbox.is_attached());
-        outbox.detach(2);
-        assert!(!outbox.is_attached());
-    }
-
-    #[test]
-    fn after_seq_replays_frames_already_handed_to_a_dying_stream() {
-        let outbox = Outbox::new("s", 10);
-        let (first, mut first_rx) = sink(1);
-        outbox.attach(first, None, None);
-        for line in ["a", "b", "c"] {
-            outbox.emit(&event(line));
-        }
-        // The first stream "saw" only seq 1 before it died; b and c were in flight.
-        assert_eq!(frames(&mut first_rx).len(), 3);
-        outbox.detach(1);
-        outbox.emit(&event("d"));
-        let (second, mut second_rx) = sink(2);
-        assert_eq!(outbox.attach(second, None, Some(1)), 3);
-        let got: Vec<_> = frames(&mut second_rx).iter().map(id_and_line).collect();
-        assert_eq!(
-            got,
-            [
-                ("2".into(), "b".into()),
-                ("3".into(), "c".into()),
-                ("4".into(), "d".into())
-            ]
-        );
-    }
-
-    #[test]
-    fn without_after_seq_only_undelivered_events_are_flushed() {
-        let outbox = Outbox::new("s", 10);
-        let (first, _first_rx) = sink(1);
-        outbox.attach(first, None, None);
-        outbox.emit(&event("seen"));
-        outbox.detach(1);
-        outbox.emit(&event("kept"));
-        let (second, mut second_rx) = sink(2);
-        outbox.attach(second, None, None);
-        let lines: Vec<_> = frames(&mut second_rx)
-            .iter()
-            .map(id_and_line)
-            .map(|(_, l)| l)
-            .collect();
-        assert_eq!(lines, ["kept"]);
-    }
-
-    #[test]
-    fn emit_if_runs_the_registration_first_and_can_skip() {
-        let outbox = Outbox::new("s", 10);
-        let mut ran = false;
-        assert_eq!(
-            outbox.emit_if(&event("no"), || {
-                ran = true;
-                false
-            }),
-            None
-        );
-        assert!(ran);
-        assert_eq!(outbox.emit_if(&event("yes"), || true), Some(1));
-    }
-
-    /// From inside an outbox critical section: another thread emits `line`, and that
-    /// emit must still be held back when this returns.
-    fn emit_elsewhere_is_held<'scope>(
-        scope: &'scope std::thread::Scope<'scope, '_>,
-        outbox: &'scope Outbox,
-        line: &'static str,
-    ) {
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
-        scope.spawn(move || {
-            outbox.emit(&event(line));
-            let _ = done_tx.send(());
-        });
-        assert_eq!(
-            done_rx.recv_timeout(std::time::Duration::from_millis(50)),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout),
-            "the emit of `{line}` got in during the critical section"
-        );
-    }
-
-    #[test]
-    fn an_event_emitted_while_made_waits_for_the_made_one() {
-        let outbox = Outbox::new("s", 10);
-        let (sink, mut rx) = sink(1);
-        outbox.attach(sink, None, None);
-        std::thread::scope(|scope| {
-            outbox.emit_made(|| {
-                // What the made event's work causes (the agent's reply) is emitted by
-                // another thread; it must not get in while the work is being reported.
-                emit_elsewhere_is_held(scope, &outbox, "reply");
-                Some(event("settled"))
-            });
-        });
-        let lines: Vec<_> = frames(&mut rx)
-            .iter()
-            .map(id_and_line)
-            .map(|(_, l)| l)
-            .collect();
-        assert_eq!(lines, ["settled", "reply"]);
-        assert_eq!(outbox.emit_made(|| None), None);
-    }
-
-    #[test]
-    fn a_frame_sent_in_order_sits_between_the_events_before_and_after_it() {
-        // The re-attach's pending lists: the backend reconciles its records against a
-        // list, so an event announcing something the list lacks must come after the list.
-        let outbox = Outbox::new("s", 10);
-        let (sink, mut rx) = sink(1);
-        let writer = sink.tx.clone();
-        outbox.attach(sink, None, None);
-        outbox.emit(&event("before"));
-        std::thread::scope(|scope| {
-            outbox.in_order(|| {
-                // An event emitted after the snapshot must not get in before its answer.
-                emit_elsewhere_is_held(scope, &outbox, "after");
-                let _ = writer.send(Outgoing::Frame("LIST".to_owned()));
-            });
-        });
-        let got = frames(&mut rx);
-        assert_eq!(got.len(), 3, "{got:?}");
-        assert_eq!(id_and_line(&got[0]).1, "before");
-        assert_eq!(got[1], Outgoing::Frame("LIST".to_owned()));
-        assert_eq!(id_and_line(&got[2]).1, "after");
-    }
-}
+mod tests;

@@ -105,8 +105,17 @@ impl AgentHandler for SessionHandler {
     }
 
     fn session_update(&self, params: Value) {
-        if let Some(session) = self.0.upgrade() {
-            session.emit(AgentEvent::SessionUpdate { update: params });
+        if let Some(session) = self.0.upgrade()
+            && let Some(run) = session.outbox.emit_update(params)
+        {
+            // The run's text goes out at the latest a window after its first chunk.
+            let session = Arc::downgrade(&session);
+            tokio::spawn(async move {
+                tokio::time::sleep(crate::streamed_text::WINDOW).await;
+                if let Some(session) = session.upgrade() {
+                    session.outbox.flush_run(run);
+                }
+            });
         }
     }
 
