@@ -7,7 +7,8 @@ use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
 use axum::routing::get;
-use tokio::sync::broadcast::error::RecvError;
+use futures::SinkExt;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::auth::Operator;
 use crate::state::AppState;
@@ -16,6 +17,13 @@ use crate::state::AppState;
 /// zeroes up to this much (128 KiB by default) each time the socket is polled for input,
 /// which [`forward`] does once per event it sends.
 const READ_BUFFER_BYTES: usize = 4 * 1024;
+/// The most events one write carries.
+const BATCH: usize = 64;
+
+/// The frame that tells a client it fell behind and `missed` events: re-read the resources.
+fn resync(missed: u64) -> String {
+    serde_json::json!({"type": "resync", "data": {"missed": missed}}).to_string()
+}
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/ws", get(upgrade))
@@ -54,13 +62,25 @@ async fn forward(
             event = events.recv() => {
                 let text = match event {
                     Ok(event) => event.text().to_owned(),
-                    Err(RecvError::Lagged(missed)) => {
-                        // The client fell behind: tell it to re-read the resources.
-                        serde_json::json!({"type": "resync", "data": {"missed": missed}}).to_string()
-                    }
+                    Err(RecvError::Lagged(missed)) => resync(missed),
                     Err(RecvError::Closed) => return,
                 };
-                if socket.send(Message::Text(text.into())).await.is_err() {
+                // What else is queued already goes out in the same write: under load one
+                // send carries many events instead of a system call each.
+                let mut batch = vec![text];
+                while batch.len() < BATCH {
+                    match events.try_recv() {
+                        Ok(event) => batch.push(event.text().to_owned()),
+                        Err(TryRecvError::Lagged(missed)) => batch.push(resync(missed)),
+                        Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                    }
+                }
+                for text in batch {
+                    if socket.feed(Message::Text(text.into())).await.is_err() {
+                        return;
+                    }
+                }
+                if socket.flush().await.is_err() {
                     return;
                 }
             }
