@@ -32,7 +32,7 @@
 //! A response to an unknown id is reported as `{"kind": "stray", "id"}`.
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
+use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
 /// The spec's two-question bridge form (AskUserQuestion as claude-agent-acp 0.65.0 sends it).
@@ -348,12 +349,7 @@ impl Agent {
 /// hundred agents streaming 50 lines a second each, those thread hand-offs cost the
 /// machine more than agentctl spends on the lines, and the load generator must not.
 fn stdout_writer() -> Box<dyn AsyncWrite + Send + Unpin> {
-    let pipe = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok());
-    match pipe {
+    match pipe_end(std::io::stdout().as_fd(), pipe::Sender::from_owned_fd) {
         Some(pipe) => Box::new(pipe),
         None => Box::new(tokio::io::stdout()),
     }
@@ -361,15 +357,15 @@ fn stdout_writer() -> Box<dyn AsyncWrite + Send + Unpin> {
 
 /// stdin read the same way as [`stdout_writer`] writes.
 fn stdin_reader() -> Box<dyn AsyncRead + Send + Unpin> {
-    let pipe = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok());
-    match pipe {
+    match pipe_end(std::io::stdin().as_fd(), pipe::Receiver::from_owned_fd) {
         Some(pipe) => Box::new(pipe),
         None => Box::new(tokio::io::stdin()),
     }
+}
+
+/// `fd`, duplicated, as an end of a pipe the runtime drives; `None` when it is no pipe.
+fn pipe_end<T>(fd: BorrowedFd<'_>, open: fn(OwnedFd) -> std::io::Result<T>) -> Option<T> {
+    fd.try_clone_to_owned().ok().and_then(|fd| open(fd).ok())
 }
 
 /// Runs the agent until stdin closes.

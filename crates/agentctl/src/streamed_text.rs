@@ -2,7 +2,7 @@
 //!
 //! An agent streams its reply as many small `agent_message_chunk` (or
 //! `agent_thought_chunk`) updates; forwarded one by one, each is a frame, a wake-up of
-//! the backend and a write of the transcript. The [`outbox`](crate::outbox) holds the
+//! the backend and a write of the transcript. The session's outbox holds the
 //! chunks of one run as a [`HeldText`] and emits them as one `session_update` whose text
 //! is theirs, concatenated, when any of these comes first: [`WINDOW`] after the run's
 //! first chunk, [`MAX_BYTES`] of text, a chunk that does not join, or any other event
