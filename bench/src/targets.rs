@@ -270,7 +270,7 @@ fn sweep_targets(sweep: &Sweep, engine: Engine, out: &mut Vec<Target>) {
         format!("{:.1} MB", mb(l.kandev_peak_rss)),
         format!("≤ {} MB", mb(KANDEV_RSS_MAX)),
         l.kandev_peak_rss <= KANDEV_RSS_MAX,
-        String::new(),
+        "the peak of the whole sweep, which ends at the first rate past the knee: there the questions kandev cannot keep pace with queue (seconds of them, see the sweep's time to visible) with their events; would meet it: a bound on what kandev queues for a session (agentctl keeps the rest), or a higher knee".into(),
     ));
     out.push(target(
         format!(
