@@ -145,25 +145,22 @@ impl Outbox {
                 return None;
             }
         };
-        if let Some(held) = &mut inner.held
+        let started = if let Some(held) = &mut inner.held
             && held.joins(&chunk)
         {
             held.join(&chunk);
-            if held.is_full() {
-                self.flush_held(&mut inner);
-            }
-            return None;
-        }
-        self.flush_held(&mut inner);
-        inner.runs += 1;
-        let held = HeldText::new(chunk, inner.runs);
-        if held.is_full() {
-            inner.held = Some(held);
+            None
+        } else {
+            self.flush_held(&mut inner);
+            inner.runs += 1;
+            inner.held = Some(HeldText::new(chunk, inner.runs));
+            Some(inner.runs)
+        };
+        if inner.held.as_ref().is_some_and(HeldText::is_full) {
             self.flush_held(&mut inner);
             return None;
         }
-        inner.held = Some(held);
-        Some(inner.runs)
+        started
     }
 
     /// Emits the text held, if it is still the run `run` (a later run keeps its own time).
