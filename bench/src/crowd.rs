@@ -30,7 +30,7 @@ pub struct CrowdPlan {
     pub sessions: usize,
     /// Elicitations per second, over all sessions.
     pub rate: f64,
-    /// Elicitations in all.
+    /// Elicitations in all (the run takes `elicitations / rate` seconds).
     pub elicitations: usize,
 }
 
@@ -46,10 +46,10 @@ pub const KANDEV_EVENT_BUFFER: usize = 4096;
 /// and a notification follow).
 const MIN_EVENTS_PER_QUESTION: usize = 4;
 
-/// Whether `plan`'s events outgrow kandev's buffer, so the slow reader must be told to
-/// resync (with a quarter to spare for what the kernel buffers hold).
-pub fn resync_expected(plan: &CrowdPlan) -> bool {
-    plan.elicitations * MIN_EVENTS_PER_QUESTION > KANDEV_EVENT_BUFFER * 5 / 4
+/// Whether the events of `questions` sent outgrow kandev's buffer, so the slow reader
+/// must be told to resync (with a quarter to spare for what the kernel buffers hold).
+pub fn resync_expected(questions: usize) -> bool {
+    questions * MIN_EVENTS_PER_QUESTION > KANDEV_EVENT_BUFFER * 5 / 4
 }
 
 /// What the slow reader got once it read.
@@ -120,7 +120,7 @@ pub async fn run(plan: CrowdPlan) -> Result<Crowd, String> {
         &mut serving.collector,
         &sweep_plan,
         0,
-        plan.rate,
+        (plan.rate, plan.elicitations),
         &mut received,
         &mut Vec::new(),
     )

@@ -129,7 +129,7 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
             &mut serving.collector,
             &sweep_plan,
             round,
-            plan.rate,
+            (plan.rate, per_window),
             &mut received,
             &mut Vec::new(),
         )

@@ -94,7 +94,7 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
         collector,
         &sweep_plan,
         0,
-        plan.rate,
+        (plan.rate, plan.elicitations()),
         &mut received,
         &mut streamed,
     )
@@ -108,7 +108,7 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
         collector,
         &sweep_plan,
         1,
-        plan.rate,
+        (plan.rate, plan.elicitations()),
         &mut received,
         &mut streamed,
     )

@@ -55,8 +55,8 @@ pub struct SweepPlan {
     pub operators: usize,
     /// Offered rates, elicitations per second over all sessions, in order.
     pub rates: Vec<f64>,
-    /// Elicitations per rate (at least; rounded up to a whole number per session), or as
-    /// many as [`MAX_SECONDS`] of the rate holds when that is fewer.
+    /// Elicitations per rate (at least; rounded up to a whole number per session); the
+    /// sweep runs as many as [`MAX_SECONDS`] of the rate holds when that is fewer.
     pub per_rate: usize,
     /// How long an operator thinks before answering.
     pub think: Duration,
@@ -235,17 +235,18 @@ pub async fn start_sessions(
     Ok(cold_starts)
 }
 
-/// Runs one rate: `go` to every agent, then reads reports until every elicitation of
-/// the round is answered or the agents fall silent for [`STALL`].
+/// Runs one rate: `go` to every agent for at least `questions` in all, then reads
+/// reports until every elicitation of the round is answered or the agents fall silent
+/// for [`STALL`].
 pub async fn one_rate(
     collector: &mut Collector,
     plan: &SweepPlan,
     round: usize,
-    offered: f64,
+    (offered, questions): (f64, usize),
     received: &mut Received,
     streamed: &mut Vec<serde_json::Value>,
 ) -> Result<HashMap<String, u128>, String> {
-    let per_session = questions_at(plan.per_rate, offered).div_ceil(plan.sessions.max(1));
+    let per_session = questions.max(1).div_ceil(plan.sessions.max(1));
     let total = per_session * plan.sessions;
     let command = json!({"go": {"rate": offered / plan.sessions as f64,
         "n": per_session, "round": round}});
@@ -388,7 +389,7 @@ async fn measure(
             collector,
             plan,
             round,
-            offered,
+            (offered, questions_at(plan.per_rate, offered)),
             &mut received,
             &mut Vec::new(),
         )

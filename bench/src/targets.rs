@@ -315,7 +315,7 @@ fn crowd_targets(r: &Report, out: &mut Vec<Target>) {
         c.unseen == 0,
         "a socket fell behind kandev's event buffer (it would have been told to resync)".into(),
     ));
-    if crate::crowd::resync_expected(&c.plan) {
+    if crate::crowd::resync_expected(c.result.sent) {
         out.push(target(
             format!("{name}: a reader that stopped reading is told to resync"),
             format!(
