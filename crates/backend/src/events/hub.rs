@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::ws::Utf8Bytes;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -33,23 +34,29 @@ pub mod kind {
     pub const TASK_UPDATED: &str = "task.updated";
 }
 
-/// One operator event.
+/// One operator event. Every subscriber receives its own clone, so cloning shares the
+/// data and the text rather than copying them (a thousand sockets, a thousand clones).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OperatorEvent {
     /// The event type, one of [`kind`].
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The resource, as the API returns it.
-    pub data: Value,
+    pub data: Arc<Value>,
     /// This event as its WebSocket frame's text, rendered once for every subscriber.
     #[serde(skip)]
-    text: Arc<str>,
+    text: Utf8Bytes,
 }
 
 impl OperatorEvent {
     /// `{"type", "data"}` as JSON text.
     pub fn text(&self) -> &str {
-        &self.text
+        self.text.as_str()
+    }
+
+    /// The text as a WebSocket frame's payload, shared with every other subscriber's.
+    pub fn frame(&self) -> Utf8Bytes {
+        self.text.clone()
     }
 }
 
@@ -89,6 +96,7 @@ impl EventHub {
         let text = serde_json::to_string(&Frame { kind, data: &data })
             .unwrap_or_default()
             .into();
+        let data = Arc::new(data);
         let _ = self.tx.send(OperatorEvent { kind, data, text });
     }
 

@@ -588,7 +588,7 @@ async fn queued_chunks_reach_operators_as_one_created_then_appends_of_the_new_te
             "message.created"
         ]
     );
-    let (created, appended) = (&messages[0].data, &messages[1].data);
+    let (created, appended) = (&*messages[0].data, &*messages[1].data);
     let max = crate::sessions::chunks::MAX_EVENTS;
     assert_eq!(created["content"], texts[..max].concat());
     let all = texts.concat();

@@ -4,7 +4,9 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::ws::{
+    CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code,
+};
 use axum::response::Response;
 use axum::routing::get;
 use futures::SinkExt;
@@ -21,8 +23,10 @@ const READ_BUFFER_BYTES: usize = 4 * 1024;
 const BATCH: usize = 64;
 
 /// The frame that tells a client it fell behind and `missed` events: re-read the resources.
-fn resync(missed: u64) -> String {
-    serde_json::json!({"type": "resync", "data": {"missed": missed}}).to_string()
+fn resync(missed: u64) -> Utf8Bytes {
+    serde_json::json!({"type": "resync", "data": {"missed": missed}})
+        .to_string()
+        .into()
 }
 
 pub(super) fn routes() -> Router<AppState> {
@@ -61,7 +65,7 @@ async fn forward(
             }
             event = events.recv() => {
                 let text = match event {
-                    Ok(event) => event.text().to_owned(),
+                    Ok(event) => event.frame(),
                     Err(RecvError::Lagged(missed)) => resync(missed),
                     Err(RecvError::Closed) => return,
                 };
@@ -70,13 +74,13 @@ async fn forward(
                 let mut batch = vec![text];
                 while batch.len() < BATCH {
                     match events.try_recv() {
-                        Ok(event) => batch.push(event.text().to_owned()),
+                        Ok(event) => batch.push(event.frame()),
                         Err(TryRecvError::Lagged(missed)) => batch.push(resync(missed)),
                         Err(TryRecvError::Empty | TryRecvError::Closed) => break,
                     }
                 }
                 for text in batch {
-                    if socket.feed(Message::Text(text.into())).await.is_err() {
+                    if socket.feed(Message::Text(text)).await.is_err() {
                         return;
                     }
                 }
