@@ -70,10 +70,15 @@ pub async fn forward(stores: &Stores, hub: &EventHub, change: Change) -> Result<
             session_id,
             task_id,
         } => {
-            if let Some(view) = stores.session_view(&session_id).await? {
+            // Both read before either is sent: the sockets wake and write once for the
+            // pair, not once after each read (with many sockets, a wake-up and a write
+            // each is most of what an event costs).
+            let session = stores.session_view(&session_id).await?;
+            let task = stores.task_view(&task_id).await?;
+            if let Some(view) = session {
                 hub.send(kind::SESSION_UPDATED, view);
             }
-            if let Some(view) = stores.task_view(&task_id).await? {
+            if let Some(view) = task {
                 hub.send(kind::TASK_UPDATED, view);
             }
         }
