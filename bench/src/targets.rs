@@ -304,8 +304,10 @@ fn crowd_targets(r: &Report, out: &mut Vec<Target>) {
         interval(&c.visible, 0.99),
         CROWD_VISIBLE_P99_MS,
         format!(
-            "p50 {:.2} ms; each question is several events and each is one write per socket, so the sockets' writes (and the bench's own {} readers) saturate two cores; would meet it: fewer events per question and the events ready for a socket sent in one write",
-            p.p50, c.plan.sockets
+            "p50 {:.2} ms; an answered question costs every socket four writes (the question with its message; its session, task and notification after the feed reads them; the settlement with its message; the session and task again), {:.0} socket writes a second here, each a wake-up and a loopback send that also runs the reader's side, with the bench's own {} readers on the same two cores; would meet it: views built from what was written, so a question's events go out in one write (holding them for the feed's reads instead moved the writes into the next question's path: measured slower), or cores for the sockets",
+            p.p50,
+            4.0 * c.plan.rate * c.plan.sockets as f64,
+            c.plan.sockets
         ),
     ));
     out.push(target(
