@@ -29,6 +29,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, Sqlite, SqliteConnection, SqlitePool, Transaction};
 
 use crate::store::{ChangeBus, OpenError, StoreError};
+pub(crate) use checkpoint::Checkpointing;
 
 pub(crate) use merge::{merge, merge_alone};
 pub(crate) use settle::{open_clarification, settle_once, settle_row};
@@ -63,6 +64,14 @@ type Tx = Transaction<'static, Sqlite>;
 impl SqliteDb {
     /// Opens (creating the file and its directory when missing) and migrates `url`.
     pub async fn open(url: &str) -> Result<Self, OpenError> {
+        Self::open_checkpointed(url, Checkpointing::DEFAULT).await
+    }
+
+    /// [`SqliteDb::open`], with the WAL checkpointed as `checkpointing` says.
+    pub(crate) async fn open_checkpointed(
+        url: &str,
+        checkpointing: Checkpointing,
+    ) -> Result<Self, OpenError> {
         let memory = url.contains(":memory:") || url.contains("mode=memory");
         let mut options = SqliteConnectOptions::from_str(url)
             .map_err(|err| OpenError::Url {
@@ -112,13 +121,17 @@ impl SqliteDb {
             // thread on every statement.
             let pools = || SqlitePoolOptions::new().test_before_acquire(false);
             let readers = connect(pools().max_connections(8), options.clone());
-            // The writer's commits never checkpoint: the task does (`checkpoint`).
+            // The writer's commits never checkpoint: the task does (`checkpoint`). When a
+            // write starts the WAL over, it also cuts the file back to the task's bound.
             let writer = connect(
                 pools().max_connections(1),
-                options.clone().pragma("wal_autocheckpoint", "0"),
+                options
+                    .clone()
+                    .pragma("wal_autocheckpoint", "0")
+                    .pragma("journal_size_limit", checkpointing.wal_bound.to_string()),
             );
             let (readers, writer) = (readers.await?, writer.await?);
-            let checkpoints = Arc::new(checkpoint::spawn(options));
+            let checkpoints = Arc::new(checkpoint::spawn(options, checkpointing));
             (readers, writer, Some(checkpoints))
         };
         MIGRATOR
