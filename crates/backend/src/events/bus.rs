@@ -94,13 +94,11 @@ async fn apply(stores: &Stores, flags: &Flags, hub: &EventHub, me: &str, text: &
     if note.replica == me {
         return;
     }
-    let mut held = feed::Held::new(hub.clone());
     let forwarded = match note.what.read(stores, flags).await {
-        Ok(Some(change)) => feed::forward(stores, &mut held, change).await,
+        Ok(Some(change)) => feed::forward(stores, hub, change).await,
         Ok(None) => Ok(()),
         Err(err) => Err(err),
     };
-    held.send();
     if let Err(err) = forwarded {
         tracing::warn!(error = %err, "cannot read a change another replica made");
     }

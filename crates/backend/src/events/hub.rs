@@ -92,14 +92,7 @@ impl EventHub {
         if self.tx.receiver_count() == 0 {
             return;
         }
-        self.send_value(kind, serde_json::to_value(data).unwrap_or(Value::Null));
-    }
-
-    /// [`send`](Self::send) for data already a JSON value.
-    pub fn send_value(&self, kind: &'static str, data: Value) {
-        if self.tx.receiver_count() == 0 {
-            return;
-        }
+        let data = serde_json::to_value(data).unwrap_or(Value::Null);
         let text = serde_json::to_string(&Frame { kind, data: &data })
             .unwrap_or_default()
             .into();
