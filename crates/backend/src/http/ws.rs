@@ -4,9 +4,7 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::extract::ws::{
-    CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code,
-};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
 use axum::routing::get;
 use futures::SinkExt;
