@@ -47,7 +47,6 @@ pub use notifications::NotificationStore;
 pub use outbox::OutboxStore;
 pub use sessions::{SessionStore, StartFacts, TurnStart};
 pub use tasks::TaskStore;
-pub use views::TaskViews;
 
 /// Why a store call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

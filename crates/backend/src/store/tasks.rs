@@ -16,7 +16,4 @@ pub trait TaskStore: Send + Sync {
 
     /// Every task, newest first.
     async fn tasks(&self) -> Result<Vec<Task>, StoreError>;
-
-    /// The tasks among `ids` that exist, in no particular order.
-    async fn tasks_with_ids(&self, ids: &[String]) -> Result<Vec<Task>, StoreError>;
 }

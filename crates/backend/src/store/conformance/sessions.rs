@@ -12,7 +12,6 @@ on_every_engine!(
     two_handles_racing_for_the_turn_start_one,
     the_last_applied_event_is_stored_without_touching_updated_at,
     the_board_reads_every_task_with_its_sessions,
-    a_batch_of_tasks_is_read_with_their_sessions_at_once,
 );
 
 async fn the_state_machine_is_enforced_in_the_update(engine: &dyn Engine) {
@@ -203,32 +202,4 @@ async fn the_board_reads_every_task_with_its_sessions(engine: &dyn Engine) {
     let view = s.task_view(&first).await.expect("view").expect("task");
     assert_eq!(view.state, Some(SessionState::Created));
     assert!(s.task_view("nope").await.expect("view").is_none());
-}
-
-async fn a_batch_of_tasks_is_read_with_their_sessions_at_once(engine: &dyn Engine) {
-    let (s, first, session) = seeded(engine).await;
-    let second = Task::new("Second", "");
-    s.tasks.create_task(&second).await.expect("task");
-    let ids = [first.clone(), second.id.clone(), "nope".to_owned()];
-    let mut found: Vec<Task> = s.tasks.tasks_with_ids(&ids).await.expect("tasks");
-    found.sort_by(|a, b| a.title.cmp(&b.title));
-    assert_eq!(
-        found.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
-        [second.id.as_str(), first.as_str()]
-    );
-    let views = s.task_views(&ids).await.expect("views");
-    assert_eq!(views.tasks.len(), 2);
-    // The same views the one-by-one reads give.
-    assert_eq!(
-        views.tasks.get(&first),
-        s.task_view(&first).await.expect("view").as_ref()
-    );
-    assert_eq!(
-        views.sessions.get(&session),
-        s.session_view(&session).await.expect("view").as_ref()
-    );
-    assert_eq!(views.sessions.len(), 1);
-    assert!(views.tasks[&second.id].sessions.is_empty());
-    let none = s.task_views(&[]).await.expect("no views");
-    assert!(none.tasks.is_empty() && none.sessions.is_empty());
 }

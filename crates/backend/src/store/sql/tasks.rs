@@ -2,9 +2,7 @@
 
 use async_trait::async_trait;
 
-use sqlx::types::Json;
-
-use super::engine::{self, Db};
+use super::engine::Db;
 use crate::model::Task;
 use crate::store::{StoreError, TaskStore};
 
@@ -38,16 +36,5 @@ impl TaskStore for Db {
     async fn tasks(&self) -> Result<Vec<Task>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM tasks ORDER BY created_at DESC, id");
         Ok(sqlx::query_as(&sql).fetch_all(self.pool()).await?)
-    }
-
-    async fn tasks_with_ids(&self, ids: &[String]) -> Result<Vec<Task>, StoreError> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM tasks WHERE id IN ({})",
-            engine::each_text("$1")
-        );
-        Ok(sqlx::query_as(&sql)
-            .bind(Json(ids))
-            .fetch_all(self.pool())
-            .await?)
     }
 }
