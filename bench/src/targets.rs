@@ -140,8 +140,10 @@ fn added_reason(breakdown: Option<&Breakdown>) -> String {
     )
 }
 
-/// Why the knee is below its bar.
-fn knee_reason(sweep: &Sweep) -> String {
+/// Why the knee is below its bar. Where questions wait past it was read with the hop
+/// timing on (decision 0013): on SQLite in the session queues behind the one writer's
+/// commits, on PostgreSQL in the feed behind its view reads.
+fn knee_reason(sweep: &Sweep, engine: Engine) -> String {
     let past = match sweep.past_knee() {
         Some(p) => format!(
             "at {:.0}/s offered: p99 {:.2} ms, {:.0} answered/s",
@@ -149,8 +151,16 @@ fn knee_reason(sweep: &Sweep) -> String {
         ),
         None => "the sweep's last rate still held".into(),
     };
+    let wait = match engine {
+        Engine::Sqlite => {
+            "questions past the rate queue in the session queues: each open (record, message, notification) and each answer is its own commit on the one writer"
+        }
+        Engine::Postgres => {
+            "questions past the rate queue in the feed between their commit and their broadcast, behind its view reads (three queries a session change, one after another); reading a batch's views together moved the wait into the session queues' commits and made the agent's answer slower on two cores"
+        }
+    };
     format!(
-        "{past}; each open (record, message, notification) and each answer is its own commit, and questions past the rate queue before they are visible; would meet it: the opens and settlements queued together grouped into one commit (docs/decisions/0013-performance-floor.md)"
+        "{past}; {wait}; would meet it: the opens and settlements queued together grouped into one commit, and views built from what was written (docs/decisions/0013-performance-floor.md)"
     )
 }
 
@@ -259,7 +269,7 @@ fn sweep_targets(sweep: &Sweep, engine: Engine, out: &mut Vec<Target>) {
         measured,
         format!("≥ {bar}/s"),
         knee >= bar,
-        knee_reason(sweep),
+        knee_reason(sweep, engine),
     ));
     let l = &sweep.total;
     let shape = format!(
