@@ -591,6 +591,17 @@ mod tests {
             knee.measured
         );
         assert!(knee.reason.contains("the sweep's last rate still held"));
+        // Each engine's reason names where the hop timing found questions waiting.
+        assert!(
+            knee.reason.contains("in the session queues"),
+            "{}",
+            knee.reason
+        );
+        let pg_knee = find(
+            &targets,
+            "knee: answers/s while answer-to-agent p99 ≤ 25 ms (PostgreSQL)",
+        );
+        assert!(pg_knee.reason.contains("in the feed"), "{}", pg_knee.reason);
         let replicas = find(&targets, "two replicas' knee ÷ one replica's");
         assert_eq!(
             (replicas.met, replicas.measured.as_str()),
