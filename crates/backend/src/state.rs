@@ -70,27 +70,28 @@ impl AppState {
         crate::reach::start(stores.clone(), &config, &sessions.ownership.replica_id);
         // The only replica has no one to tell: no NOTIFY for each change, no LISTEN.
         let peers = stores.bus.is_shared() && !sessions.ownership.single_replica;
-        let others = peers.then(|| {
+        let peers = peers.then(|| {
             let replica = sessions.ownership.replica_id.clone();
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let (tell, told) = tokio::sync::mpsc::unbounded_channel();
+            let (hear, heard) = tokio::sync::mpsc::unbounded_channel();
             tokio::spawn(crate::events::bus::send(
                 stores.clone(),
                 replica.clone(),
-                rx,
+                told,
             ));
             tokio::spawn(crate::events::bus::listen(
                 stores.clone(),
                 Arc::clone(&flags),
-                hub.clone(),
+                hear,
                 replica,
             ));
-            tx
+            crate::events::feed::Peers { tell, heard }
         });
         tokio::spawn(crate::events::feed::run(
             stores.clone(),
             changes,
             hub.clone(),
-            others,
+            peers,
         ));
         Self {
             stores,

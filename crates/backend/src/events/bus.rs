@@ -2,7 +2,8 @@
 //! delivers locally is also sent as a [`Note`] on the database's [`ChangeBus`]
 //! (PostgreSQL `NOTIFY`) — ids and kind only, well under the 8000-byte limit — and every
 //! replica's listener turns the notes of *other* replicas back into the same
-//! [`Change`], reading what it names from the stores, and hands it to its own hub.
+//! [`Change`](crate::events::Change), reading what it names from the stores, and hands it
+//! to its own feed.
 //!
 //! No duplicates: a replica ignores its own notes (its operators had the event from its
 //! feed), and each note is delivered once. Per-session order: one task per replica sends
@@ -10,8 +11,8 @@
 //! order, and one task per replica applies them in that order. A note names the current
 //! row, so a burst of updates to one message may arrive as several events showing its
 //! latest text. When the listening connection breaks, notes sent meanwhile are lost (an
-//! operator's page reloads state over REST on reconnect); the listener says so and
-//! listens again.
+//! operator's page reloads state over REST on reconnect); the listener says so, tells
+//! the feed to read its board again, and listens again.
 
 use std::sync::Arc;
 
@@ -19,8 +20,8 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::events::feed::FromPeers;
 use crate::events::named::Named;
-use crate::events::{EventHub, feed};
 use crate::flags::Flags;
 use crate::store::Stores;
 
@@ -58,8 +59,14 @@ pub async fn send(stores: Stores, replica: String, mut notes: mpsc::UnboundedRec
     }
 }
 
-/// Applies the other replicas' notes to `hub`, for as long as the process runs.
-pub async fn listen(stores: Stores, flags: Arc<Flags>, hub: EventHub, replica: String) {
+/// Hands the other replicas' notes to this replica's feed (`heard`), for as long as the
+/// process runs.
+pub async fn listen(
+    stores: Stores,
+    flags: Arc<Flags>,
+    heard: mpsc::UnboundedSender<FromPeers>,
+    replica: String,
+) {
     loop {
         let notes = match stores.bus.listen().await {
             Ok(Some(notes)) => notes,
@@ -71,36 +78,51 @@ pub async fn listen(stores: Stores, flags: Arc<Flags>, hub: EventHub, replica: S
             }
         };
         tracing::info!("listening for the other replicas' changes");
+        // Whatever was sent before this listen began was missed.
+        if heard.send(FromPeers::Missed).is_err() {
+            return;
+        }
         let mut notes = notes;
         while let Some(note) = notes.next().await {
-            match note {
-                Ok(text) => apply(&stores, &flags, &hub, &replica, &text).await,
+            let delivered = match note {
+                Ok(text) => apply(&stores, &flags, &heard, &replica, &text).await,
                 Err(err) => {
-                    tracing::warn!(error = %err, "the other replicas' changes may have been missed")
+                    tracing::warn!(error = %err, "the other replicas' changes may have been missed");
+                    heard.send(FromPeers::Missed).is_ok()
                 }
+            };
+            if !delivered {
+                return;
             }
         }
     }
 }
 
-async fn apply(stores: &Stores, flags: &Flags, hub: &EventHub, me: &str, text: &str) {
+/// Reads the change one note names and hands it on; false once the feed is gone.
+async fn apply(
+    stores: &Stores,
+    flags: &Flags,
+    heard: &mpsc::UnboundedSender<FromPeers>,
+    me: &str,
+    text: &str,
+) -> bool {
     let note: Note = match serde_json::from_str(text) {
         Ok(note) => note,
         Err(err) => {
             tracing::warn!(error = %err, "a note from another replica does not decode");
-            return;
+            return true;
         }
     };
     if note.replica == me {
-        return;
+        return true;
     }
-    let forwarded = match note.what.read(stores, flags).await {
-        Ok(Some(change)) => feed::forward(stores, hub, change).await,
-        Ok(None) => Ok(()),
-        Err(err) => Err(err),
-    };
-    if let Err(err) = forwarded {
-        tracing::warn!(error = %err, "cannot read a change another replica made");
+    match note.what.read(stores, flags).await {
+        Ok(Some(change)) => heard.send(FromPeers::Change(change)).is_ok(),
+        Ok(None) => true,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read a change another replica made");
+            true
+        }
     }
 }
 

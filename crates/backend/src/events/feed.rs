@@ -1,12 +1,14 @@
 //! The feed: drains the [`Publisher`](crate::events::Publisher)'s queue in order and sends
-//! each change to the [`EventHub`] as operator events, reading the views a change names.
-//! One task per process, so per-session order is publication order (a session change
-//! repeated later in the queue is read and sent once, at its later place).
+//! each change to the [`EventHub`] as operator events, building the views a session
+//! change shows from its [`Board`]. One task per process, so per-session order is
+//! publication order (a session change repeated later in the queue is read and sent
+//! once, at its later place), and the board has one writer.
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use serde_json::{Value, json};
 
+use crate::events::board::Board;
 use crate::events::named::Named;
 use crate::events::{Change, EventHub, kind};
 use crate::model::Message;
@@ -15,29 +17,70 @@ use crate::store::{StoreError, Stores};
 /// How many queued changes the feed takes at once.
 const BATCH: usize = 256;
 
-/// Runs until every publisher is gone. With `others` (replicas share the database),
-/// each change is also queued there, by its ids, for the other replicas (the change bus).
+/// What the change bus's listener hands the feed.
+#[derive(Debug)]
+pub enum FromPeers {
+    /// A change another replica made, read back.
+    Change(Change),
+    /// Notes may have been lost (the listening connection broke or started over), so
+    /// the board may be stale: it is read again.
+    Missed,
+}
+
+/// The change bus, as the feed sees it when replicas share the database.
+#[derive(Debug)]
+pub struct Peers {
+    /// Where this replica's changes go, by their ids, for the others.
+    pub tell: UnboundedSender<Named>,
+    /// The other replicas' changes.
+    pub heard: UnboundedReceiver<FromPeers>,
+}
+
+/// Runs until every publisher is gone. With `peers`, each change is also told to the
+/// other replicas, and theirs are sent to this replica's operators.
 pub async fn run(
     stores: Stores,
     mut changes: UnboundedReceiver<Change>,
     hub: EventHub,
-    others: Option<UnboundedSender<Named>>,
+    peers: Option<Peers>,
 ) {
+    let (tell, mut heard) = match peers {
+        Some(peers) => (Some(peers.tell), Some(peers.heard)),
+        None => (None, None),
+    };
+    let mut board = Board::default();
     let mut batch = Vec::with_capacity(BATCH);
-    while changes.recv_many(&mut batch, BATCH).await > 0 {
-        for change in coalesce(std::mem::take(&mut batch)) {
-            if let Some(others) = &others {
-                let _ = others.send(Named::of(&change));
+    loop {
+        tokio::select! {
+            taken = changes.recv_many(&mut batch, BATCH) => {
+                if taken == 0 {
+                    return;
+                }
+                for change in coalesce(std::mem::take(&mut batch)) {
+                    if let Some(tell) = &tell {
+                        let _ = tell.send(Named::of(&change));
+                    }
+                    forward(&stores, &hub, &mut board, change).await;
+                }
             }
-            if let Err(err) = forward(&stores, &hub, change).await {
-                tracing::warn!(error = %err, "cannot read a changed resource for the operator feed");
-            }
+            Some(heard) = next(&mut heard) => match heard {
+                FromPeers::Change(change) => forward(&stores, &hub, &mut board, change).await,
+                FromPeers::Missed => board.forget(),
+            },
         }
     }
 }
 
+/// The next of the other replicas' changes; never, without replicas.
+async fn next(heard: &mut Option<UnboundedReceiver<FromPeers>>) -> Option<FromPeers> {
+    match heard {
+        Some(heard) => heard.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Drops each `SessionChanged` that a later one of the same session repeats in `batch`:
-/// the views are read when forwarded, so the later one shows both changes, and it keeps
+/// the session is read when forwarded, so the later one shows both changes, and it keeps
 /// its place after everything published between them. Under load this spares the feed
 /// (which every operator event waits behind) most of its reads.
 fn coalesce(batch: Vec<Change>) -> Vec<Change> {
@@ -58,8 +101,20 @@ fn coalesce(batch: Vec<Change>) -> Vec<Change> {
         .collect()
 }
 
-/// Sends the operator events of one change.
-pub async fn forward(stores: &Stores, hub: &EventHub, change: Change) -> Result<(), StoreError> {
+/// Sends the operator events of one change (a view that cannot be read is logged: the
+/// operators' pages read state again when they reconnect).
+async fn forward(stores: &Stores, hub: &EventHub, board: &mut Board, change: Change) {
+    if let Err(err) = send(stores, hub, board, change).await {
+        tracing::warn!(error = %err, "cannot read a changed resource for the operator feed");
+    }
+}
+
+async fn send(
+    stores: &Stores,
+    hub: &EventHub,
+    board: &mut Board,
+    change: Change,
+) -> Result<(), StoreError> {
     match change {
         Change::TaskCreated { task_id } => {
             if let Some(view) = stores.task_view(&task_id).await? {
@@ -70,11 +125,10 @@ pub async fn forward(stores: &Stores, hub: &EventHub, change: Change) -> Result<
             session_id,
             task_id,
         } => {
-            // Both read before either is sent: the sockets wake and write once for the
-            // pair, not once after each read (with many sockets, a wake-up and a write
-            // each is most of what an event costs).
-            let session = stores.session_view(&session_id).await?;
-            let task = stores.task_view(&task_id).await?;
+            // Both built before either is sent: the sockets wake and write once for the
+            // pair (with many sockets, a wake-up and a write each is most of what an
+            // event costs).
+            let (session, task) = board.session_changed(stores, &session_id, &task_id).await?;
             if let Some(view) = session {
                 hub.send(kind::SESSION_UPDATED, view);
             }
