@@ -156,7 +156,7 @@ fn knee_reason(sweep: &Sweep, engine: Engine) -> String {
             "questions past the rate queue in the session queues: each open (record, message, notification) and each answer is its own commit on the one writer"
         }
         Engine::Postgres => {
-            "questions past the rate queue in the feed between their commit and their broadcast, behind its view reads (three queries a session change, one after another); reading a batch's views together moved the wait into the session queues' commits and made the agent's answer slower on two cores"
+            "questions past the rate queue in the feed between their commit and their broadcast, behind its reads (one query a session change: the feed's board builds the task's view), on two cores shared with the server"
         }
     };
     format!(
