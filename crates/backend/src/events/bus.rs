@@ -117,7 +117,7 @@ async fn apply(
         return true;
     }
     match note.what.read(stores, flags).await {
-        Ok(Some(change)) => heard.send(FromPeers::Change(change)).is_ok(),
+        Ok(Some(change)) => heard.send(FromPeers::Change(Box::new(change))).is_ok(),
         Ok(None) => true,
         Err(err) => {
             tracing::warn!(error = %err, "cannot read a change another replica made");

@@ -21,7 +21,7 @@ const BATCH: usize = 256;
 #[derive(Debug)]
 pub enum FromPeers {
     /// A change another replica made, read back.
-    Change(Change),
+    Change(Box<Change>),
     /// Notes may have been lost (the listening connection broke or started over), so
     /// the board may be stale: it is read again.
     Missed,
@@ -64,7 +64,7 @@ pub async fn run(
                 }
             }
             Some(heard) = next(&mut heard) => match heard {
-                FromPeers::Change(change) => forward(&stores, &hub, &mut board, change).await,
+                FromPeers::Change(change) => forward(&stores, &hub, &mut board, *change).await,
                 FromPeers::Missed => board.forget(),
             },
         }
