@@ -13,16 +13,16 @@ default:
     @just --list
 
 # Build every binary (kandev, agentctl, mock-agent).
-build:
+build: c-deps
     cargo build --workspace --bins
 
 # Build the binaries and start kandev on http://127.0.0.1:8080 (profile dev, demo agent `mock`; Ctrl-C stops it).
-run:
+run: c-deps
     cargo build --workspace --bins
     KANDEV_PROFILE=dev KANDEV_LISTEN=127.0.0.1:8080 target/debug/kandev serve
 
-# The whole suite, what CI runs (.ci/run): format check, unit, integration, doc and e2e tests, the e2e suite again on PostgreSQL, browser, quick bench; clippy lints every workspace crate while it compiles (warnings are errors). Installs Debian's postgresql and chromium when missing; needs Node.js + npm.
-test: pg-deps e2e-deps web-deps
+# The whole suite, what CI runs (.ci/run): format check, unit, integration, doc and e2e tests, the e2e suite again on PostgreSQL, browser, quick bench; clippy lints every workspace crate while it compiles (warnings are errors). Installs Debian's gcc, make, postgresql and chromium when missing; needs Node.js + npm.
+test: c-deps pg-deps e2e-deps web-deps
     cargo fmt --all -- --check
     cargo build --workspace --bins
     RUST_TEST_THREADS=4 cargo test --workspace --no-fail-fast -- --include-ignored
@@ -31,22 +31,26 @@ test: pg-deps e2e-deps web-deps
     node --test apps/web/tests/
     just bench --quick
 
+# Install Debian's gcc and make when missing: the bundled SQLite and kandev's jemalloc are built from C source.
+c-deps:
+    command -v cc >/dev/null && command -v make >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y gcc make)
+
 # Install Debian's postgresql when no initdb is found (the tests run their own throwaway cluster, never the system's).
 pg-deps:
     command -v initdb >/dev/null || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
 
 # The e2e suite (the backend's whole-stack tests among it) again, on PostgreSQL (a throwaway cluster in a temp dir, one fresh database per kandev). Recipes pick test binaries by name inside the whole workspace (`--test e2e`), never with `-p`: cargo then resolves features once, and every dependency is built once for `cargo build` and `cargo test` alike.
-postgres: pg-deps e2e-deps
+postgres: c-deps pg-deps e2e-deps
     cargo build --workspace --bins
     TEST_DATABASE=postgres cargo test --workspace --test e2e -- --include-ignored --test-threads 4
 
 # Release archive target/dist/kandev-<version>-<target>.tar.gz: release kandev, agentctl and mock-agent, an example kandev.toml, systemd units, docs/deploying.md as DEPLOY.md.
-dist:
+dist: c-deps
     env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo build --release --workspace --bins
     dist/package.sh target/release target/dist
 
 # The same archive from the dev binaries (target/dist-dev/), quick to make; e2e/tests/dist.rs runs the demo from it.
-dist-dev:
+dist-dev: c-deps
     cargo build --workspace --bins
     DIST_GZIP_LEVEL=1 dist/package.sh target/debug target/dist-dev
 
@@ -95,7 +99,7 @@ stress N="200":
     for i in $(seq 1 {{N}}); do cargo test -q --workspace --test e2e -- faults:: --test-threads 4 >target/stress.log 2>&1 || { echo "run $i of {{N}} failed; its output is in target/stress.log"; tail -40 target/stress.log; exit 1; }; echo "run $i of {{N}} passed"; done
 
 # Performance report (issue 29, docs/architecture.md §8): mapping criterion benches, round trips (two-question, 64-question, ask_user_question) with time to visible, per-hop breakdown, the open-loop arrival-rate sweep and its knee (SQLite and PostgreSQL), 1,000 operator sockets, streaming agents, the scale curve and replicas, against absolute budgets, on release binaries configured as deployed → target/bench/report.{json,md} (+ SVGs, runs/). `--quick` is CI's reduced run on dev binaries; `--only PART` runs one part; `--think MS` sets the operators' think time; `--soak` runs only the 30-minute soak → target/bench/soak/.
-bench *ARGS:
+bench *ARGS: c-deps
     #!/usr/bin/env bash
     set -euo pipefail
     args=" {{ARGS}} "
