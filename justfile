@@ -55,7 +55,7 @@ dist-dev: c-deps
     DIST_GZIP_LEVEL=1 dist/package.sh target/debug target/dist-dev
 
 # Format check and clippy with warnings as errors.
-lint:
+lint: c-deps
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
 
@@ -69,12 +69,12 @@ web-deps:
     cd apps/web && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
 
 # Browser tests of apps/web in headless chromium against a real kandev (screenshots in target/browser-screenshots/).
-e2e-browser: web-deps
+e2e-browser: c-deps web-deps
     cargo build --workspace --bins
     node --test apps/web/tests/
 
 # Full-stack e2e suite (e2e/): real kandev, agentctl, mock-agent, a Node ACP agent using the real claude-agent-acp builders, and the real claude-agent-acp bridge + Claude Code CLI (0.65.0, 0.101.0) against a fake Anthropic API.
-e2e: e2e-deps
+e2e: c-deps e2e-deps
     cargo build --workspace --bins
     node --test e2e/foreign-agent/
     cargo test --workspace --test e2e -- --include-ignored --test-threads 4
@@ -88,12 +88,12 @@ e2e-deps:
     e2e/claude/install.sh 0.101.0
 
 # The §K A/B against any published claude-agent-acp VERSION (installed into target/claude-bridge/VERSION): one-screen verdict, exit 1 on FAIL.
-probe-claude VERSION:
+probe-claude VERSION: c-deps
     cargo build --workspace --bin probe-claude
     target/debug/probe-claude {{VERSION}}
 
 # The fault suite N times in a row (not in CI): stops at the first failure, naming the run. `just stress 200` is the bar for the stream-cut test.
-stress N="200":
+stress N="200": c-deps
     cargo build --workspace --bins
     cargo test --workspace --test e2e --no-run
     for i in $(seq 1 {{N}}); do cargo test -q --workspace --test e2e -- faults:: --test-threads 4 >target/stress.log 2>&1 || { echo "run $i of {{N}} failed; its output is in target/stress.log"; tail -40 target/stress.log; exit 1; }; echo "run $i of {{N}} passed"; done
@@ -117,5 +117,5 @@ bench *ARGS: c-deps
     "target/$profile/kandev-bench" run {{ARGS}}
 
 # Property-based fuzzing of map_request and build_response (arbitrary and mutated-fixture JSON, zero panics); CASES sets the count.
-fuzz CASES="20000":
+fuzz CASES="20000": c-deps
     PROPTEST_CASES={{CASES}} cargo test --workspace --test elicitation -- --ignored --nocapture fuzz::fuzz_
