@@ -35,7 +35,7 @@ pub(super) const APPLIED: &str = "SELECT version FROM _sqlx_migrations WHERE suc
 
 /// Values bound to a statement's `$1, $2, …` in order, owned, so that a statement (or a
 /// SQLite batch, which runs on a task of its own) can take them anywhere.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Binds(<engine::Engine as Database>::Arguments<'static>);
 
 impl Binds {

@@ -46,6 +46,9 @@ pub struct SqliteDb {
     /// here in order instead of polling its lock (the busy handler sleeps 1, 2, 5, … up
     /// to 100 ms between tries, which is what a contended write's tail was made of).
     writer: SqlitePool,
+    /// The task that runs the write batches of an answer's path on `writer`, grouping
+    /// those that queue into one commit.
+    batches: batch::Batches,
     /// How the readiness probe reaches the file afresh (never creating it); `None` for
     /// an in-memory database, which only its pool can see.
     probe: Option<SqliteConnectOptions>,
@@ -141,6 +144,7 @@ impl SqliteDb {
         log_durability(&writer).await;
         Ok(Self {
             pool,
+            batches: batch::Batches::spawn(writer.clone()),
             writer,
             probe,
             _checkpoints: checkpoints,
