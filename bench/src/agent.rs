@@ -20,7 +20,8 @@
 //!   for every response received — also a second one for the same request, which is how
 //!   doubles are counted.
 //!
-//! - `serve TAG`: the sweep's pre-started session. Reports `{"kind": "ready", "tag"}`,
+//! - `serve TAG [PHASE]`: the sweep's pre-started session, whose schedules start `PHASE`
+//!   (a fraction, 0 when absent) of an interval late. Reports `{"kind": "ready", "tag"}`,
 //!   then takes commands from the bench over the report connection: `{"go": {"rate",
 //!   "n", "round"}}` opens `n` elicitations of the load form (messages `TAG/round/i`)
 //!   `rate` per second on a fixed schedule, whether or not earlier ones were answered
@@ -164,7 +165,8 @@ impl Agent {
             }
             ["mcp", n, tag] => self.tool_round_trips(n.parse().unwrap_or(0), tag).await,
             ["load", k, tag] => self.load(k.parse().unwrap_or(0), tag).await,
-            ["serve", tag] => self.serve(tag).await,
+            ["serve", tag] => self.serve(tag, 0.0).await,
+            ["serve", tag, phase] => self.serve(tag, phase.parse().unwrap_or(0.0)).await,
             _ => self.report(json!({"kind": "unknown_prompt", "text": text})),
         }
     }
@@ -261,7 +263,14 @@ impl Agent {
         }
     }
 
-    async fn serve(&self, tag: &str) {
+    /// Serves the bench's commands; `phase` (a fraction of an interval) shifts every
+    /// schedule this session runs.
+    async fn serve(&self, tag: &str, phase: f64) {
+        let phase = if (0.0..1.0).contains(&phase) {
+            phase
+        } else {
+            0.0
+        };
         self.report(json!({"kind": "ready", "tag": tag}));
         let mut commands = self.commands.lock().await;
         while let Some(command) = commands.recv().await {
@@ -279,7 +288,7 @@ impl Agent {
                 };
                 let agent = self.clone();
                 let tag = format!("{tag}/{round}");
-                tokio::spawn(async move { agent.stream(&tag, rate, n as usize).await });
+                tokio::spawn(async move { agent.stream(&tag, rate, n as usize, phase).await });
                 continue;
             }
             let go = &command["go"];
@@ -289,20 +298,20 @@ impl Agent {
                 self.report(json!({"kind": "unknown_command", "command": command}));
                 continue;
             };
-            self.open_at_rate(&format!("{tag}/{round}"), rate, n as usize)
+            self.open_at_rate(&format!("{tag}/{round}"), rate, n as usize, phase)
                 .await;
         }
     }
 
-    /// Streams `n` chunks of [`CHUNK_CHARS`] characters, `rate` per second; the last one
-    /// carries `END:<tag>`.
-    async fn stream(&self, tag: &str, rate: f64, n: usize) {
+    /// Streams `n` chunks of [`CHUNK_CHARS`] characters, `rate` per second from `phase` of
+    /// an interval on; the last one carries `END:<tag>`.
+    async fn stream(&self, tag: &str, rate: f64, n: usize, phase: f64) {
         if !(rate > 0.0 && rate.is_finite()) || n == 0 {
             self.report(json!({"kind": "unknown_command", "rate": rate, "n": n}));
             return;
         }
         let interval = Duration::from_secs_f64(1.0 / rate);
-        let start = tokio::time::Instant::now();
+        let start = tokio::time::Instant::now() + interval.mul_f64(phase);
         for i in 0..n {
             tokio::time::sleep_until(start + interval.mul_f64(i as f64)).await;
             let text = if i + 1 == n {
@@ -325,15 +334,14 @@ impl Agent {
     }
 
     /// Opens `n` elicitations `rate` per second on a fixed schedule (open loop), starting at
-    /// a phase of its own so the bench's agents do not all send at the same instant.
-    async fn open_at_rate(&self, tag: &str, rate: f64, n: usize) {
+    /// `phase` of an interval, so the bench's agents do not all send at the same instant.
+    async fn open_at_rate(&self, tag: &str, rate: f64, n: usize, phase: f64) {
         if !(rate > 0.0 && rate.is_finite()) {
             self.report(json!({"kind": "unknown_command", "rate": rate}));
             return;
         }
         let interval = Duration::from_secs_f64(1.0 / rate);
-        let phase = interval.mul_f64(f64::from(std::process::id() % 1000) / 1000.0);
-        let start = tokio::time::Instant::now() + phase;
+        let start = tokio::time::Instant::now() + interval.mul_f64(phase);
         for i in 0..n {
             tokio::time::sleep_until(start + interval.mul_f64(i as f64)).await;
             let label = format!("{tag}/{i}");

@@ -43,6 +43,9 @@ fn sweep_json(s: &Sweep) -> Value {
             "crossed": p.result.crossed, "holds": p.holds(),
             "answer_to_agent": latency_json(&p.result.samples),
             "time_to_visible": latency_json(&p.result.visible),
+            "cpu": p.cpu.map(|c| json!({"busy": c.busy, "cpus": c.cpus,
+                "kandev_cores": c.kandev_cores, "agentctl_cores": c.agentctl_cores,
+                "other_cores": c.other_cores})),
         })).collect::<Vec<_>>(),
         "session_cold_start": latency_json(&s.cold_starts),
         "total": load_json(&s.total)})

@@ -16,6 +16,7 @@
 mod agent;
 mod breakdown;
 mod collector;
+mod cpu;
 mod crowd;
 mod engine;
 mod json;
@@ -282,7 +283,8 @@ fn plan(args: &Args) -> Plan {
                 sessions: 20,
                 operators,
                 rates: vec![
-                    100.0, 200.0, 300.0, 400.0, 600.0, 800.0, 1200.0, 1600.0, 2000.0,
+                    100.0, 200.0, 300.0, 400.0, 600.0, 800.0, 1000.0, 1200.0, 1400.0, 1600.0,
+                    2000.0,
                 ],
                 per_rate: 10_000,
                 think,

@@ -653,6 +653,7 @@ fn sweep_table(md: &mut String, sweep: &Sweep) {
             "visible p50",
             "visible p99",
             "lost / doubled / crossed",
+            "CPU busy (kandev)",
             "",
         ],
     );
@@ -671,6 +672,9 @@ fn sweep_table(md: &mut String, sweep: &Sweep) {
                 format!("{:.2} ms", visible.p50),
                 format!("{:.2} ms", visible.p99),
                 format!("{} / {} / {}", r.lost, r.doubled, r.crossed),
+                p.cpu.map_or_else(String::new, |c| {
+                    format!("{:.0}% ({:.2} cores)", 100.0 * c.busy, c.kandev_cores)
+                }),
                 if p.holds() {
                     "holds"
                 } else {
@@ -735,7 +739,10 @@ mod tests {
             md.contains("| 100/s | 100/s | 2 | 1.00 ms | 2.00 ms ["),
             "{md}"
         );
-        assert!(md.contains(" | 0 / 0 / 0 | holds |"), "{md}");
+        assert!(
+            md.contains(" | 0 / 0 / 0 | 92% (0.95 cores) | holds |"),
+            "{md}"
+        );
         assert!(md.contains("**2 replica(s)**: knee **100/s**."), "{md}");
         assert!(
             md.contains("| agent → agentctl (stdio, ACP parse) | skipped |"),

@@ -237,6 +237,13 @@ pub(crate) mod tests {
             points: vec![crate::sweep::RatePoint {
                 offered: 100.0,
                 result: load.clone(),
+                cpu: Some(crate::cpu::CpuUse {
+                    busy: 0.92,
+                    kandev_cores: 0.95,
+                    agentctl_cores: 0.45,
+                    other_cores: 0.44,
+                    cpus: 2,
+                }),
             }],
             total: load.clone(),
             cold_starts: vec![120.0, 80.0],

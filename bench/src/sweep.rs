@@ -25,6 +25,7 @@ use kandev_testkit::Kandev;
 use serde_json::json;
 
 use crate::collector::Collector;
+use crate::cpu::{CpuClock, CpuUse};
 use crate::engine::{Engine, durability_from_log};
 use crate::load::{LoadResult, Received, ns, slot, tally, throughput};
 use crate::operator::{Connections, Created, clarifications_created};
@@ -69,6 +70,8 @@ pub struct RatePoint {
     pub offered: f64,
     /// What it measured (`throughput` is what was answered per second).
     pub result: LoadResult,
+    /// The CPU the rate used (`None` where `/proc` cannot be read).
+    pub cpu: Option<CpuUse>,
 }
 
 impl RatePoint {
@@ -205,9 +208,11 @@ async fn operator(
     }
 }
 
-/// Starts the sessions (`serve s<i>`) one at a time, each on an idle kandev: its cold
-/// start, ms, from the operator's `POST …/sessions` to its agent reporting ready (kandev
-/// started agentctl, agentctl the agent, ACP initialised, the prompt delivered).
+/// Starts the sessions (`serve s<i> <i/sessions>`) one at a time, each on an idle kandev:
+/// its cold start, ms, from the operator's `POST …/sessions` to its agent reporting ready
+/// (kandev started agentctl, agentctl the agent, ACP initialised, the prompt delivered).
+/// Session `i` sends at phase `i/sessions` of each agent's interval, so the offered rate
+/// arrives evenly spread rather than in bursts of one question per session.
 pub async fn start_sessions(
     kandevs: &[Kandev],
     sessions: usize,
@@ -216,7 +221,12 @@ pub async fn start_sessions(
     let mut cold_starts = Vec::with_capacity(sessions);
     for s in 0..sessions {
         let started = std::time::Instant::now();
-        match start_session(&kandevs[s % kandevs.len()], &format!("serve s{s}")).await {
+        match start_session(
+            &kandevs[s % kandevs.len()],
+            &format!("serve s{s} {}", s as f64 / sessions as f64),
+        )
+        .await
+        {
             Ok(session) if session["state"] != "FAILED" => {}
             Ok(session) => return Err(format!("sweep: session {s} failed to start: {session}")),
             Err(err) => return Err(format!("sweep: session {s}: {err}")),
@@ -380,11 +390,19 @@ async fn measure(
     let addrs: Vec<_> = kandevs.iter().map(Kandev::addr).collect();
     let operators = answering(&seen, &addrs, plan.operators, plan.think).await?;
     let cold_starts = start_sessions(kandevs, plan.sessions, collector).await?;
+    let kandev_pids: Vec<u32> = kandevs.iter().map(Kandev::pid).collect();
+    let agentctl_pids: Vec<u32> = kandevs
+        .iter()
+        .flat_map(Kandev::agentctls)
+        .map(|(pid, _)| pid)
+        .collect();
     let mut received = Received::new();
     let mut points = Vec::new();
     let mut sent_all = HashMap::new();
     for (round, &offered) in plan.rates.iter().enumerate() {
         eprintln!("kandev-bench: sweep, {offered:.0} elicitations/s offered");
+        let clock = || CpuClock::read(&kandev_pids, &agentctl_pids);
+        let started = clock();
         let sent = one_rate(
             collector,
             plan,
@@ -397,6 +415,9 @@ async fn measure(
         let point = RatePoint {
             offered,
             result: rate_result(&sent, &received, &seen),
+            cpu: clock()
+                .zip(started)
+                .and_then(|(end, start)| end.since(&start)),
         };
         sent_all.extend(sent);
         let holds = point.holds();
@@ -471,6 +492,7 @@ mod tests {
                 throughput,
                 ..LoadResult::default()
             },
+            cpu: None,
         }
     }
 
