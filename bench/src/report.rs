@@ -327,6 +327,7 @@ pub(crate) mod tests {
                 last_chunk_visible: vec![40.0],
                 unseen: 0,
                 result: load.clone(),
+                cpu: None,
             }),
             soak: Err("soak: not run (`just bench --soak`)".into()),
             storage: Ok(Storage {

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::cpu::{CpuClock, CpuUse};
 use crate::load::{LoadResult, Received, ns, tally};
 use crate::operator::watch_markers;
 use crate::stack::STALL;
@@ -60,6 +61,8 @@ pub struct Streaming {
     pub unseen: usize,
     /// Both phases' elicitations: answered once, lost, doubled, crossed.
     pub result: LoadResult,
+    /// The CPU the phase with the stream used (`None` where `/proc` cannot be read).
+    pub cpu: Option<CpuUse>,
 }
 
 /// Agent-observed round trips of `sent`, ms, and the exactly-once counts into `result`.
@@ -104,6 +107,10 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
         "round": 1}}),
     );
     let streaming_since = std::time::Instant::now();
+    let kandev_pid = [serving.kandev.pid()];
+    let agentctl_pids: Vec<u32> = serving.kandev.agentctls().iter().map(|a| a.0).collect();
+    let clock = || CpuClock::read(&kandev_pid, &agentctl_pids);
+    let cpu_since = clock();
     let during_sent = sweep::one_rate(
         collector,
         &sweep_plan,
@@ -113,6 +120,9 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
         &mut streamed,
     )
     .await?;
+    let cpu = clock()
+        .zip(cpu_since)
+        .and_then(|(end, start)| end.since(&start));
     // An overloaded machine runs the streams late: wait their length plus twice STALL.
     let deadline = streaming_since + Duration::from_secs_f64(plan.seconds) + 2 * STALL;
     while streamed.len() < plan.sessions {
@@ -151,6 +161,7 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
         last_chunk_visible,
         unseen,
         result,
+        cpu,
     })
 }
 

@@ -379,7 +379,10 @@ fn streaming_targets(r: &Report, out: &mut Vec<Target>) {
         ),
         format!("≤ {STREAM_RT_RATIO}× (the interval's top)"),
         hi <= STREAM_RT_RATIO * idle,
-        "the stream saturates two cores before kandev does much: sampled during it, the 100 agentctls take about 45% of the machine and the 100 agents 17% (every chunk wakes two processes, ~50-180 µs of CPU each on this VM), kandev 28% (transcript commits, operator sockets), the bench 8%; agentctl already sends a burst as one event (50 ms / 4 KiB) and kandev merges what is queued, so the question waits in run queues, not behind text; would meet it: one agentctl hosting the sessions (one process woken per burst of lines instead of one per line), or more cores than two".into(),
+        format!(
+            "the stream fills the two cores before kandev does much: during it {}; every chunk wakes the agent and its agentctl (the rest is mostly the 100 agents); agentctl already sends a burst as one event (50 ms / 4 KiB) and kandev merges what is queued, so the question waits in run queues, not behind text; would meet it: one agentctl hosting the sessions (one process woken per burst of lines instead of one per line), or more cores than two",
+            s.cpu.map_or_else(|| "CPU not read".to_owned(), |c| c.text())
+        ),
     ));
     let last = crate::stats::percentiles(&s.last_chunk_visible).max;
     out.push(target(
@@ -462,6 +465,19 @@ fn soak_targets(r: &Report, out: &mut Vec<Target>) {
 }
 
 /// Two replicas' knee against one replica's.
+/// The CPU at the first rate past the knee of the `n`-replica sweep, as a clause.
+fn past_cpu(r: &Report, n: usize) -> String {
+    r.replicas
+        .iter()
+        .find(|p| p.replicas == n)
+        .and_then(|p| p.result.as_ref().ok())
+        .and_then(|s| s.past_knee())
+        .and_then(|p| Some((p.offered, p.cpu?)))
+        .map_or_else(String::new, |(offered, c)| {
+            format!(" (at {offered:.0}/s offered: {})", c.text())
+        })
+}
+
 fn replica_targets(r: &Report, out: &mut Vec<Target>) {
     let knee = |n: usize| {
         r.replicas
@@ -477,7 +493,10 @@ fn replica_targets(r: &Report, out: &mut Vec<Target>) {
             format!("{two:.0} ÷ {one:.0}/s = {:.2}×", two / one),
             format!("≥ {REPLICA_KNEE_RATIO}×"),
             two >= REPLICA_KNEE_RATIO * one,
-            "most answers are forwarded to the session's owner and every change is read back by the other replica from its note, on the same two cores as the first; would meet it: notes that carry the change instead of ids to read".into(),
+            format!(
+                "most answers are forwarded to the session's owner and every change is read back by the other replica from its note, on the same two cores as the first{}; would meet it: notes that carry the change instead of ids to read, or a machine per replica",
+                past_cpu(r, 2)
+            ),
         )),
         _ => out.push(unmeasured(
             name,
