@@ -134,7 +134,8 @@ impl Report {
             "soak": or_error(&self.soak, |s| json!({"window_s": s.plan.window.as_secs_f64(),
                 "rate_per_s": s.plan.rate, "windows": s.windows.iter().map(|w| json!({
                     "answer_to_agent": pct_json(&percentiles(&w.samples)), "kandev_rss_bytes": w.rss,
-                    "db_bytes": w.db_bytes, "wal_bytes": w.wal_bytes})).collect::<Vec<_>>(),
+                    "db_bytes": w.db_bytes, "wal_bytes": w.wal_bytes,
+                    "kandev_cores": w.cpu.map(|c| c.kandev_cores)})).collect::<Vec<_>>(),
                 "result": load_json(&s.total)})),
             "targets": targets,
             "failures": self.failures(),

@@ -120,9 +120,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let help = !agent && args.iter().any(|a| a == "-h" || a == "--help");
     match args.first().map(String::as_str) {
         Some("agent") => runtime.block_on(agent::run()),
-        Some("-h" | "--help") => {
+        // `kandev-bench run --help` as well as `kandev-bench --help`.
+        _ if help => {
             println!("{USAGE}");
             ExitCode::SUCCESS
         }

@@ -506,6 +506,7 @@ impl Report {
                 "kandev RSS",
                 "database",
                 "WAL",
+                "CPU busy (kandev)",
             ],
         );
         for (i, w) in s.windows.iter().enumerate() {
@@ -519,6 +520,9 @@ impl Report {
                     format!("{:.1} MB", mb(w.rss)),
                     format!("{:.1} MB", mb(w.db_bytes)),
                     format!("{:.1} MB", mb(w.wal_bytes)),
+                    w.cpu.map_or_else(String::new, |c| {
+                        format!("{:.0}% ({:.2} cores)", 100.0 * c.busy, c.kandev_cores)
+                    }),
                 ],
             );
         }

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::cpu::{CpuClock, CpuUse};
 use crate::load::{LoadResult, Received};
 use crate::stack::rss_bytes;
 use crate::stats::percentiles;
@@ -40,6 +41,8 @@ pub struct Window {
     pub db_bytes: u64,
     /// Its write-ahead log, bytes.
     pub wal_bytes: u64,
+    /// The CPU it used (`None` where `/proc` cannot be read).
+    pub cpu: Option<CpuUse>,
 }
 
 /// What the soak measured.
@@ -125,6 +128,9 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
             round + 1,
             plan.windows
         );
+        let agentctls: Vec<u32> = serving.kandev.agentctls().iter().map(|a| a.0).collect();
+        let clock = || CpuClock::read(&[serving.kandev.pid()], &agentctls);
+        let started = clock();
         let sent = sweep::one_rate(
             &mut serving.collector,
             &sweep_plan,
@@ -134,6 +140,9 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
             &mut Vec::new(),
         )
         .await?;
+        let cpu = clock()
+            .zip(started)
+            .and_then(|(end, start)| end.since(&start));
         let result = sweep::rate_result(&sent, &received, &serving.seen);
         let (db_bytes, wal_bytes) = database_sizes(serving.kandev.dir());
         windows.push(Window {
@@ -141,6 +150,7 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
             rss: rss_bytes(serving.kandev.pid()).unwrap_or_default(),
             db_bytes,
             wal_bytes,
+            cpu,
         });
         total.absorb(result);
     }
@@ -165,6 +175,7 @@ mod tests {
             rss,
             db_bytes: 0,
             wal_bytes: 0,
+            cpu: None,
         }
     }
 

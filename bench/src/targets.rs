@@ -464,7 +464,6 @@ fn soak_targets(r: &Report, out: &mut Vec<Target>) {
     out.push(exactly_once(format!("{name}: exactly once"), &s.total));
 }
 
-/// Two replicas' knee against one replica's.
 /// The CPU at the first rate past the knee of the `n`-replica sweep, as a clause.
 fn past_cpu(r: &Report, n: usize) -> String {
     r.replicas
@@ -478,6 +477,7 @@ fn past_cpu(r: &Report, n: usize) -> String {
         })
 }
 
+/// Two replicas' knee against one replica's.
 fn replica_targets(r: &Report, out: &mut Vec<Target>) {
     let knee = |n: usize| {
         r.replicas

@@ -47,7 +47,9 @@ async fn a_directory_that_cannot_be_made_is_a_clear_error() {
     );
 }
 
-async fn db() -> (SqliteDb, tempfile::TempDir) {
+/// A file database with a table `t (k TEXT PRIMARY KEY, v INTEGER)` (the batch's own
+/// tests use it too).
+pub(super) async fn db() -> (SqliteDb, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("dir");
     let url = format!("sqlite://{}", dir.path().join("k.db").display());
     let db = SqliteDb::open(&url).await.expect("open");

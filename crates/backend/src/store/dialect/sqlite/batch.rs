@@ -161,18 +161,8 @@ async fn roll_back_if_failed(conn: &mut PoolConnection<Sqlite>, failed: bool) {
 mod tests {
     use sqlx::Row;
 
+    use super::super::engine_tests::db;
     use super::*;
-
-    async fn db() -> (SqliteDb, tempfile::TempDir) {
-        let dir = tempfile::tempdir().expect("dir");
-        let url = format!("sqlite://{}", dir.path().join("k.db").display());
-        let db = SqliteDb::open(&url).await.expect("open");
-        sqlx::query("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)")
-            .execute(&db.writer)
-            .await
-            .expect("table");
-        (db, dir)
-    }
 
     /// A batch that inserts `k` and reads its row back.
     fn insert(k: &str, v: i64) -> (Batch, oneshot::Receiver<Outcome>) {
