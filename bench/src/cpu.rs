@@ -32,10 +32,42 @@ pub struct CpuUse {
     pub cpus: usize,
 }
 
+/// The processes whose CPU a stretch counts: kandev's and its local agentctls', found
+/// once (finding the agentctls walks `/proc`).
+#[derive(Debug, Clone)]
+pub struct Watched {
+    kandev: Vec<u32>,
+    agentctls: Vec<u32>,
+}
+
+impl Watched {
+    /// `kandevs` and the agentctls they run now.
+    pub fn of(kandevs: &[kandev_testkit::Kandev]) -> Self {
+        Self {
+            kandev: kandevs.iter().map(kandev_testkit::Kandev::pid).collect(),
+            agentctls: kandevs
+                .iter()
+                .flat_map(kandev_testkit::Kandev::agentctls)
+                .map(|(pid, _)| pid)
+                .collect(),
+        }
+    }
+
+    /// The clocks now.
+    pub fn clock(&self) -> Option<CpuClock> {
+        CpuClock::read(&self.kandev, &self.agentctls)
+    }
+
+    /// What was used since `start` (a [`Watched::clock`] reading).
+    pub fn used_since(&self, start: Option<CpuClock>) -> Option<CpuUse> {
+        self.clock()?.since(&start?)
+    }
+}
+
 impl CpuClock {
     /// Reads the clocks now, for kandev `kandev` and the agentctls `agentctls`; `None`
     /// when `/proc/stat` cannot be read (not Linux).
-    pub fn read(kandev: &[u32], agentctls: &[u32]) -> Option<Self> {
+    fn read(kandev: &[u32], agentctls: &[u32]) -> Option<Self> {
         let stat = std::fs::read_to_string("/proc/stat").ok()?;
         let (total, idle) = machine_ticks(&stat)?;
         let cpus = stat

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::cpu::{CpuClock, CpuUse};
+use crate::cpu::{CpuUse, Watched};
 use crate::load::{LoadResult, Received};
 use crate::stack::rss_bytes;
 use crate::stats::percentiles;
@@ -122,15 +122,14 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
     let mut received = Received::new();
     let mut windows = Vec::with_capacity(plan.windows);
     let mut total = LoadResult::default();
+    let watched = Watched::of(std::slice::from_ref(&serving.kandev));
     for round in 0..plan.windows {
         eprintln!(
             "kandev-bench: soak, window {} of {}",
             round + 1,
             plan.windows
         );
-        let agentctls: Vec<u32> = serving.kandev.agentctls().iter().map(|a| a.0).collect();
-        let clock = || CpuClock::read(&[serving.kandev.pid()], &agentctls);
-        let started = clock();
+        let started = watched.clock();
         let sent = sweep::one_rate(
             &mut serving.collector,
             &sweep_plan,
@@ -140,9 +139,7 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
             &mut Vec::new(),
         )
         .await?;
-        let cpu = clock()
-            .zip(started)
-            .and_then(|(end, start)| end.since(&start));
+        let cpu = watched.used_since(started);
         let result = sweep::rate_result(&sent, &received, &serving.seen);
         let (db_bytes, wal_bytes) = database_sizes(serving.kandev.dir());
         windows.push(Window {

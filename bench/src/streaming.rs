@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::cpu::{CpuClock, CpuUse};
+use crate::cpu::{CpuUse, Watched};
 use crate::load::{LoadResult, Received, ns, tally};
 use crate::operator::watch_markers;
 use crate::stack::STALL;
@@ -107,10 +107,8 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
         "round": 1}}),
     );
     let streaming_since = std::time::Instant::now();
-    let kandev_pid = [serving.kandev.pid()];
-    let agentctl_pids: Vec<u32> = serving.kandev.agentctls().iter().map(|a| a.0).collect();
-    let clock = || CpuClock::read(&kandev_pid, &agentctl_pids);
-    let cpu_since = clock();
+    let watched = Watched::of(std::slice::from_ref(&serving.kandev));
+    let cpu_since = watched.clock();
     let during_sent = sweep::one_rate(
         collector,
         &sweep_plan,
@@ -120,9 +118,7 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
         &mut streamed,
     )
     .await?;
-    let cpu = clock()
-        .zip(cpu_since)
-        .and_then(|(end, start)| end.since(&start));
+    let cpu = watched.used_since(cpu_since);
     // An overloaded machine runs the streams late: wait their length plus twice STALL.
     let deadline = streaming_since + Duration::from_secs_f64(plan.seconds) + 2 * STALL;
     while streamed.len() < plan.sessions {

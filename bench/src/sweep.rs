@@ -25,7 +25,7 @@ use kandev_testkit::Kandev;
 use serde_json::json;
 
 use crate::collector::Collector;
-use crate::cpu::{CpuClock, CpuUse};
+use crate::cpu::{CpuUse, Watched};
 use crate::engine::{Engine, durability_from_log};
 use crate::load::{LoadResult, Received, ns, slot, tally, throughput};
 use crate::operator::{Connections, Created, clarifications_created};
@@ -390,19 +390,13 @@ async fn measure(
     let addrs: Vec<_> = kandevs.iter().map(Kandev::addr).collect();
     let operators = answering(&seen, &addrs, plan.operators, plan.think).await?;
     let cold_starts = start_sessions(kandevs, plan.sessions, collector).await?;
-    let kandev_pids: Vec<u32> = kandevs.iter().map(Kandev::pid).collect();
-    let agentctl_pids: Vec<u32> = kandevs
-        .iter()
-        .flat_map(Kandev::agentctls)
-        .map(|(pid, _)| pid)
-        .collect();
+    let watched = Watched::of(kandevs);
     let mut received = Received::new();
     let mut points = Vec::new();
     let mut sent_all = HashMap::new();
     for (round, &offered) in plan.rates.iter().enumerate() {
         eprintln!("kandev-bench: sweep, {offered:.0} elicitations/s offered");
-        let clock = || CpuClock::read(&kandev_pids, &agentctl_pids);
-        let started = clock();
+        let started = watched.clock();
         let sent = one_rate(
             collector,
             plan,
@@ -415,9 +409,7 @@ async fn measure(
         let point = RatePoint {
             offered,
             result: rate_result(&sent, &received, &seen),
-            cpu: clock()
-                .zip(started)
-                .and_then(|(end, start)| end.since(&start)),
+            cpu: watched.used_since(started),
         };
         sent_all.extend(sent);
         let holds = point.holds();
