@@ -480,7 +480,7 @@ fn soak_targets(r: &Report, out: &mut Vec<Target>) {
         format!(
             "answers slowed over the run; {}",
             because(
-                "the same soak of kandev before SQLite shared commits among queued writes stayed flat (decision 0013): as the database grows each write takes longer, more of them queue together, and a group's sessions wake at once; would meet it: share a commit only when the writer is behind (several batches queued), so a steady rate runs each batch alone as before"
+                "the same soak of kandev before SQLite shared commits among queued writes stayed within the bar twice, while the shared commits and both narrower versions tried (a commit shared only from four queued batches; a batch that finds the writer free run alone on its own task) drifted (decision 0013), and the answer leg writes nothing: the cause is not found; would meet it: the hop timing on during a late window, to find where the slow answers spend their time, and then that hop made independent of the database's size"
             )
         ),
     ));
