@@ -68,6 +68,9 @@ test("desktop notification after opting in (permission granted): names the task,
     await page.goto(`${kandev.url}/#/settings`);
     const desktop = page.getByTestId("alerts-desktop");
     assert.equal(await desktop.isChecked(), false, "off until the operator opts in");
+    // The scenario's precondition. Once, under the whole suite's load, the switch came back
+    // off straight after the click, as it does when the browser refuses the permission.
+    await waitFor(() => page.evaluate(() => Notification.permission === "granted"), { message: "the context's granted permission reaches the page" });
     await desktop.check();
     await page.getByTestId("alerts-desktop-status").and(page.getByText("Desktop notifications are on.")).waitFor();
     await page.getByTestId("alerts-sound").check();
