@@ -57,39 +57,47 @@ pub struct Soak {
 }
 
 impl Soak {
-    /// Windows in the first and the last sixth each (at least one).
-    fn sixth(&self) -> usize {
-        (self.windows.len() / 6).max(1)
-    }
-
-    /// (first, last) sixths of `f` over the windows, each the mean of its windows.
-    fn ends(&self, f: impl Fn(&Window) -> f64) -> (f64, f64) {
-        let k = self.sixth();
-        let mean = |w: &[Window]| w.iter().map(&f).sum::<f64>() / w.len().max(1) as f64;
+    /// The windows of the first and the last sixth (at least one each).
+    fn sixths(&self) -> (&[Window], &[Window]) {
         let n = self.windows.len();
+        let k = (n / 6).max(1);
         (
-            mean(&self.windows[..k.min(n)]),
-            mean(&self.windows[n.saturating_sub(k)..]),
+            &self.windows[..k.min(n)],
+            &self.windows[n.saturating_sub(k)..],
         )
     }
 
     /// Mean RSS of the first and last sixth, bytes.
     pub fn rss_ends(&self) -> (f64, f64) {
-        self.ends(|w| w.rss as f64)
+        let mean =
+            |w: &[Window]| w.iter().map(|w| w.rss as f64).sum::<f64>() / w.len().max(1) as f64;
+        let (first, last) = self.sixths();
+        (mean(first), mean(last))
     }
 
     /// Answer-to-agent p99 of the first and last sixth, each pooled, ms.
     pub fn p99_ends(&self) -> (f64, f64) {
-        let k = self.sixth();
-        let n = self.windows.len();
         let pooled = |w: &[Window]| {
             let all: Vec<f64> = w.iter().flat_map(|w| w.samples.iter().copied()).collect();
             percentiles(&all).p99
         };
-        (
-            pooled(&self.windows[..k.min(n)]),
-            pooled(&self.windows[n.saturating_sub(k)..]),
-        )
+        let (first, last) = self.sixths();
+        (pooled(first), pooled(last))
+    }
+
+    /// kandev's mean cores over the first and last sixth, from the windows whose CPU was
+    /// read; `None` when either sixth has none.
+    pub fn cores_ends(&self) -> Option<(f64, f64)> {
+        let mean = |w: &[Window]| {
+            let read: Vec<f64> = w
+                .iter()
+                .filter_map(|w| w.cpu)
+                .map(|c| c.kandev_cores)
+                .collect();
+            (!read.is_empty()).then(|| read.iter().sum::<f64>() / read.len() as f64)
+        };
+        let (first, last) = self.sixths();
+        Some((mean(first)?, mean(last)?))
     }
 }
 
@@ -196,6 +204,40 @@ mod tests {
         assert_eq!(soak.rss_ends(), (100.0, 300.0));
         let (first, last) = soak.p99_ends();
         assert!(first < 5.1 && last > 8.9, "{first} {last}");
+    }
+
+    #[test]
+    fn kandevs_cores_are_compared_over_the_sixths_whose_cpu_was_read() {
+        let plan = SoakPlan {
+            windows: 12,
+            window: Duration::from_secs(1),
+            rate: 1.0,
+            sessions: 1,
+            operators: 1,
+        };
+        let cores = |kandev_cores| CpuUse {
+            busy: 0.5,
+            kandev_cores,
+            agentctl_cores: 0.0,
+            other_cores: 0.0,
+            cpus: 2,
+        };
+        let mut windows: Vec<Window> = (0..12).map(|_| window(5.0, 100)).collect();
+        windows[0].cpu = Some(cores(0.3));
+        windows[1].cpu = Some(cores(0.5));
+        windows[11].cpu = Some(cores(0.6));
+        let mut soak = Soak {
+            plan,
+            windows,
+            total: LoadResult::default(),
+        };
+        assert_eq!(
+            soak.cores_ends(),
+            Some((0.4, 0.6)),
+            "unread windows left out"
+        );
+        soak.windows[11].cpu = None;
+        assert_eq!(soak.cores_ends(), None, "the last sixth has no reading");
     }
 
     #[test]

@@ -432,27 +432,16 @@ fn soak_targets(r: &Report, out: &mut Vec<Target>) {
         db(s.windows.last()),
     );
     // Past its bound the WAL explains both; within it, each figure has a cause of its own.
-    let (log, bounded) = if most > 2 * WAL_BOUND {
-        (
+    let because = |own: &str| {
+        if most > 2 * WAL_BOUND {
             format!(
                 "{files}: the checkpoint task did not keep the WAL near its 64 MiB bound (a reader on it outlasted each TRUNCATE's busy timeout); would meet it: readers that end their snapshots sooner"
-            ),
-            false,
-        )
-    } else {
-        (
-            format!(
-                "{files}: the WAL stayed bounded, so the growth is not the log's{}",
-                cpu_drift(s)
-            ),
-            true,
-        )
-    };
-    let because = |own: &str| {
-        if bounded {
-            format!("{log}; {own}")
+            )
         } else {
-            log.clone()
+            format!(
+                "{files}: the WAL stayed bounded, so the growth is not the log's{}; {own}",
+                cpu_drift(s)
+            )
         }
     };
     let (first, last) = s.rss_ends();
@@ -489,24 +478,11 @@ fn soak_targets(r: &Report, out: &mut Vec<Target>) {
 
 /// kandev's CPU over the soak's first and last sixth, as a clause (empty when not read).
 fn cpu_drift(s: &crate::soak::Soak) -> String {
-    let sixth = (s.windows.len() / 6).max(1);
-    let cores = |ws: &[crate::soak::Window]| {
-        let read: Vec<f64> = ws
-            .iter()
-            .filter_map(|w| w.cpu)
-            .map(|c| c.kandev_cores)
-            .collect();
-        (!read.is_empty()).then(|| read.iter().sum::<f64>() / read.len() as f64)
-    };
-    let (Some(first), Some(last)) = (
-        cores(&s.windows[..sixth.min(s.windows.len())]),
-        cores(&s.windows[s.windows.len().saturating_sub(sixth)..]),
-    ) else {
-        return String::new();
-    };
-    format!(
-        "; kandev used {first:.2} cores at the start and {last:.2} at the end, at the same rate"
-    )
+    s.cores_ends().map_or_else(String::new, |(first, last)| {
+        format!(
+            "; kandev used {first:.2} cores at the start and {last:.2} at the end, at the same rate"
+        )
+    })
 }
 
 /// The CPU at the first rate past the knee of the `n`-replica sweep, as a clause.
