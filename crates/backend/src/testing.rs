@@ -33,6 +33,9 @@ pub struct FakeLink {
     pub shut: AtomicBool,
     /// What `delivered_seq` reports.
     pub delivered: Mutex<Option<u64>>,
+    /// When set, the next `agent.prompt` request waits for it before it is answered (the
+    /// agent's events can then outrun the prompt's reply).
+    pub prompt_gate: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
 }
 
 impl FakeLink {
@@ -158,6 +161,12 @@ impl SessionLink for FakeLink {
                 .lock()
                 .expect("lock")
                 .push((action.to_owned(), payload.clone()));
+            if action == "agent.prompt" {
+                let gate = self.prompt_gate.lock().expect("lock").take();
+                if let Some(gate) = gate {
+                    let _ = gate.await;
+                }
+            }
             let scripted = self
                 .replies
                 .lock()

@@ -539,6 +539,46 @@ async fn prompt_runs_a_turn_and_messages_aggregate() {
 }
 
 #[tokio::test]
+async fn operators_see_the_prompt_before_an_agent_reply_that_outran_the_prompts_request() {
+    let Started { api, link, id, .. } = started().await;
+    let (release, gate) = tokio::sync::oneshot::channel();
+    *link.prompt_gate.lock().expect("lock") = Some(gate);
+    let mut ws = api.hub();
+    let uri = session_uri(&id, "prompt");
+    let prompt = api.post(&uri, Some(r#"{"text": "Say hi"}"#), StatusCode::ACCEPTED);
+    // agentctl has the prompt but its reply is held; the agent answers meanwhile, and its
+    // message is stored before the prompt's request is back.
+    let agent_replies_first = async {
+        eventually("the prompt sent", || async {
+            (link.calls_of::<Prompt>().len() == 1).then_some(())
+        })
+        .await;
+        link.push(LinkEvent::Agent(AgentEvent::SessionUpdate {
+            update: json!({"sessionId": "acp-1", "update": {"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "Hi"}}}),
+        }));
+        eventually("the agent's message stored", || async {
+            (api.messages(&id).await.as_array().map(Vec::len) == Some(2)).then_some(())
+        })
+        .await;
+        release.send(()).expect("the request waits");
+    };
+    tokio::join!(prompt, agent_replies_first);
+    let mut created = Vec::new();
+    while created.len() < 2 {
+        let e = next_hub_event(&mut ws).await;
+        if e.kind == "message.created" {
+            created.push((e.data["seq"].clone(), e.data["author_type"].clone()));
+        }
+    }
+    assert_eq!(
+        created,
+        [(json!(1), json!("user")), (json!(2), json!("agent"))],
+        "in seq order, the prompt first"
+    );
+}
+
+#[tokio::test]
 async fn queued_chunks_reach_operators_as_one_created_then_appends_of_the_new_text() {
     let Started { api, link, id, .. } = started().await;
     api.post(

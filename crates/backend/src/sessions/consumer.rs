@@ -19,7 +19,7 @@ use crate::auto_answers::AutoAnswers;
 use crate::clarifications::ask_user_question::CallSettled;
 use crate::clarifications::elicitation::SettledEvent;
 use crate::clarifications::{Clarifications, SessionAgents, ask_user_question, elicitation};
-use crate::events::Publisher;
+use crate::events::{Change, Publisher};
 use crate::notifications::Notifier;
 use crate::sessions::chunks::{self, Step};
 use crate::sessions::ends::SessionEnds;
@@ -162,6 +162,11 @@ struct Consumer {
 impl Consumer {
     /// Applies one step: an event, or a run of text chunks as one append.
     async fn apply_step(&mut self, step: Step) -> Result<(), StoreError> {
+        // A prompt its request has not announced yet goes first: the agent's reply to it
+        // can be here before that request is back from agentctl.
+        let publisher = &self.shared.publisher;
+        self.live
+            .announce_prompt(|prompt| publisher.publish(Change::MessageCreated(prompt)));
         match step {
             Step::Event(event) => self.apply(event).await,
             Step::Text { kind, text, .. } => {

@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::agent_link::DynLink;
 use crate::clarifications::{SessionAgents, SessionRef};
-use crate::model::Fence;
+use crate::model::{Fence, Message};
 
 /// A session live in this process. Shared by the registry, its consumer and requests;
-/// what it keeps in memory is atomics only, so nothing ever waits on it.
+/// what it keeps in memory is atomics and one slot taken under a short lock never held
+/// across an await, so nothing waits on it for long.
 pub struct LiveSession {
     /// Session id.
     pub id: String,
@@ -26,6 +27,8 @@ pub struct LiveSession {
     pub fence: Fence,
     ended: AtomicBool,
     turn: AtomicU64,
+    /// The prompt message of the turn being started, until it is announced.
+    prompt: Mutex<Option<Message>>,
 }
 
 impl std::fmt::Debug for LiveSession {
@@ -55,6 +58,7 @@ impl LiveSession {
             fence,
             ended: AtomicBool::new(false),
             turn: AtomicU64::new(0),
+            prompt: Mutex::new(None),
         }
     }
 
@@ -86,6 +90,34 @@ impl LiveSession {
     /// How many turns have been started here.
     pub fn turn(&self) -> u64 {
         self.turn.load(Ordering::SeqCst)
+    }
+
+    /// Keeps the stored prompt of the turn being started until [`Self::announce_prompt`].
+    /// Its request announces it once agentctl took it; but the agent may already be
+    /// answering, and the consumer announces it first when it is about to apply one of
+    /// the turn's events, so operators see the prompt before anything the turn writes.
+    pub fn hold_prompt(&self, message: Message) {
+        *self.prompt_slot() = Some(message);
+    }
+
+    /// Hands the held prompt, if it is still held, to `announce`, under the slot's lock:
+    /// whichever of the request and the consumer comes first announces it, once, and the
+    /// other finds it announced.
+    pub fn announce_prompt(&self, announce: impl FnOnce(Message)) {
+        let mut slot = self.prompt_slot();
+        if let Some(message) = slot.take() {
+            announce(message);
+        }
+    }
+
+    /// Drops the held prompt unannounced: agentctl never took it.
+    pub fn forget_prompt(&self) {
+        self.prompt_slot().take();
+    }
+
+    fn prompt_slot(&self) -> MutexGuard<'_, Option<Message>> {
+        // A poisoned lock still holds a whole message or none.
+        self.prompt.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -349,17 +349,20 @@ impl SessionRegistry {
             }
         };
         live.next_turn();
+        let message_id = message.id.clone();
+        live.hold_prompt(*message);
         let prompt = Prompt {
             text: text.to_owned(),
         };
         if let Err(err) = call(&*live.link, &prompt).await {
+            live.forget_prompt();
             self.stores
                 .sessions
-                .abandon_turn(&live.id, &message.id)
+                .abandon_turn(&live.id, &message_id)
                 .await?;
             return Err(err.into());
         }
-        self.publisher.publish(Change::MessageCreated(*message));
+        live.announce_prompt(|message| self.publisher.publish(Change::MessageCreated(message)));
         self.publisher.session_changed(&live.id, &live.task_id);
         Ok(())
     }
