@@ -469,7 +469,7 @@ fn soak_targets(r: &Report, out: &mut Vec<Target>) {
         format!(
             "answers slowed over the run; {}",
             because(
-                "the same soak of kandev before SQLite shared commits among queued writes stayed within the bar twice, while the shared commits and both narrower versions tried (a commit shared only from four queued batches; a batch that finds the writer free run alone on its own task) drifted (decision 0013), and the answer leg writes nothing: the cause is not found; would meet it: the hop timing on during a late window, to find where the slow answers spend their time, and then that hop made independent of the database's size"
+                "the same soak of kandev before SQLite shared commits among queued writes stayed within the bar twice, while the shared commits, both narrower versions tried and the WAL started over in place drifted (decision 0013); the answer leg writes nothing, and with the hop timing on, kandev's own part of it (the respond to agentctl's reply) had a p99 of about 0.5 ms early in a soak, under half of the leg's: the cause is not found; would meet it: timing the operator's request into kandev and agentctl's reply into the agent in a late window, and making the slow one independent of the database's size"
             )
         ),
     ));
