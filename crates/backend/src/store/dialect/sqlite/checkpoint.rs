@@ -10,39 +10,27 @@
 //! only when a write begins while every frame is copied and no reader is on it, which
 //! steady writes and reads never leave room for. The 30-minute soak at 200 answers/s grew
 //! it to 2.8 GB, and reads and RSS grew with it. So once the WAL holds more than
-//! [`Checkpointing::wal_bound`], the task runs a `RESTART` checkpoint: it holds writes
-//! off while it copies the last frames, syncs the database and waits for the readers still
-//! on the WAL, and the next write then starts the file over from its beginning.
-//!
-//! Two things keep that hold short, both measured on the bench's SQLite sweep (decision
-//! 0013). The task waits at most [`RESTART_WAIT`] for a reader or the writer, then gives up
-//! until its next tick: SQLite's busy timeout backs off to sleeps of 100 ms, and without
-//! this bound one sweep's questions waited up to 0.43 s (p99) to be seen. And the file is
-//! reused, not cut: `TRUNCATE` also cut it to nothing under the hold (25–30 ms on the
-//! bench's disk), and every later commit grew it again. The writer's `journal_size_limit`
-//! (twice the bound) only cuts back a WAL that outgrew it while restarts kept failing.
+//! [`Checkpointing::wal_bound`], the task runs a `TRUNCATE` checkpoint: it waits for the
+//! readers on the WAL to finish (the writer waits meanwhile, a few milliseconds every few
+//! seconds under load) and leaves the file empty.
 
 use std::time::Duration;
 
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, SqliteConnection};
 
-/// The most the task's connection waits for the writer or a reader (its busy timeout)
-/// before a `RESTART` gives up until the next tick.
-pub(crate) const RESTART_WAIT: Duration = Duration::from_millis(10);
-
-/// When the checkpoint task runs, and when it also starts the WAL over.
+/// When the checkpoint task runs, and when it also empties the WAL.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Checkpointing {
     /// How often the WAL is checkpointed.
     pub(crate) every: Duration,
-    /// The WAL size, in bytes, past which a checkpoint also starts it over.
+    /// The WAL size, in bytes, past which a checkpoint also empties it.
     pub(crate) wal_bound: u64,
 }
 
 impl Checkpointing {
-    /// Every 500 ms (the most a power cut can roll back, decision 0011); the WAL started
-    /// over past 64 MiB, a few seconds of writes at the bench's knee.
+    /// Every 500 ms (the most a power cut can roll back, decision 0011); the WAL emptied
+    /// past 64 MiB, a few seconds of writes at the bench's knee.
     pub(crate) const DEFAULT: Self = Self {
         every: Duration::from_millis(500),
         wal_bound: 64 * 1024 * 1024,
@@ -86,15 +74,9 @@ pub(super) fn spawn(options: SqliteConnectOptions, plan: Checkpointing) -> Check
     Checkpoints(task.abort_handle())
 }
 
-/// A connection for the task (waiting at most [`RESTART_WAIT`] on a lock), with the page
-/// size that turns WAL frames into bytes.
-pub(super) async fn connect(options: &SqliteConnectOptions) -> Option<(SqliteConnection, u64)> {
-    let mut conn = options
-        .clone()
-        .busy_timeout(RESTART_WAIT)
-        .connect()
-        .await
-        .ok()?;
+/// A connection for the task, with the page size that turns WAL frames into bytes.
+async fn connect(options: &SqliteConnectOptions) -> Option<(SqliteConnection, u64)> {
+    let mut conn = options.connect().await.ok()?;
     let (page_size,): (i64,) = sqlx::query_as("PRAGMA page_size")
         .fetch_one(&mut conn)
         .await
@@ -102,8 +84,8 @@ pub(super) async fn connect(options: &SqliteConnectOptions) -> Option<(SqliteCon
     Some((conn, u64::try_from(page_size).ok()?))
 }
 
-/// One tick: copy what the WAL holds, and start it over when it has grown past `wal_bound`.
-pub(super) async fn checkpoint(
+/// One tick: copy what the WAL holds, and empty it when it has grown past `wal_bound`.
+async fn checkpoint(
     conn: &mut SqliteConnection,
     page_size: u64,
     wal_bound: u64,
@@ -115,15 +97,12 @@ pub(super) async fn checkpoint(
     if u64::try_from(frames).unwrap_or(0).saturating_mul(page_size) <= wal_bound {
         return Ok(());
     }
-    let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(RESTART)")
+    let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
         .fetch_one(&mut *conn)
         .await?;
     if busy != 0 {
-        // The writer or a reader outlasted RESTART_WAIT; the next tick tries again.
-        tracing::debug!(
-            frames,
-            "WAL not started over: a reader or the writer held it"
-        );
+        // A reader outlasted the busy timeout; the next tick tries again.
+        tracing::debug!(frames, "WAL not emptied: a reader held it");
     }
     Ok(())
 }

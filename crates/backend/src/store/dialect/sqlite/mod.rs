@@ -125,15 +125,13 @@ impl SqliteDb {
             let pools = || SqlitePoolOptions::new().test_before_acquire(false);
             let readers = connect(pools().max_connections(8), options.clone());
             // The writer's commits never checkpoint: the task does (`checkpoint`). When a
-            // write starts the WAL over, it cuts back only a file past twice the task's
-            // bound (one that outgrew it while restarts failed): the file is reused in place.
-            let wal_limit = 2 * checkpointing.wal_bound;
+            // write starts the WAL over, it also cuts the file back to the task's bound.
             let writer = connect(
                 pools().max_connections(1),
                 options
                     .clone()
                     .pragma("wal_autocheckpoint", "0")
-                    .pragma("journal_size_limit", wal_limit.to_string()),
+                    .pragma("journal_size_limit", checkpointing.wal_bound.to_string()),
             );
             let (readers, writer) = (readers.await?, writer.await?);
             let checkpoints = Arc::new(checkpoint::spawn(options, checkpointing));
