@@ -184,15 +184,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn flatness_compares_the_first_and_last_sixth() {
-        let plan = SoakPlan {
+    /// A plan of 12 one-second windows (a sixth is two windows).
+    fn twelve_windows() -> SoakPlan {
+        SoakPlan {
             windows: 12,
             window: Duration::from_secs(1),
             rate: 1.0,
             sessions: 1,
             operators: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn flatness_compares_the_first_and_last_sixth() {
+        let plan = twelve_windows();
         let mut windows: Vec<Window> = (0..12).map(|_| window(5.0, 100)).collect();
         windows[10] = window(9.0, 300);
         windows[11] = window(9.0, 300);
@@ -208,13 +213,7 @@ mod tests {
 
     #[test]
     fn kandevs_cores_are_compared_over_the_sixths_whose_cpu_was_read() {
-        let plan = SoakPlan {
-            windows: 12,
-            window: Duration::from_secs(1),
-            rate: 1.0,
-            sessions: 1,
-            operators: 1,
-        };
+        let plan = twelve_windows();
         let cores = |kandev_cores| CpuUse {
             busy: 0.5,
             kandev_cores,
