@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use kandev_log::hops::{self, hop};
 use serde_json::{Value, json};
 
-use crate::stats::{Percentiles, percentiles};
+use crate::stats::{self, Percentiles, percentiles};
 
 /// The agent wrote `elicitation/create`.
 pub const AGENT_SENT: &str = "agent.sent";
@@ -229,11 +229,9 @@ impl Timeline {
     }
 }
 
+/// [`stats::mean`], NaN when there are no samples.
 fn mean(samples: &[f64]) -> f64 {
-    if samples.is_empty() {
-        return f64::NAN;
-    }
-    samples.iter().sum::<f64>() / samples.len() as f64
+    stats::mean(samples).unwrap_or(f64::NAN)
 }
 
 /// One segment's figures.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::cpu::{CpuUse, Watched};
 use crate::load::{LoadResult, Received};
 use crate::stack::rss_bytes;
-use crate::stats::percentiles;
+use crate::stats::{mean, percentiles};
 use crate::sweep::{self, Serving, SweepPlan};
 
 /// Last sixth ÷ first sixth, at most.
@@ -69,10 +69,12 @@ impl Soak {
 
     /// Mean RSS of the first and last sixth, bytes.
     pub fn rss_ends(&self) -> (f64, f64) {
-        let mean =
-            |w: &[Window]| w.iter().map(|w| w.rss as f64).sum::<f64>() / w.len().max(1) as f64;
+        let rss = |w: &[Window]| {
+            let rss: Vec<f64> = w.iter().map(|w| w.rss as f64).collect();
+            mean(&rss).unwrap_or(0.0)
+        };
         let (first, last) = self.sixths();
-        (mean(first), mean(last))
+        (rss(first), rss(last))
     }
 
     /// Answer-to-agent p99 of the first and last sixth, each pooled, ms.
@@ -88,16 +90,16 @@ impl Soak {
     /// kandev's mean cores over the first and last sixth, from the windows whose CPU was
     /// read; `None` when either sixth has none.
     pub fn cores_ends(&self) -> Option<(f64, f64)> {
-        let mean = |w: &[Window]| {
+        let cores = |w: &[Window]| {
             let read: Vec<f64> = w
                 .iter()
                 .filter_map(|w| w.cpu)
                 .map(|c| c.kandev_cores)
                 .collect();
-            (!read.is_empty()).then(|| read.iter().sum::<f64>() / read.len() as f64)
+            mean(&read)
         };
         let (first, last) = self.sixths();
-        Some((mean(first)?, mean(last)?))
+        Some((cores(first)?, cores(last)?))
     }
 }
 

@@ -36,6 +36,11 @@ pub fn histogram(samples: &[f64]) -> Histogram<u64> {
     h
 }
 
+/// The mean of `samples`; `None` when there are none.
+pub fn mean(samples: &[f64]) -> Option<f64> {
+    (!samples.is_empty()).then(|| samples.iter().sum::<f64>() / samples.len() as f64)
+}
+
 /// Percentiles of `samples` (milliseconds, any order); `NaN`s when there are none.
 pub fn percentiles(samples: &[f64]) -> Percentiles {
     let h = histogram(samples);
@@ -125,6 +130,12 @@ pub fn difference_interval(a: &[f64], b: &[f64], q: f64) -> Option<Interval> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mean_of_nothing_is_none() {
+        assert_eq!(mean(&[]), None);
+        assert_eq!(mean(&[1.0, 2.0, 6.0]), Some(3.0));
+    }
 
     #[test]
     fn percentiles_come_from_the_histogram_within_its_precision() {
