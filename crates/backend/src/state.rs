@@ -13,9 +13,22 @@ use crate::notifications::Notifier;
 use crate::sessions::SessionRegistry;
 use crate::store::Stores;
 
-/// Shared by every handler. Cheap to clone.
+/// Shared by every handler: one `Arc`, since axum clones the state for every request and
+/// middleware, and a clone of the parts themselves counted some thirty references each time.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// What every handler shares, behind the [`AppState`] handle.
+#[derive(Debug)]
+pub struct Services {
     /// The stores.
     pub stores: Stores,
     /// The configuration.
@@ -93,7 +106,7 @@ impl AppState {
             hub.clone(),
             peers,
         ));
-        Self {
+        Self(Arc::new(Services {
             stores,
             config,
             flags,
@@ -103,6 +116,6 @@ impl AppState {
             clarifications,
             auth,
             drain: Drain::new(),
-        }
+        }))
     }
 }
