@@ -156,7 +156,7 @@ fn knee_reason(sweep: &Sweep, engine: Engine) -> String {
     };
     let wait = match engine {
         Engine::Sqlite => {
-            "the writes that queue on the one writer already share a commit; what is left is CPU: every answer wakes the agent, its agentctl, kandev and the operator several times (about 2 ms of the machine's CPU an answer), so the two cores fill before the writer does; would meet it: less CPU an answer (one agentctl hosting every session, answers over the operator's open WebSocket instead of an HTTP request each), or more cores"
+            "the writes that queue on the one writer already share a commit; what is left is CPU: every answer wakes the agent, its agentctl, kandev and the operator several times (about 2 ms of the machine's CPU an answer), so the two cores fill before the writer does, kandev taking about one of them (about 1 ms of its CPU an answer); with every session on one agentctl the knee stayed 1,000/s (measured), so fewer agentctls alone do not meet it; would meet it: kandev's CPU an answer about halved (the feed building the session's view from what was written instead of reading it back, answers over the operator's open WebSocket instead of an HTTP request each), or more cores"
         }
         Engine::Postgres => {
             "questions past the rate queue in the feed between their commit and their broadcast, behind its reads (one query a session change: the feed's board builds the task's view), on two cores shared with the server; would meet it: views built from what was written"
@@ -380,7 +380,7 @@ fn streaming_targets(r: &Report, out: &mut Vec<Target>) {
         format!("≤ {STREAM_RT_RATIO}× (the interval's top)"),
         hi <= STREAM_RT_RATIO * idle,
         format!(
-            "the stream fills the two cores before kandev does much: during it {}; every chunk wakes the agent and its agentctl (the rest is mostly the 100 agents); agentctl already sends a burst as one event (50 ms / 4 KiB) and kandev merges what is queued, so the question waits in run queues, not behind text; would meet it: one agentctl hosting the sessions (one process woken per burst of lines instead of one per line), or more cores than two",
+            "the stream fills the two cores before kandev does much: during it {}; every chunk wakes the agent and its agentctl (the rest is mostly the 100 agents); agentctl already sends a burst as one event (50 ms / 4 KiB) and kandev merges what is queued, so the question waits in run queues, not behind text; every session on one agentctl (one process woken per burst of lines instead of one per line) came closer, not under the bar (measured once: p50 during the stream 2.9 ms against 47, p99 62 ms, 16×); would meet it: that and less of kandev's CPU a chunk, or more cores than two",
             s.cpu.map_or_else(|| "CPU not read".to_owned(), |c| c.text())
         ),
     ));
