@@ -224,8 +224,8 @@ test("keyboard: Enter never submits, Ctrl+Enter does, number keys pick; focus on
     assert.equal(await page.getByTestId("clarification-option-question_0-SQLite").isChecked(), true);
     assert.equal(await page.getByTestId("clarification-custom-question_1").inputValue(), "qa");
 
-    // The tab names the task; the chat box waits for the question.
-    assert.match(await page.title(), /Keyboard · Kandev/);
+    // The tab names the task once the reloaded page has read it; the chat box waits for the question.
+    await waitFor(async () => /Keyboard · Kandev/.test(await page.title()), { message: "the tab names the task" });
     await page.getByTestId("prompt-input").fill("carry on");
     await page.getByTestId("prompt-send").click();
     assert.equal(await page.getByTestId("session-notice").textContent(), "Answer the question above first.");
