@@ -60,6 +60,9 @@ const PARTS: &[&str] = &[
     "replicas",
 ];
 
+/// The parts that start PostgreSQL (when the run's engines include it).
+const POSTGRES_PARTS: &[&str] = &["round-trip", "breakdown", "load", "replicas"];
+
 /// The replica counts of the replicas part (the budget compares two with one).
 const REPLICAS: [usize; 2] = [1, 2];
 
@@ -330,10 +333,7 @@ fn plan(args: &Args) -> Plan {
 /// Why PostgreSQL cannot run here, when this run has a part that would run it: a run with
 /// none (the soak, `--only streaming`) is not refused for where its cluster would go.
 fn postgres_refusal(refusal: Option<String>, wanted: &dyn Fn(&str) -> bool) -> Option<String> {
-    let uses_postgres = ["round-trip", "breakdown", "load", "replicas"]
-        .into_iter()
-        .any(wanted);
-    refusal.filter(|_| uses_postgres)
+    refusal.filter(|_| POSTGRES_PARTS.iter().any(|part| wanted(part)))
 }
 
 async fn engine_figures(
