@@ -589,6 +589,34 @@ mod tests {
         );
     }
 
+    /// Why only agentctl's settlements may be skipped on a read: an operator's answer
+    /// that matches what the backend settled does nothing, but once agentctl corrects the
+    /// backend to the same status, the same answer is recorded.
+    #[test]
+    fn an_operators_answer_that_did_nothing_may_be_recorded_later() {
+        let by_backend = Standing {
+            status: ClarificationStatus::Answered,
+            outcome: Some(Outcome::Cancelled),
+            settled_by: Some(SettledBy::Backend),
+            has_operator: false,
+        };
+        let operator = Settlement {
+            status: ClarificationStatus::Answered,
+            outcome: Outcome::Cancelled,
+            by: SettledBy::Operator,
+            answer: None,
+            answered_by: Some("op".into()),
+            fence: Fence::NONE,
+        };
+        assert_eq!(operator.effect_on(by_backend), Effect::Nothing);
+        let by_agentctl = Standing {
+            outcome: Some(Outcome::Answered),
+            settled_by: Some(SettledBy::Agentctl),
+            ..by_backend
+        };
+        assert_eq!(operator.effect_on(by_agentctl), Effect::RecordAnswer);
+    }
+
     fn standing(status: usize, outcome: usize, by: usize, has_operator: bool) -> Standing {
         let status = ClarificationStatus::ALL[status];
         let pending = status == ClarificationStatus::Pending;
@@ -650,15 +678,19 @@ mod tests {
             prop_assert_eq!(s.effect_on(after), Effect::Nothing);
         }
 
-        /// A settlement that does nothing to a settled record never will, whatever comes
-        /// after: so a store may read the record outside a transaction and skip the write
-        /// (a stale read only shows an earlier standing).
+        /// A settlement of agentctl's that does nothing to a settled record never will,
+        /// whatever comes after: so a store may read the record outside a transaction and
+        /// skip agentctl's write (a stale read only shows an earlier standing). Not so for
+        /// the operator's (`an_operators_answer_that_did_nothing_may_be_recorded_later`),
+        /// whose settlement the store always writes.
         #[test]
-        fn nothing_is_final(
+        fn nothing_is_final_for_agentctl(
             status in 0usize..6, outcome in 0usize..6, by in 0usize..3, has_op in any::<bool>(),
             later in proptest::collection::vec((1usize..6, 0usize..6, 0usize..3), 0..4),
-            new_status in 1usize..6, new_outcome in 0usize..6, new_by in 0usize..3,
+            new_status in 1usize..6, new_outcome in 0usize..6,
         ) {
+            let new_by = 0;
+            prop_assert_eq!(SettledBy::ALL[new_by], SettledBy::Agentctl);
             let settlement = |status: usize, outcome: usize, by: usize| Settlement {
                 status: ClarificationStatus::ALL[status],
                 outcome: Outcome::ALL[outcome],
