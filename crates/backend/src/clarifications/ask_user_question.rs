@@ -33,7 +33,7 @@ use crate::agent_link::{DynLink, LinkError, call};
 use crate::model::{
     Clarification, ClarificationStatus, NewClarification, Outcome, SettledBy, Settlement, Source,
 };
-use crate::store::{CallSettles, QuestionOpened, StoreError};
+use crate::store::{CallSettles, Opened, QuestionOpened, StoreError};
 
 /// The `outcome` stored on a call agentctl no longer held after a re-attach (its own
 /// `ask_user_question_settled` never arrived).
@@ -115,8 +115,14 @@ pub async fn requested(
         }
         QuestionOpened::Opened { record, message } => {
             let opened = (*record).clone();
+            // Opened with its call (`questions`): the session is read back.
+            let stored = Opened {
+                record: *record,
+                message: *message,
+                session: None,
+            };
             clarifications
-                .announce_opened(session, *record, *message, notification)
+                .announce_opened(session, stored, notification)
                 .await?;
             Ok(Some(opened))
         }

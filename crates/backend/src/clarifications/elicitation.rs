@@ -45,7 +45,7 @@ pub async fn requested(
     };
     let message = request_message(session, &record, &request.message);
     let notification = clarifications.opening_notification(session);
-    let Some((record, message)) = clarifications
+    let Some(opened) = clarifications
         .stores
         .clarifications
         .open_clarification(&record, &message, notification.as_ref(), applied_seq)
@@ -53,12 +53,12 @@ pub async fn requested(
     else {
         return Ok(None);
     };
-    let _stored = tracing::debug_span!(target: "kandev::timing", "backend.stored", pending_id = %record.pending_id);
-    let opened = record.clone();
+    let _stored = tracing::debug_span!(target: "kandev::timing", "backend.stored", pending_id = %opened.record.pending_id);
+    let record = opened.record.clone();
     clarifications
-        .announce_opened(session, record, message, notification)
+        .announce_opened(session, opened, notification)
         .await?;
-    Ok(Some(opened))
+    Ok(Some(record))
 }
 
 /// The agent-authored message that carries a record (AC-08).

@@ -4,9 +4,9 @@ use serde::Serialize;
 
 use crate::agent_link::{DynLink, LinkError};
 use crate::events::{Change, Publisher};
-use crate::model::{Clarification, Fence, Message, Notification, Settlement};
+use crate::model::{Fence, Notification, Settlement};
 use crate::notifications::Notifier;
-use crate::store::{SettledRecord, StoreError, Stores};
+use crate::store::{Opened, SettledRecord, StoreError, Stores};
 
 /// What the clarifications need of the live sessions: the link of a session this
 /// process holds. Implemented by the session registry; owned here so this module never
@@ -131,8 +131,11 @@ impl Clarifications {
                 .publish(Change::MessageUpdated(message.clone()));
         }
         if done.effect == crate::model::clarification::Effect::Settle {
-            self.publisher
-                .session_changed(&done.record.session_id, &done.record.task_id);
+            self.publisher.session_written(
+                &done.record.session_id,
+                &done.record.task_id,
+                done.session.clone(),
+            );
             let webhooks = self.notifier.webhooks().clone();
             let record = done.record.clone();
             tokio::spawn(async move {
@@ -143,15 +146,19 @@ impl Clarifications {
         }
     }
 
-    /// Pushes a new record and its message, and notifies the operator once (F9: the body
-    /// names the task, never the question).
+    /// Pushes a new record, its message and its session, and notifies the operator once
+    /// (F9: the body names the task, never the question).
     pub(crate) async fn announce_opened(
         &self,
         session: &SessionRef,
-        record: Clarification,
-        message: Message,
+        opened: Opened,
         notification: Option<Notification>,
     ) -> Result<(), StoreError> {
+        let Opened {
+            record,
+            message,
+            session: written,
+        } = opened;
         // Never the question text at info, only counts (F9, logs alike).
         tracing::info!(
             pending_id = %record.pending_id,
@@ -174,7 +181,7 @@ impl Clarifications {
         self.publisher.publish(Change::ClarificationCreated(record));
         self.publisher.publish(Change::MessageCreated(message));
         self.publisher
-            .session_changed(&session.session_id, &session.task_id);
+            .session_written(&session.session_id, &session.task_id, written);
         if let Some(n) = notification {
             // Stored at the record's time (the store's open); pushed the same.
             self.notifier.announce(Notification {

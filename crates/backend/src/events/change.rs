@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::model::{Clarification, Message, Notification};
+use crate::model::{Clarification, Message, Notification, SessionRecord};
 
 /// A committed change. Those that carry their resource are sent as they are; the others
 /// name what to read.
@@ -20,6 +20,10 @@ pub enum Change {
         session_id: String,
         /// Its task.
         task_id: String,
+        /// The session as the write that changed it returned it, when it did: the feed
+        /// shows it, or a later view it holds (by `view_seq`), instead of reading the
+        /// session back. `None`: read back.
+        written: Option<Box<SessionRecord>>,
     },
     /// A chat message was stored.
     MessageCreated(Message),

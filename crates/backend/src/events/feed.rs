@@ -1,8 +1,9 @@
 //! The feed: drains the [`Publisher`](crate::events::Publisher)'s queue in order and sends
 //! each change to the [`EventHub`] as operator events, building the views a session
-//! change shows from its [`Board`]. One task per process, so per-session order is
-//! publication order (a session change repeated later in the queue is read and sent
-//! once, at its later place), and the board has one writer.
+//! change shows from its [`Board`]: from the session as its write returned it when the
+//! change carries it, else read back. One task per process, so per-session order is
+//! publication order (a session change repeated later in the queue is sent once, at its
+//! later place), and the board has one writer.
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
@@ -11,7 +12,7 @@ use serde_json::{Value, json};
 use crate::events::board::Board;
 use crate::events::named::Named;
 use crate::events::{Change, EventHub, kind};
-use crate::model::Message;
+use crate::model::{Message, SessionRecord};
 use crate::store::{StoreError, Stores};
 
 /// How many queued changes the feed takes at once.
@@ -80,9 +81,10 @@ async fn next(heard: &mut Option<UnboundedReceiver<FromPeers>>) -> Option<FromPe
 }
 
 /// Drops each `SessionChanged` that a later one of the same session repeats in `batch`:
-/// the session is read when forwarded, so the later one shows both changes, and it keeps
-/// its place after everything published between them. Under load this spares the feed
-/// (which every operator event waits behind) most of its reads.
+/// the later one carries the latest view of them all (or none, to be read back, when any
+/// of them had none), so it shows every change, and it keeps its place after everything
+/// published between them. Under load this spares the feed (which every operator event
+/// waits behind) most of its work.
 fn coalesce(batch: Vec<Change>) -> Vec<Change> {
     let mut last = std::collections::HashMap::new();
     for (i, change) in batch.iter().enumerate() {
@@ -90,15 +92,47 @@ fn coalesce(batch: Vec<Change>) -> Vec<Change> {
             last.insert(session_id.clone(), i);
         }
     }
-    batch
-        .into_iter()
-        .enumerate()
-        .filter(|(i, change)| match change {
-            Change::SessionChanged { session_id, .. } => last.get(session_id) == Some(i),
-            _ => true,
-        })
-        .map(|(_, change)| change)
-        .collect()
+    // The views of the changes dropped so far, by session.
+    let mut dropped: std::collections::HashMap<String, Option<Box<SessionRecord>>> =
+        std::collections::HashMap::new();
+    let mut kept = Vec::with_capacity(batch.len());
+    for (i, change) in batch.into_iter().enumerate() {
+        let Change::SessionChanged {
+            session_id,
+            task_id,
+            written,
+        } = change
+        else {
+            kept.push(change);
+            continue;
+        };
+        let written = match dropped.remove(&session_id) {
+            Some(earlier) => later(earlier, written),
+            None => written,
+        };
+        if last.get(&session_id) == Some(&i) {
+            kept.push(Change::SessionChanged {
+                session_id,
+                task_id,
+                written,
+            });
+        } else {
+            dropped.insert(session_id, written);
+        }
+    }
+    kept
+}
+
+/// The later of two views of one session; none (read back, which is later than both)
+/// when either is none.
+fn later(
+    a: Option<Box<SessionRecord>>,
+    b: Option<Box<SessionRecord>>,
+) -> Option<Box<SessionRecord>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.view_seq >= a.view_seq { b } else { a }),
+        _ => None,
+    }
 }
 
 /// Sends the operator events of one change (a view that cannot be read is logged: the
@@ -124,11 +158,15 @@ async fn send(
         Change::SessionChanged {
             session_id,
             task_id,
+            written,
         } => {
             // Both built before either is sent: the sockets wake and write once for the
             // pair (with many sockets, a wake-up and a write each is most of what an
             // event costs).
-            let (session, task) = board.session_changed(stores, &session_id, &task_id).await?;
+            let written = written.map(|w| *w);
+            let (session, task) = board
+                .session_changed(stores, &session_id, &task_id, written)
+                .await?;
             if let Some(view) = session {
                 hub.send(kind::SESSION_UPDATED, view);
             }
@@ -180,6 +218,34 @@ mod tests {
         Change::SessionChanged {
             session_id: id.into(),
             task_id: "t".into(),
+            written: None,
+        }
+    }
+
+    /// A change of session `id` carrying its view number `view_seq`.
+    fn written(id: &str, view_seq: u64) -> Change {
+        static AT: std::sync::LazyLock<crate::model::Timestamp> =
+            std::sync::LazyLock::new(crate::model::Timestamp::now);
+        let at = *AT;
+        Change::SessionChanged {
+            session_id: id.into(),
+            task_id: "t".into(),
+            written: Some(Box::new(SessionRecord {
+                id: id.into(),
+                task_id: "t".into(),
+                agent: "mock".into(),
+                state: crate::model::SessionState::Running,
+                acp_session_id: None,
+                client_capabilities: None,
+                flags: None,
+                agent_info: None,
+                error: None,
+                created_at: at,
+                updated_at: at,
+                last_event_seq: None,
+                pending: 0,
+                view_seq,
+            })),
         }
     }
 
@@ -200,5 +266,27 @@ mod tests {
             vec![created, session("b"), session("a"), session("c")]
         );
         assert_eq!(coalesce(vec![session("a")]), vec![session("a")]);
+    }
+
+    #[test]
+    fn the_change_kept_carries_the_latest_view_or_none_when_one_must_be_read_back() {
+        let kept = |batch| match coalesce(batch).as_slice() {
+            [Change::SessionChanged { written, .. }] => written.as_ref().map(|w| w.view_seq),
+            other => panic!("one change kept, not {other:?}"),
+        };
+        // Published out of order: the later view is kept, at the last place.
+        assert_eq!(kept(vec![written("a", 5), written("a", 3)]), Some(5));
+        assert_eq!(kept(vec![written("a", 3), written("a", 5)]), Some(5));
+        // One to be read back: the kept one is read back too (what is read is latest).
+        assert_eq!(
+            kept(vec![written("a", 5), session("a"), written("a", 7)]),
+            None
+        );
+        assert_eq!(kept(vec![session("a"), written("a", 7)]), None);
+        // Another session's views stay apart.
+        assert_eq!(
+            coalesce(vec![written("a", 5), written("b", 1), written("a", 2)]),
+            vec![written("b", 1), written("a", 5)]
+        );
     }
 }

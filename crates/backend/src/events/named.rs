@@ -65,6 +65,7 @@ impl Named {
             Change::SessionChanged {
                 session_id,
                 task_id,
+                ..
             } => Self::SessionChanged {
                 session: session_id.clone(),
                 task: task_id.clone(),
@@ -103,6 +104,7 @@ impl Named {
             Self::SessionChanged { session, task } => Some(Change::SessionChanged {
                 session_id: session,
                 task_id: task,
+                written: None,
             }),
             Self::MessageCreated { message } => stores
                 .messages

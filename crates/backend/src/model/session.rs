@@ -165,6 +165,9 @@ pub struct SessionRecord {
     pub last_event_seq: Option<u64>,
     /// How many of its clarifications are pending.
     pub pending: usize,
+    /// Raised by every write that changes the session's view (its state, start facts,
+    /// error or pending count), so of two views of it the later is known.
+    pub view_seq: u64,
 }
 
 /// A session row with its `pending` count; the counters are `BIGINT` in the database.
@@ -180,6 +183,7 @@ where
     fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
         let last: Option<i64> = row.try_get("last_event_seq")?;
         let pending: i64 = row.try_get("pending")?;
+        let view_seq: i64 = row.try_get("view_seq")?;
         Ok(Self {
             id: row.try_get("id")?,
             task_id: row.try_get("task_id")?,
@@ -194,6 +198,7 @@ where
             updated_at: row.try_get("updated_at")?,
             last_event_seq: last.and_then(|seq| u64::try_from(seq).ok()),
             pending: usize::try_from(pending).unwrap_or(0),
+            view_seq: u64::try_from(view_seq).unwrap_or(0),
         })
     }
 }

@@ -7,7 +7,7 @@ use kandev_elicitation::OperatorAnswer;
 use crate::model::clarification::Effect;
 use crate::model::{
     Clarification, ClarificationStatus, Message, NewClarification, NewMessage, Notification,
-    Settlement, Source,
+    SessionRecord, Settlement, Source,
 };
 use crate::store::StoreError;
 
@@ -29,6 +29,21 @@ pub struct SettledRecord {
     pub message: Option<Message>,
     /// What the settlement did ([`Effect::Settle`] or [`Effect::RecordAnswer`]).
     pub effect: Effect,
+    /// The record's session as the settlement left it, when the engine reads it in the
+    /// same hop (SQLite); else `None`, and the feed reads it back.
+    pub session: Option<SessionRecord>,
+}
+
+/// What [`ClarificationStore::open_clarification`] stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Opened {
+    /// The pending record.
+    pub record: Clarification,
+    /// Its `clarification_request` message.
+    pub message: Message,
+    /// Its session as the open left it, when the engine returns it with the write;
+    /// else `None`, and the feed reads it back.
+    pub session: Option<SessionRecord>,
 }
 
 /// What [`ClarificationStore::open_question`] did with a tool call.
@@ -86,7 +101,7 @@ pub trait ClarificationStore: Send + Sync {
         message: &NewMessage,
         notification: Option<&Notification>,
         applied_seq: Option<u64>,
-    ) -> Result<Option<(Clarification, Message)>, StoreError>;
+    ) -> Result<Option<Opened>, StoreError>;
 
     /// One record.
     async fn clarification(&self, pending_id: &str) -> Result<Option<Clarification>, StoreError>;

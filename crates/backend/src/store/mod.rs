@@ -36,7 +36,7 @@ use std::sync::Arc;
 pub use dialect::{postgres, sqlite};
 
 pub use clarifications::{
-    CallReturned, CallSettles, ClarificationFilter, ClarificationStore, QuestionOpened,
+    CallReturned, CallSettles, ClarificationFilter, ClarificationStore, Opened, QuestionOpened,
     SettledRecord,
 };
 pub use flags::{FlagOverrideStore, StoredOverrides};

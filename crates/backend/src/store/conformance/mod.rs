@@ -38,6 +38,10 @@ pub(crate) trait Engine: Send + Sync {
     /// Tries to insert a message with an existing `(session_id, seq)`; whether the
     /// database took it.
     async fn duplicate_seq_accepted(&self, session: &str, task: &str, seq: i64) -> bool;
+    /// Whether a clarification's open and settlement return their session: SQLite reads
+    /// it in the same hop; PostgreSQL's count is written by a trigger after its one
+    /// statement, so the feed reads it back.
+    fn returns_sessions(&self) -> bool;
 }
 
 struct OnSqlite {
@@ -58,6 +62,10 @@ impl Engine for OnSqlite {
             url: self.url.clone(),
             _dir: Arc::clone(&self._dir),
         })
+    }
+
+    fn returns_sessions(&self) -> bool {
+        true
     }
 
     async fn stand(
@@ -113,6 +121,10 @@ impl Engine for OnPostgres {
                 .expect("second handle"),
             url: self.url.clone(),
         })
+    }
+
+    fn returns_sessions(&self) -> bool {
+        false
     }
 
     async fn stand(

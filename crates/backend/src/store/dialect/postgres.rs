@@ -25,7 +25,7 @@ use sqlx::types::Json;
 use sqlx::{Connection, FromRow, PgConnection, PgPool, Postgres, Row, Transaction};
 
 use crate::model::clarification::Effect;
-use crate::model::{Clarification, Message, Settlement, Timestamp};
+use crate::model::{Clarification, Message, SessionRecord, Settlement, Timestamp};
 use crate::store::{ChangeBus, DatabaseOptions, OpenError, SettledRecord, StoreError};
 
 /// The migrations for PostgreSQL, embedded from `migrations/postgres/`.
@@ -247,7 +247,7 @@ async fn open_clarification(
     db: &Db,
     opening: &records::Opening<'_>,
     at: Timestamp,
-) -> Result<Option<Message>, StoreError> {
+) -> Result<Option<(Message, Option<SessionRecord>)>, StoreError> {
     // The notification announcing the record, with it or not at all.
     let note = if opening.notification.is_some() {
         format!(
@@ -283,7 +283,8 @@ async fn open_clarification(
         Err(sqlx::Error::Database(err)) if err.constraint() == Some("clarifications_pkey") => {
             Ok(None)
         }
-        opened => Ok(opened?),
+        // The count is the trigger's, written after this statement: read back.
+        opened => Ok(opened?.map(|message| (message, None))),
     }
 }
 
@@ -346,6 +347,8 @@ async fn settle_row(
         record,
         message,
         effect: Effect::Settle,
+        // The count is the trigger's, written after this statement: read back.
+        session: None,
     }))
 }
 

@@ -18,7 +18,8 @@ use crate::model::{
     Source, Timestamp,
 };
 use crate::store::{
-    CallReturned, CallSettles, ClarificationFilter, ClarificationStore, SettledRecord, StoreError,
+    CallReturned, CallSettles, ClarificationFilter, ClarificationStore, Opened, SettledRecord,
+    StoreError,
 };
 
 use engine::Db;
@@ -31,7 +32,7 @@ impl ClarificationStore for Db {
         message: &NewMessage,
         notification: Option<&Notification>,
         applied_seq: Option<u64>,
-    ) -> Result<Option<(Clarification, Message)>, StoreError> {
+    ) -> Result<Option<Opened>, StoreError> {
         let at = Timestamp::now();
         let opening = records::Opening {
             record,
@@ -39,8 +40,12 @@ impl ClarificationStore for Db {
             notification,
             applied_seq,
         };
-        if let Some(stored) = engine::open_clarification(self, &opening, at).await? {
-            return Ok(Some((record.pending_at(&stored.id, at), stored)));
+        if let Some((message, session)) = engine::open_clarification(self, &opening, at).await? {
+            return Ok(Some(Opened {
+                record: record.pending_at(&message.id, at),
+                message,
+                session,
+            }));
         }
         // Nothing written: the pending id is taken, or there is no such session.
         if exists(&mut *self.pool().acquire().await?, &record.pending_id).await? {
@@ -82,9 +87,10 @@ impl ClarificationStore for Db {
         pending_id: &str,
         settlement: &Settlement,
     ) -> Result<Option<SettledRecord>, StoreError> {
-        // agentctl's event after the operator's answer finds the record settled: what does
-        // nothing to a committed record never will (`nothing_is_final`), so a read outside
-        // the transaction spares the writer one.
+        // agentctl's event after the operator's answer finds the record settled: what of
+        // agentctl's does nothing to a committed record never will
+        // (`nothing_is_final_for_agentctl`), so a read outside the transaction spares the
+        // writer one.
         if settlement.by == SettledBy::Agentctl {
             let standing: Option<Standing> = sqlx::query_as(
                 "SELECT status, outcome, settled_by, answered_by IS NOT NULL AS has_operator \

@@ -27,6 +27,9 @@ mod tasks;
 /// The columns of a [`Message`](crate::model::Message).
 pub(super) const MESSAGE: &str = "id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at";
 
+/// The columns of a [`SessionRecord`](crate::model::SessionRecord).
+pub(super) const SESSION: &str = "id, task_id, agent, state, acp_session_id, client_capabilities, flags, agent_info, error, created_at, updated_at, last_event_seq, pending, view_seq";
+
 /// The columns of a [`Clarification`](crate::model::Clarification).
 pub(super) const CLARIFICATION: &str = "pending_id, source, task_id, session_id, message_id, tool_call_id, message, questions, status, outcome, settled_by, answer, answered_by, created_at, settled_at, expires_at, on_deadline";
 

@@ -89,6 +89,8 @@ pub(super) async fn record_answer(
         record,
         message,
         effect: Effect::RecordAnswer,
+        // Recording an answer changes nothing its session shows.
+        session: None,
     }))
 }
 

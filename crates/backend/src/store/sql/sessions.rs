@@ -1,19 +1,16 @@
 //! [`SessionStore`]. State changes are conditional updates on the stored state
-//! ([`SessionState::predecessors`]), so the state machine holds whoever writes.
+//! ([`SessionState::predecessors`]), so the state machine holds whoever writes. Each
+//! write that changes what the session shows raises its `view_seq` (the clarification
+//! triggers raise it with `pending`), and those the feed shows return the row.
 
 use async_trait::async_trait;
 use sqlx::types::Json;
 
-use super::{bigint, engine};
+use super::{SESSION, bigint, engine};
 use crate::model::{Fence, NewMessage, SessionRecord, SessionState, Timestamp};
 use crate::store::{SessionStore, StartFacts, StoreError, TurnStart};
 
 use engine::Db;
-
-const SELECT: &str = "SELECT s.id, s.task_id, s.agent, s.state, s.acp_session_id, s.client_capabilities, \
-     s.flags, s.agent_info, s.error, s.created_at, s.updated_at, s.last_event_seq, \
-     (SELECT COUNT(*) FROM clarifications c WHERE c.session_id = s.id AND c.status = 'pending') AS pending \
-     FROM sessions s";
 
 /// `state IN (…)` over the states `next` may replace (closed names, safe to inline).
 fn from_states(next: SessionState) -> String {
@@ -45,11 +42,10 @@ impl SessionStore for Db {
         task_id: &str,
         agent: &str,
     ) -> Result<SessionRecord, StoreError> {
-        let record = sqlx::query_as(
+        let record = sqlx::query_as(&format!(
             "INSERT INTO sessions (id, task_id, agent, state, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
-             RETURNING id, task_id, agent, state, acp_session_id, client_capabilities, flags, agent_info, error, \
-               created_at, updated_at, last_event_seq, CAST(0 AS BIGINT) AS pending",
-        )
+             RETURNING {SESSION}"
+        ))
         .bind(uuid::Uuid::new_v4().to_string())
         .bind(task_id)
         .bind(agent)
@@ -61,7 +57,7 @@ impl SessionStore for Db {
     }
 
     async fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let sql = format!("{SELECT} WHERE s.id = $1");
+        let sql = format!("SELECT {SESSION} FROM sessions WHERE id = $1");
         let record = sqlx::query_as(&sql)
             .bind(id)
             .fetch_optional(self.pool())
@@ -74,7 +70,7 @@ impl SessionStore for Db {
         task_ids: &[String],
     ) -> Result<Vec<SessionRecord>, StoreError> {
         let sql = format!(
-            "{SELECT} WHERE s.task_id IN ({}) ORDER BY s.created_at, s.id",
+            "SELECT {SESSION} FROM sessions WHERE task_id IN ({}) ORDER BY created_at, id",
             engine::each_text("$1")
         );
         let records = sqlx::query_as(&sql)
@@ -86,7 +82,7 @@ impl SessionStore for Db {
 
     async fn live_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         let sql = format!(
-            "{SELECT} WHERE s.state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY s.created_at, s.id"
+            "SELECT {SESSION} FROM sessions WHERE state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED') ORDER BY created_at, id"
         );
         Ok(sqlx::query_as(&sql).fetch_all(self.pool()).await?)
     }
@@ -99,7 +95,7 @@ impl SessionStore for Db {
         fence: Fence,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(&format!(
-            "UPDATE sessions SET state = $2, error = COALESCE($3, error), updated_at = $4 \
+            "UPDATE sessions SET state = $2, error = COALESCE($3, error), updated_at = $4, view_seq = view_seq + 1 \
              WHERE id = $1 AND {} AND {}",
             from_states(next),
             engine::fenced("sessions.id", "$5")
@@ -118,7 +114,7 @@ impl SessionStore for Db {
         // The documents go as the text agentctl sent, into columns that keep it as is.
         sqlx::query(&format!(
             "UPDATE sessions SET acp_session_id = $2, client_capabilities = {}, flags = {}, \
-             agent_info = {}, updated_at = $6 WHERE id = $1",
+             agent_info = {}, updated_at = $6, view_seq = view_seq + 1 WHERE id = $1",
             engine::json_as_sent("$3"),
             engine::json_as_sent("$4"),
             engine::json_as_sent("$5"),
@@ -151,7 +147,7 @@ impl SessionStore for Db {
     ) -> Result<TurnStart, StoreError> {
         let mut tx = self.begin().await?;
         let claimed = sqlx::query(&format!(
-            "UPDATE sessions SET state = 'RUNNING', updated_at = $2 WHERE id = $1 AND state = 'IDLE' AND {}",
+            "UPDATE sessions SET state = 'RUNNING', updated_at = $2, view_seq = view_seq + 1 WHERE id = $1 AND state = 'IDLE' AND {}",
             engine::fenced("sessions.id", "$3")
         ))
         .bind(id)
@@ -179,7 +175,7 @@ impl SessionStore for Db {
             .execute(&mut *tx)
             .await?;
         sqlx::query(
-            "UPDATE sessions SET state = 'IDLE', updated_at = $2 WHERE id = $1 AND state = 'RUNNING'",
+            "UPDATE sessions SET state = 'IDLE', updated_at = $2, view_seq = view_seq + 1 WHERE id = $1 AND state = 'RUNNING'",
         )
         .bind(id)
         .bind(Timestamp::now())
@@ -191,7 +187,7 @@ impl SessionStore for Db {
 
     async fn end_turn(&self, id: &str, fence: Fence) -> Result<bool, StoreError> {
         let done = sqlx::query(&format!(
-            "UPDATE sessions SET state = 'IDLE', updated_at = $2 WHERE id = $1 AND state IN ('RUNNING', 'WAITING_FOR_INPUT') AND {}",
+            "UPDATE sessions SET state = 'IDLE', updated_at = $2, view_seq = view_seq + 1 WHERE id = $1 AND state IN ('RUNNING', 'WAITING_FOR_INPUT') AND {}",
             engine::fenced("sessions.id", "$3")
         ))
         .bind(id)
