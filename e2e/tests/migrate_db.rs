@@ -154,3 +154,37 @@ async fn migrate_db_refuses_a_target_that_holds_records_and_writes_nothing() {
         "one line, and the password stays out of it"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (Debian's postgresql); `just test` runs it"]
+async fn migrate_db_counts_a_pending_record_once() {
+    let postgres = kandev_testkit::postgres::database("migrate_db_pending").await;
+    let data = tempfile::tempdir().expect("data dir");
+    let sqlite = format!("sqlite://{}", data.path().join("kandev.db").display());
+    let mut before = on(&sqlite).await;
+    before.flag_on().await;
+    let task = id(&before.create_task("Left waiting").await);
+    let waiting = before.start_session(&task, "mock", Some("Pick")).await;
+    before.wait_pending(&id(&waiting), 1).await;
+    // A crash leaves the record pending in the file (a clean stop would settle it).
+    before.kill();
+
+    let out = migrate_db(&sqlite, &postgres);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The session's count is the target's own (its triggers counted the copied record);
+    // copied on top of it, it would count twice.
+    let pool = sqlx::PgPool::connect(&postgres).await.expect("connect");
+    let counts: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT pending, (SELECT COUNT(*) FROM clarifications c \
+           WHERE c.session_id = s.id AND c.status = 'pending') FROM sessions s",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("counts");
+    pool.close().await;
+    assert_eq!(counts, [(1, 1)]);
+}
