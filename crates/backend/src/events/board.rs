@@ -133,22 +133,7 @@ mod tests {
     fn session(id: &str, at: u64, state: SessionState, view_seq: u64) -> SessionRecord {
         static BASE: std::sync::LazyLock<Timestamp> = std::sync::LazyLock::new(Timestamp::now);
         let at = BASE.plus(std::time::Duration::from_millis(at));
-        SessionRecord {
-            id: id.into(),
-            task_id: "t".into(),
-            agent: "mock".into(),
-            state,
-            acp_session_id: None,
-            client_capabilities: None,
-            flags: None,
-            agent_info: None,
-            error: None,
-            created_at: at,
-            updated_at: at,
-            last_event_seq: None,
-            pending: 0,
-            view_seq,
-        }
+        SessionRecord::sample(id, state, at, view_seq)
     }
 
     fn ids(shown: &Shown) -> Vec<&str> {

@@ -226,26 +226,11 @@ mod tests {
     fn written(id: &str, view_seq: u64) -> Change {
         static AT: std::sync::LazyLock<crate::model::Timestamp> =
             std::sync::LazyLock::new(crate::model::Timestamp::now);
-        let at = *AT;
+        let state = crate::model::SessionState::Running;
         Change::SessionChanged {
             session_id: id.into(),
             task_id: "t".into(),
-            written: Some(Box::new(SessionRecord {
-                id: id.into(),
-                task_id: "t".into(),
-                agent: "mock".into(),
-                state: crate::model::SessionState::Running,
-                acp_session_id: None,
-                client_capabilities: None,
-                flags: None,
-                agent_info: None,
-                error: None,
-                created_at: at,
-                updated_at: at,
-                last_event_seq: None,
-                pending: 0,
-                view_seq,
-            })),
+            written: Some(Box::new(SessionRecord::sample(id, state, *AT, view_seq))),
         }
     }
 

@@ -203,6 +203,29 @@ where
     }
 }
 
+#[cfg(test)]
+impl SessionRecord {
+    /// A session of task `t` for tests: agent `mock`, nothing started, nothing pending.
+    pub(crate) fn sample(id: &str, state: SessionState, at: Timestamp, view_seq: u64) -> Self {
+        Self {
+            id: id.into(),
+            task_id: "t".into(),
+            agent: "mock".into(),
+            state,
+            acp_session_id: None,
+            client_capabilities: None,
+            flags: None,
+            agent_info: None,
+            error: None,
+            created_at: at,
+            updated_at: at,
+            last_event_seq: None,
+            pending: 0,
+            view_seq,
+        }
+    }
+}
+
 /// A session as the API returns it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Session {
