@@ -26,11 +26,7 @@ impl Publisher {
 
     /// `SessionChanged` for a session of a task, to be read back.
     pub fn session_changed(&self, session_id: &str, task_id: &str) {
-        self.publish(Change::SessionChanged {
-            session_id: session_id.to_owned(),
-            task_id: task_id.to_owned(),
-            written: None,
-        });
+        self.session_written(session_id, task_id, None);
     }
 
     /// `SessionChanged` carrying the session as its write returned it, or to be read
