@@ -156,7 +156,9 @@ export function mountSettings(root) {
   const list = h("ul", { class: "flags", "data-testid": "flag-list" });
   const status = h("p", { class: "muted" }, t("common.loading"));
   const notes = new Map();
+  let shown = null; // the flags and status lines the list was last built from
   const load = coalesce(async () => {
+    list.setAttribute("aria-busy", "true");
     try {
       const flags = await api.listFlags();
       status.hidden = flags.length > 0;
@@ -164,11 +166,19 @@ export function mountSettings(root) {
       // A toggle re-reads the list: its focus survives the re-render (its status line is in `notes`).
       const focused = refocus ?? (list.contains(document.activeElement) ? document.activeElement.dataset.testid : null);
       refocus = null;
-      replace(list, flags.map((f) => flagRow(f, notes, load)));
+      // A re-read that changes nothing (a reconnect's) keeps the rows: rebuilding them would
+      // drop a key press that is half done on a toggle.
+      const next = JSON.stringify([flags, [...notes]]);
+      if (next !== shown) {
+        shown = next;
+        replace(list, flags.map((f) => flagRow(f, notes, load)));
+      }
       if (focused) list.querySelector(`[data-testid="${CSS.escape(focused)}"]`)?.focus();
     } catch (err) {
       status.hidden = false;
       status.textContent = t("common.error", { message: err.message });
+    } finally {
+      list.removeAttribute("aria-busy");
     }
   });
   replace(root,

@@ -305,6 +305,41 @@ test("Settings: a toggle keeps keyboard focus and shows its Saved line", T, asyn
   });
 });
 
+test("Settings: a re-read that changes nothing keeps the rows, so a key press across it still toggles", T, async () => {
+  await withKandev({}, async ({ kandev, page }) => {
+    // The page reads the list twice on arrival (its mount, then the socket's connect). Hold
+    // the second read while Space is down: the CI failure of the test above was a key press
+    // whose toggle was rebuilt between keydown and keyup, which toggles nothing.
+    let reads = 0;
+    let held = false;
+    let release;
+    const releaseRead = new Promise((resolve) => (release = resolve));
+    await page.route(/\/api\/v1\/runtime-flags$/, async (route) => {
+      reads += 1;
+      if (reads === 2) {
+        held = true;
+        await releaseRead;
+      }
+      await route.continue();
+    });
+    await page.goto(`${kandev.url}/#/settings`);
+    const list = page.getByTestId("flag-list");
+    const toggle = page.getByTestId("flag-toggle-features.acpElicitation");
+    await toggle.waitFor();
+    await waitFor(async () => held, { message: "the second read held" });
+    const row = await toggle.elementHandle();
+    await toggle.focus();
+    await page.keyboard.down("Space");
+    release();
+    await waitFor(async () => (await list.getAttribute("aria-busy")) === null, { message: "the second read rendered" });
+    assert.equal(await row.evaluate((el) => el.isConnected), true, "the unchanged list was rebuilt");
+    await page.keyboard.up("Space");
+    await page.getByTestId("flag-status-features.acpElicitation").getByText(/Saved/).waitFor();
+    assert.equal(await page.getByTestId("flag-value-features.acpElicitation").textContent(), "On");
+    assert.deepEqual(page.errors, []);
+  });
+});
+
 test("axe finds nothing on the card at 1280×900 and 390×844; screenshots for docs/screenshots", T, async () => {
   await withKandev({ env: FLAG_ON, viewport: { width: 1280, height: 900 } }, async ({ kandev, page, browser }) => {
     const { session } = await sessionWithPendingClarification(kandev, "/e2e:card-form", "Set up the deploy");
