@@ -17,13 +17,16 @@ async fn creates_the_file_and_its_directory_in_wal_mode_and_migrates_once() {
         .await
         .expect("pragma");
     assert_eq!(mode, "wal");
-    for pool in [db.pool(), &db.writer] {
-        let (synchronous,): (i64,) = sqlx::query_as("PRAGMA synchronous")
-            .fetch_one(pool)
-            .await
-            .expect("pragma");
-        assert_eq!(synchronous, 1, "NORMAL on every connection");
-    }
+    let (synchronous,): (i64,) = sqlx::query_as("PRAGMA synchronous")
+        .fetch_one(db.pool())
+        .await
+        .expect("pragma");
+    assert_eq!(synchronous, 1, "NORMAL on the readers");
+    let (synchronous,): (i64,) = sqlx::query_as("PRAGMA synchronous")
+        .fetch_one(&mut *db.writer().await.expect("writer"))
+        .await
+        .expect("pragma");
+    assert_eq!(synchronous, 1, "NORMAL on the writer");
     db.pool().close().await;
     let db = SqliteDb::open(&url).await.expect("reopens");
     let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations")
@@ -54,7 +57,7 @@ pub(super) async fn db() -> (SqliteDb, tempfile::TempDir) {
     let url = format!("sqlite://{}", dir.path().join("k.db").display());
     let db = SqliteDb::open(&url).await.expect("open");
     sqlx::query("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)")
-        .execute(&db.writer)
+        .execute(&mut *db.writer().await.expect("writer"))
         .await
         .expect("table");
     (db, dir)
@@ -95,7 +98,8 @@ async fn a_batch_commits_whole_or_not_at_all_and_the_writer_stays_usable() {
     assert!(failed.is_err());
     assert_eq!(count(&db).await, 1, "nothing of the failed batch is kept");
     // The writer is not left inside the failed transaction.
-    let mut tx = db.begin().await.expect("begin");
+    let mut writer = db.writer().await.expect("writer");
+    let mut tx = begin(&mut writer).await.expect("begin");
     sqlx::query("INSERT INTO t (k, v) VALUES ('c', 3)")
         .execute(&mut *tx)
         .await
@@ -118,7 +122,8 @@ async fn a_batch_whose_caller_goes_away_still_runs_to_its_end() {
         (count(&db).await == 1).then_some(())
     })
     .await;
-    let tx = db.begin().await.expect("the writer is free again");
+    let mut writer = db.writer().await.expect("writer");
+    let tx = begin(&mut writer).await.expect("the writer is free again");
     tx.commit().await.expect("commit");
 }
 
@@ -130,19 +135,19 @@ async fn the_writer_leaves_checkpoints_to_the_task_which_keeps_up() {
         .await
         .expect("open");
     let (autocheckpoint,): (i64,) = sqlx::query_as("PRAGMA wal_autocheckpoint")
-        .fetch_one(&db.writer)
+        .fetch_one(&mut *db.writer().await.expect("writer"))
         .await
         .expect("pragma");
     assert_eq!(autocheckpoint, 0, "the writer's commits never checkpoint");
     let size = || std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
     let before = size();
     sqlx::query("CREATE TABLE t (v BLOB)")
-        .execute(&db.writer)
+        .execute(&mut *db.writer().await.expect("writer"))
         .await
         .expect("table");
     for _ in 0..200 {
         sqlx::query("INSERT INTO t (v) VALUES (zeroblob(1024))")
-            .execute(&db.writer)
+            .execute(&mut *db.writer().await.expect("writer"))
             .await
             .expect("insert");
     }
@@ -193,7 +198,7 @@ async fn steady_writes_and_reads_keep_the_wal_within_its_bound() {
         .await
         .expect("open");
     sqlx::query("CREATE TABLE t (v BLOB)")
-        .execute(&db.writer)
+        .execute(&mut *db.writer().await.expect("writer"))
         .await
         .expect("table");
     // Readers always on the WAL, as operators' feeds are: what keeps SQLite from ever
@@ -219,7 +224,7 @@ async fn steady_writes_and_reads_keep_the_wal_within_its_bound() {
     for _ in 0..2_000 {
         pace.tick().await;
         sqlx::query("INSERT INTO t (v) VALUES (zeroblob(8192))")
-            .execute(&db.writer)
+            .execute(&mut *db.writer().await.expect("writer"))
             .await
             .expect("insert");
         high = high.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));

@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Map, Value, json};
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 use sqlx::{Connection, FromRow, PgConnection, PgPool, Postgres, Row, Transaction};
@@ -42,7 +43,6 @@ type Db = PostgresDb;
 type Engine = Postgres;
 /// The connection a transaction runs on.
 type Conn = PgConnection;
-type Tx = Transaction<'static, Postgres>;
 
 /// How long connecting may take before start-up gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -110,13 +110,9 @@ impl PostgresDb {
         &self.pool
     }
 
-    /// Where single-statement writes go: the same pool, the server orders writers.
-    fn writer(&self) -> &PgPool {
-        &self.pool
-    }
-
-    async fn begin(&self) -> Result<Tx, StoreError> {
-        Ok(self.pool.begin().await?)
+    /// A connection for writes: from the same pool, the server orders writers.
+    async fn writer(&self) -> Result<PoolConnection<Postgres>, StoreError> {
+        Ok(self.pool.acquire().await?)
     }
 
     /// The migration versions applied. A pooled connection is checked by the pool before
@@ -126,6 +122,11 @@ impl PostgresDb {
             .fetch_all(&self.pool)
             .await?)
     }
+}
+
+/// A transaction on a writer's connection.
+async fn begin(writer: &mut Conn) -> Result<Transaction<'_, Postgres>, StoreError> {
+    Ok(writer.begin().await?)
 }
 
 /// Logs what a commit survives, as the server reports it (the bench quotes this line).
@@ -276,10 +277,10 @@ async fn open_clarification(
         sql::MESSAGE
     );
     let binds = opening.binds(at)?.into_arguments();
-    match sqlx::query_as_with(&sql, binds)
-        .fetch_optional(db.writer())
-        .await
-    {
+    let opened = sqlx::query_as_with(&sql, binds)
+        .fetch_optional(&mut *db.writer().await?)
+        .await;
+    match opened {
         Err(sqlx::Error::Database(err)) if err.constraint() == Some("clarifications_pkey") => {
             Ok(None)
         }

@@ -111,7 +111,8 @@ impl ClarificationStore for Db {
         if settlement.by != SettledBy::Operator {
             return Ok(None);
         }
-        let mut tx = self.begin().await?;
+        let mut writer = self.writer().await?;
+        let mut tx = engine::begin(&mut writer).await?;
         let noted = record_answer(&mut tx, pending_id, settlement).await?;
         tx.commit().await?;
         Ok(noted)
@@ -124,7 +125,8 @@ impl ClarificationStore for Db {
         keep: &[String],
         settlement: &Settlement,
     ) -> Result<Vec<SettledRecord>, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut writer = self.writer().await?;
+        let mut tx = engine::begin(&mut writer).await?;
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT pending_id FROM clarifications WHERE session_id = $1 AND status = 'pending' \
              AND ($2 IS NULL OR source = $2) ORDER BY created_at, pending_id",
@@ -148,7 +150,8 @@ impl ClarificationStore for Db {
         pending_id: &str,
         answer: &OperatorAnswer,
     ) -> Result<Option<Message>, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut writer = self.writer().await?;
+        let mut tx = engine::begin(&mut writer).await?;
         let message_id: Option<Option<String>> =
             sqlx::query_scalar("SELECT message_id FROM clarifications WHERE pending_id = $1")
                 .bind(pending_id)

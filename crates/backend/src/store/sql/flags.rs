@@ -29,7 +29,7 @@ impl FlagOverrideStore for Db {
             .bind(Timestamp::now()),
             None => sqlx::query("DELETE FROM runtime_flag_overrides WHERE key = $1").bind(key),
         };
-        query.execute(self.writer()).await?;
+        query.execute(&mut *self.writer().await?).await?;
         Ok(())
     }
 }

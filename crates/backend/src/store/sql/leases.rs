@@ -57,7 +57,7 @@ impl LeaseStore for Db {
         .bind(by.replica_id)
         .bind(by.advertise_url)
         .bind(millis(by.lease))
-        .fetch_optional(self.writer())
+        .fetch_optional(&mut *self.writer().await?)
         .await?;
         Ok(lease)
     }
@@ -82,7 +82,7 @@ impl LeaseStore for Db {
         .bind(replica_id)
         .bind(millis(lease_for))
         .bind(Json(held))
-        .fetch_all(self.writer())
+        .fetch_all(&mut *self.writer().await?)
         .await?;
         Ok(still)
     }
@@ -91,7 +91,7 @@ impl LeaseStore for Db {
         sqlx::query("DELETE FROM session_leases WHERE session_id = $1 AND generation = $2")
             .bind(session_id)
             .bind(bigint(generation))
-            .execute(self.writer())
+            .execute(&mut *self.writer().await?)
             .await?;
         Ok(())
     }
@@ -103,7 +103,7 @@ impl LeaseStore for Db {
         ))
         .bind(session_id)
         .bind(bigint(generation))
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -151,7 +151,7 @@ impl LeaseStore for Db {
         .bind(session_id)
         .bind(bigint(generation))
         .bind(host)
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(())
     }

@@ -50,7 +50,8 @@ pub(super) async fn insert(conn: &mut Conn, new: &NewMessage) -> Result<Message,
 #[async_trait]
 impl MessageStore for Db {
     async fn insert_message(&self, new: &NewMessage) -> Result<Message, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut writer = self.writer().await?;
+        let mut tx = engine::begin(&mut writer).await?;
         let message = insert(&mut tx, new).await?;
         tx.commit().await?;
         Ok(message)
@@ -81,7 +82,7 @@ impl MessageStore for Db {
         .bind(id)
         .bind(text)
         .bind(Timestamp::now())
-        .fetch_optional(self.writer())
+        .fetch_optional(&mut *self.writer().await?)
         .await?
         .ok_or_else(|| StoreError::Query(format!("no message `{id}`")))
     }

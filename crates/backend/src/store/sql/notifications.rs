@@ -31,7 +31,7 @@ pub(crate) const NOTIFICATION_COLUMNS: &str = COLUMNS;
 #[async_trait]
 impl NotificationStore for Db {
     async fn insert_notification(&self, n: &Notification) -> Result<(), StoreError> {
-        insert(&mut *self.writer().acquire().await?, n).await
+        insert(&mut *self.writer().await?, n).await
     }
 
     async fn notification(&self, id: &str) -> Result<Option<Notification>, StoreError> {

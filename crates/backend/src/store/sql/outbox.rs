@@ -14,7 +14,8 @@ const LAST: &str =
 #[async_trait]
 impl OutboxStore for Db {
     async fn enqueue(&self, deliveries: &[NewDelivery]) -> Result<usize, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut writer = self.writer().await?;
+        let mut tx = engine::begin(&mut writer).await?;
         let now = Timestamp::now();
         let mut new = 0;
         for d in deliveries {
@@ -61,7 +62,7 @@ impl OutboxStore for Db {
             .bind(until)
             .bind(now)
             .bind(i64::from(limit))
-            .fetch_all(self.writer())
+            .fetch_all(&mut *self.writer().await?)
             .await?;
         Ok(claimed)
     }
@@ -98,7 +99,7 @@ impl OutboxStore for Db {
         .bind(code.map(i32::from))
         .bind(error)
         .bind(finished_at)
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -141,7 +142,7 @@ impl OutboxStore for Db {
         .bind(nonce)
         .bind(pending_id)
         .bind(at)
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(done.rows_affected() == 1)
     }

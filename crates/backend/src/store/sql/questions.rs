@@ -44,7 +44,8 @@ pub(super) async fn open(
         notification,
         applied_seq,
     } = *opening;
-    let mut tx = db.begin().await?;
+    let mut writer = db.writer().await?;
+    let mut tx = engine::begin(&mut writer).await?;
     let known: Option<String> =
         sqlx::query_scalar("SELECT request_id FROM ask_user_question_calls WHERE request_id = $1")
             .bind(request_id)
@@ -136,7 +137,8 @@ pub(super) async fn call_returned(
     settlement: &Settlement,
     settles: CallSettles,
 ) -> Result<Option<CallReturned>, StoreError> {
-    let mut tx = db.begin().await?;
+    let mut writer = db.writer().await?;
+    let mut tx = engine::begin(&mut writer).await?;
     let Some(pending_id) = mark_returned(&mut tx, request_id, outcome).await? else {
         tx.rollback().await?;
         return Ok(None);

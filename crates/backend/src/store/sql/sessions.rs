@@ -51,7 +51,7 @@ impl SessionStore for Db {
         .bind(agent)
         .bind(SessionState::Created)
         .bind(Timestamp::now())
-        .fetch_one(self.writer())
+        .fetch_one(&mut *self.writer().await?)
         .await?;
         Ok(record)
     }
@@ -105,7 +105,7 @@ impl SessionStore for Db {
         .bind(error)
         .bind(Timestamp::now())
         .bind(fence.bind())
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -125,7 +125,7 @@ impl SessionStore for Db {
         .bind(facts.flags.to_string())
         .bind(facts.agent_info.as_ref().map(ToString::to_string))
         .bind(Timestamp::now())
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(())
     }
@@ -134,7 +134,7 @@ impl SessionStore for Db {
         sqlx::query(engine::SET_LAST_EVENT_SEQ)
             .bind(id)
             .bind(bigint(seq))
-            .execute(self.writer())
+            .execute(&mut *self.writer().await?)
             .await?;
         Ok(())
     }
@@ -145,7 +145,8 @@ impl SessionStore for Db {
         prompt: &NewMessage,
         fence: Fence,
     ) -> Result<TurnStart, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut writer = self.writer().await?;
+        let mut tx = engine::begin(&mut writer).await?;
         let claimed = sqlx::query(&format!(
             "UPDATE sessions SET state = 'RUNNING', updated_at = $2, view_seq = view_seq + 1 WHERE id = $1 AND state = 'IDLE' AND {}",
             engine::fenced("sessions.id", "$3")
@@ -157,6 +158,8 @@ impl SessionStore for Db {
         .await?;
         if claimed.rows_affected() == 0 {
             tx.rollback().await?;
+            // The read below is a reader's (on an in-memory database, the writer's own).
+            drop(writer);
             return Ok(match self.stored_state(id).await? {
                 Some(state) => TurnStart::Refused(state),
                 None => TurnStart::Missing,
@@ -168,7 +171,8 @@ impl SessionStore for Db {
     }
 
     async fn abandon_turn(&self, id: &str, prompt_message_id: &str) -> Result<(), StoreError> {
-        let mut tx = self.begin().await?;
+        let mut writer = self.writer().await?;
+        let mut tx = engine::begin(&mut writer).await?;
         sqlx::query("DELETE FROM messages WHERE id = $1 AND session_id = $2")
             .bind(prompt_message_id)
             .bind(id)
@@ -193,7 +197,7 @@ impl SessionStore for Db {
         .bind(id)
         .bind(Timestamp::now())
         .bind(fence.bind())
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(done.rows_affected() == 1)
     }

@@ -19,7 +19,7 @@ impl TaskStore for Db {
         .bind(&task.description)
         .bind(task.created_at)
         .bind(task.updated_at)
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(())
     }

@@ -15,15 +15,14 @@
 //! A caller waits for its batch's outcome, which comes only after the commit. A caller
 //! that goes away (an operator's request cut off) cannot leave a batch half sent with the
 //! transaction open on the shared writer: the task runs it to its end either way, and a
-//! failed transaction is rolled back on the same connection before it goes back to the pool.
+//! failed transaction is rolled back on the same connection before its turn ends.
 
-use sqlx::pool::PoolConnection;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Sqlite, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::SqliteDb;
 use super::sql::Binds;
+use super::writer::{Turn, Writer};
 use crate::store::StoreError;
 
 /// At most this many batches share a commit, so the write lock is never held for long.
@@ -48,7 +47,7 @@ struct Batch {
 
 impl Batches {
     /// Starts the task that runs batches on `writer` (it ends with the last handle).
-    pub(super) fn spawn(writer: SqlitePool) -> Self {
+    pub(super) fn spawn(writer: Writer) -> Self {
         let (queue, batches) = mpsc::unbounded_channel();
         tokio::spawn(write(writer, batches));
         Self { queue }
@@ -74,7 +73,7 @@ impl SqliteDb {
 }
 
 /// The writer task: takes what has queued, up to a group, and runs it.
-async fn write(writer: SqlitePool, mut batches: mpsc::UnboundedReceiver<Batch>) {
+async fn write(writer: Writer, mut batches: mpsc::UnboundedReceiver<Batch>) {
     let mut group = Vec::with_capacity(MOST_IN_A_GROUP);
     while batches.recv_many(&mut group, MOST_IN_A_GROUP).await > 0 {
         run_group(&writer, std::mem::take(&mut group)).await;
@@ -83,7 +82,7 @@ async fn write(writer: SqlitePool, mut batches: mpsc::UnboundedReceiver<Batch>) 
 
 /// Runs `group`: together when it has more than one batch, and each alone when it has
 /// one or the group failed. Answers every batch.
-async fn run_group(writer: &SqlitePool, group: Vec<Batch>) {
+async fn run_group(writer: &Writer, group: Vec<Batch>) {
     if group.len() > 1 {
         match together(writer, &group).await {
             Ok(rows) => {
@@ -105,8 +104,8 @@ async fn run_group(writer: &SqlitePool, group: Vec<Batch>) {
 }
 
 /// One batch in a transaction of its own, in one hop.
-async fn alone(writer: &SqlitePool, statements: &str, binds: Binds) -> Outcome {
-    let mut conn = writer.acquire().await?;
+async fn alone(writer: &Writer, statements: &str, binds: Binds) -> Outcome {
+    let mut conn = writer.turn().await?;
     let sql = format!("BEGIN IMMEDIATE; {statements}; COMMIT");
     let result = sqlx::query_with(&sql, binds.into_arguments())
         .fetch_all(&mut *conn)
@@ -117,8 +116,8 @@ async fn alone(writer: &SqlitePool, statements: &str, binds: Binds) -> Outcome {
 
 /// Every batch of `group` in one transaction, one hop each (the first opens it, the last
 /// commits it); each batch's rows. Nothing is committed when any of them fails.
-async fn together(writer: &SqlitePool, group: &[Batch]) -> Result<Vec<Vec<SqliteRow>>, StoreError> {
-    let mut conn = writer.acquire().await?;
+async fn together(writer: &Writer, group: &[Batch]) -> Result<Vec<Vec<SqliteRow>>, StoreError> {
+    let mut conn = writer.turn().await?;
     let last = group.len() - 1;
     let mut rows = Vec::with_capacity(group.len());
     let mut failed = None;
@@ -149,11 +148,11 @@ async fn together(writer: &SqlitePool, group: &[Batch]) -> Result<Vec<Vec<Sqlite
 }
 
 /// After a failed transaction, rolls it back on the connection that ran it.
-async fn roll_back_if_failed(conn: &mut PoolConnection<Sqlite>, failed: bool) {
+async fn roll_back_if_failed(conn: &mut Turn<'_>, failed: bool) {
     if failed && sqlx::query("ROLLBACK").execute(&mut **conn).await.is_err() {
         // No transaction was open (BEGIN itself failed), or the connection is in a state
-        // not worth trusting: either way the pool opens a fresh one.
-        conn.close_on_drop();
+        // not worth trusting: either way the writer takes a fresh one.
+        conn.renew().await;
     }
 }
 
@@ -232,7 +231,8 @@ mod tests {
             .expect("a");
         assert_eq!(v, 1, "nothing of the failed batch is kept");
         // The writer is free and outside any transaction.
-        let tx = db.begin().await.expect("begin");
+        let mut turn = db.writer().await.expect("writer");
+        let tx = super::super::begin(&mut turn).await.expect("begin");
         tx.commit().await.expect("commit");
     }
 
@@ -240,7 +240,7 @@ mod tests {
     async fn batches_that_queue_behind_a_busy_writer_all_commit_in_their_order() {
         let (db, _dir) = db().await;
         // Holding the one writer connection makes the batches queue.
-        let held = db.writer.acquire().await.expect("writer");
+        let held = db.writer().await.expect("writer");
         let binds = |k: &str| Binds::default().and(k.to_owned()).expect("binds");
         let batch = |k: &'static str| {
             db.in_one_hop(
@@ -259,5 +259,34 @@ mod tests {
             .map(|rows| rows.expect("committed")[0].get::<i64, _>(0))
             .collect();
         assert_eq!(order, [0, 1, 2, 3], "each saw the ones queued before it");
+    }
+
+    #[tokio::test]
+    async fn a_rollback_that_fails_leaves_the_writer_a_fresh_connection() {
+        let (db, _dir) = db().await;
+        let mut turn = db.writer().await.expect("writer");
+        // A temporary table lives and dies with its connection.
+        sqlx::query("CREATE TEMP TABLE mine (x INTEGER)")
+            .execute(&mut *turn)
+            .await
+            .expect("temp table");
+        // No transaction is open, so the ROLLBACK fails.
+        roll_back_if_failed(&mut turn, true).await;
+        let seen: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM temp.sqlite_master WHERE name = 'mine'")
+                .fetch_one(&mut *turn)
+                .await
+                .expect("the fresh connection answers");
+        assert_eq!(seen, 0, "the connection was replaced");
+        drop(turn);
+        let rows = db
+            .in_one_hop(
+                "INSERT INTO t (k, v) VALUES ('a', 1)".into(),
+                Binds::default(),
+            )
+            .await
+            .expect("the writer still writes");
+        assert!(rows.is_empty());
+        assert_eq!(keys(&db).await, ["a"]);
     }
 }

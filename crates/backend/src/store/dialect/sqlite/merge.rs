@@ -19,7 +19,8 @@ pub(crate) async fn merge_alone(
     patch: &Map<String, Value>,
     content: Option<&str>,
 ) -> Result<Message, StoreError> {
-    let mut tx = db.begin().await?;
+    let mut writer = db.writer().await?;
+    let mut tx = super::begin(&mut writer).await?;
     let message = merge(&mut tx, id, patch, content).await?;
     tx.commit().await?;
     Ok(message)

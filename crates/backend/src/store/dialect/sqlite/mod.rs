@@ -18,6 +18,7 @@ mod settle;
 // Mounted by both dialects on purpose: one text of each query, compiled per engine.
 #[allow(clippy::duplicate_mod)]
 mod sql;
+mod writer;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use writer::{Turn, Writer};
 
 use crate::store::{ChangeBus, OpenError, StoreError};
 pub(crate) use checkpoint::Checkpointing;
@@ -45,7 +47,7 @@ pub struct SqliteDb {
     /// Every write, on one connection: SQLite has one writer at a time, so writers queue
     /// here in order instead of polling its lock (the busy handler sleeps 1, 2, 5, … up
     /// to 100 ms between tries, which is what a contended write's tail was made of).
-    writer: SqlitePool,
+    writer: Writer,
     /// The task that runs the write batches of an answer's path on `writer`, grouping
     /// those that queue into one commit.
     batches: batch::Batches,
@@ -62,7 +64,6 @@ type Db = SqliteDb;
 type Engine = Sqlite;
 /// The connection a transaction runs on.
 type Conn = SqliteConnection;
-type Tx = Transaction<'static, Sqlite>;
 
 impl SqliteDb {
     /// Opens (creating the file and its directory when missing) and migrates `url`.
@@ -117,31 +118,42 @@ impl SqliteDb {
                 .idle_timeout(None)
                 .max_lifetime(None);
             let pool = connect(pool, options).await?;
-            (pool.clone(), pool, None)
+            (pool.clone(), Writer::Shared(pool), None)
         } else {
             // A connection is in-process, and sqlx pings it when it is taken back: a ping
-            // before handing it out again would only cost the writer a hop of its worker
+            // before handing it out again would only cost a reader a hop of its worker
             // thread on every statement.
-            let pools = || SqlitePoolOptions::new().test_before_acquire(false);
-            let readers = connect(pools().max_connections(8), options.clone());
+            let readers = SqlitePoolOptions::new()
+                .test_before_acquire(false)
+                .max_connections(8);
+            let readers = connect(readers, options.clone());
             // The writer's commits never checkpoint: the task does (`checkpoint`). When a
             // write starts the WAL over, it also cuts the file back to the task's bound.
-            let writer = connect(
-                pools().max_connections(1),
+            let writer = Writer::open(
                 options
                     .clone()
                     .pragma("wal_autocheckpoint", "0")
                     .pragma("journal_size_limit", checkpointing.wal_bound.to_string()),
             );
-            let (readers, writer) = (readers.await?, writer.await?);
+            let (readers, writer) = (
+                readers.await?,
+                writer.await.map_err(|err| OpenError::Connect {
+                    url: url.to_owned(),
+                    message: err.to_string(),
+                })?,
+            );
             let checkpoints = Arc::new(checkpoint::spawn(options, checkpointing));
             (readers, writer, Some(checkpoints))
         };
+        // On a pooled connection: the migrator takes one from a pool (on the writer's own
+        // connection its future is not `Send`). Nothing else writes before it is done.
         MIGRATOR
-            .run(&writer)
+            .run(&pool)
             .await
             .map_err(|err| OpenError::Migrate(err.to_string()))?;
-        log_durability(&writer).await;
+        if let Ok(mut turn) = writer.turn().await {
+            log_durability(&mut turn).await;
+        }
         Ok(Self {
             pool,
             batches: batch::Batches::spawn(writer.clone()),
@@ -162,14 +174,9 @@ impl SqliteDb {
         &self.pool
     }
 
-    /// Where single-statement writes go: SQLite has one writer at a time.
-    fn writer(&self) -> &SqlitePool {
-        &self.writer
-    }
-
-    /// A write transaction holding SQLite's write lock from its first statement.
-    async fn begin(&self) -> Result<Tx, StoreError> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    /// The writer's turn, where writes go: SQLite has one writer at a time.
+    async fn writer(&self) -> Result<Turn<'_>, StoreError> {
+        self.writer.turn().await
     }
 
     /// The migration versions applied, read on a fresh connection: pooled ones keep a
@@ -192,14 +199,20 @@ impl SqliteDb {
     }
 }
 
-/// Logs what a commit survives, as the connections report it (the bench quotes this line).
-async fn log_durability(pool: &SqlitePool) {
+/// A write transaction on the writer's turn, holding SQLite's write lock from its first
+/// statement.
+async fn begin(writer: &mut Conn) -> Result<Transaction<'_, Sqlite>, StoreError> {
+    Ok(writer.begin_with("BEGIN IMMEDIATE").await?)
+}
+
+/// Logs what a commit survives, as the writer reports it (the bench quotes this line).
+async fn log_durability(writer: &mut Conn) {
     let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(pool)
+        .fetch_one(&mut *writer)
         .await
         .unwrap_or_default();
     let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
-        .fetch_one(pool)
+        .fetch_one(&mut *writer)
         .await
         .unwrap_or(-1);
     let synchronous = usize::try_from(level)
