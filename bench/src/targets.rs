@@ -67,7 +67,18 @@ pub struct Target {
 /// "≤ bar": met when the whole interval is under it.
 fn under(name: String, value: f64, ci: Option<Interval>, bar: f64, reason: String) -> Target {
     let (measured, met) = match ci {
-        Some(ci) => (format!("{value:.2} ms {}", ci.text()), ci.hi <= bar),
+        Some(ci) => {
+            let met = ci.hi <= bar;
+            // Two decimals can round an end over the bar onto it ("[0.99, 1.00]" not under
+            // 1 ms): then three say which side it is on.
+            let rounded_onto_bar = !met && format!("{:.2}", ci.hi) == format!("{bar:.2}");
+            let measured = if rounded_onto_bar {
+                format!("{value:.3} ms [{:.3}, {:.3}]", ci.lo, ci.hi)
+            } else {
+                format!("{value:.2} ms {}", ci.text())
+            };
+            (measured, met)
+        }
         None => (format!("{value:.2} ms"), value <= bar),
     };
     target(name, measured, format!("≤ {bar} ms"), met, reason)
@@ -712,5 +723,32 @@ mod tests {
             "r".into(),
         );
         assert_eq!((tight.met, tight.reason.as_str()), (Some(true), ""));
+    }
+
+    #[test]
+    fn an_interval_over_its_bar_by_less_than_a_hundredth_shows_three_decimals() {
+        let close = under(
+            "c".into(),
+            0.999,
+            Some(Interval {
+                lo: 0.994,
+                hi: 1.004,
+            }),
+            1.0,
+            "r".into(),
+        );
+        assert_eq!(close.met, Some(false));
+        assert_eq!(close.measured, "0.999 ms [0.994, 1.004]");
+        let on = under(
+            "o".into(),
+            0.999,
+            Some(Interval { lo: 0.994, hi: 1.0 }),
+            1.0,
+            "r".into(),
+        );
+        assert_eq!(
+            (on.met, on.measured.as_str()),
+            (Some(true), "1.00 ms [0.99, 1.00]")
+        );
     }
 }
