@@ -236,7 +236,7 @@ async fn merge_alone(
     patch: &Map<String, Value>,
     content: Option<&str>,
 ) -> Result<Message, StoreError> {
-    merge(&mut *db.pool.acquire().await?, id, patch, content).await
+    merge(&mut *db.writer().await?, id, patch, content).await
 }
 
 /// Stores `opening` at `at` in one statement: one round trip and one commit on the
@@ -309,7 +309,7 @@ async fn settle_once(
     pending_id: &str,
     s: &Settlement,
 ) -> Result<Option<SettledRecord>, StoreError> {
-    settle_row(&mut *db.pool.acquire().await?, pending_id, s).await
+    settle_row(&mut *db.writer().await?, pending_id, s).await
 }
 
 /// [`settle_once`] on the caller's connection (inside its transaction, if any).

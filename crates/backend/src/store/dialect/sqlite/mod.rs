@@ -101,13 +101,12 @@ impl SqliteDb {
             }
         }
         let probe = (!memory).then(|| options.clone().create_if_missing(false));
+        let refused = |err: sqlx::Error| OpenError::Connect {
+            url: url.to_owned(),
+            message: err.to_string(),
+        };
         let connect = |pool: SqlitePoolOptions, options: SqliteConnectOptions| async move {
-            pool.connect_with(options)
-                .await
-                .map_err(|err| OpenError::Connect {
-                    url: url.to_owned(),
-                    message: err.to_string(),
-                })
+            pool.connect_with(options).await.map_err(refused)
         };
         // Every connection to `:memory:` is its own database, so a memory pool keeps one
         // and writes through it too.
@@ -135,13 +134,7 @@ impl SqliteDb {
                     .pragma("wal_autocheckpoint", "0")
                     .pragma("journal_size_limit", checkpointing.wal_bound.to_string()),
             );
-            let (readers, writer) = (
-                readers.await?,
-                writer.await.map_err(|err| OpenError::Connect {
-                    url: url.to_owned(),
-                    message: err.to_string(),
-                })?,
-            );
+            let (readers, writer) = (readers.await?, writer.await.map_err(refused)?);
             let checkpoints = Arc::new(checkpoint::spawn(options, checkpointing));
             (readers, writer, Some(checkpoints))
         };
