@@ -3,7 +3,7 @@
 // link straight to it. Kept current by the operator WebSocket; the waits tick every 30 s.
 
 import { api } from "./api.js";
-import { h, replace } from "./dom.js";
+import { h, swap } from "./dom.js";
 import { t } from "./i18n.js";
 import { knownTitle, taskTitle } from "./titles.js";
 import * as ws from "./ws.js";
@@ -58,10 +58,30 @@ export function createNeedsYou() {
       h("span", { class: "needs-when" }, ago, slot));
   }
 
+  // What an item shows, per pending id: an item whose text would not change is kept, so a
+  // link a keyboard user is on keeps its focus when another question comes or goes.
+  const shown = new Map(); // pending id -> {el, look}
+
+  function look(record) {
+    return JSON.stringify([knownTitle(record.task_id), questionTitle(record), record.session_id, record.created_at, record.expires_at, record.on_deadline]);
+  }
+
   function render() {
     const open = [...waiting.values()].sort(byWait);
     element.hidden = open.length === 0;
-    replace(list, open.map(item));
+    const next = new Map();
+    for (const record of open) {
+      const was = shown.get(record.pending_id);
+      const wanted = look(record);
+      next.set(record.pending_id, was?.look === wanted ? was : { el: swap(was?.el, item(record)), look: wanted });
+    }
+    for (const [id, { el }] of shown) if (!next.has(id)) el.remove();
+    // In wait order; kept items never move past each other (their order is their age).
+    [...next.values()].forEach(({ el }, i) => {
+      if (list.children[i] !== el) list.insertBefore(el, list.children[i] ?? null);
+    });
+    shown.clear();
+    for (const [id, entry] of next) shown.set(id, entry);
   }
 
   async function add(record) {

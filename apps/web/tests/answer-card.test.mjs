@@ -283,6 +283,35 @@ test("triage: Needs you lists the longest wait first; a settled question's notif
   });
 });
 
+test("triage: a question arriving keeps the Needs you link a keyboard user is on (and its focus)", T, async () => {
+  await withKandev({ env: FLAG_ON, viewport: { width: 1280, height: 900 } }, async ({ kandev, page }) => {
+    const first = await sessionWithPendingClarification(kandev, "/e2e:single", "Asked first");
+    const second = await sessionWithPendingClarification(kandev, "/e2e:multi", "Asked second");
+    await page.goto(`${kandev.url}/#/`);
+    const items = page.getByTestId("needs-you-item");
+    await waitFor(async () => (await items.count()) === 2, { message: "two waiting" });
+    const link = items.nth(1).getByTestId("needs-you-link");
+    await link.focus();
+    const held = await link.elementHandle();
+
+    // A third question comes in while the operator is on the second one's link.
+    const third = await sessionWithPendingClarification(kandev, "/e2e:single", "Asked third");
+    await waitFor(async () => (await items.count()) === 3, { message: "three waiting" });
+    assert.deepEqual(await items.evaluateAll((els) => els.map((el) => el.dataset.pendingId)), [first.record.pending_id, second.record.pending_id, third.record.pending_id]);
+    assert.equal(await held.evaluate((el) => el.isConnected && document.activeElement === el), true, "the focused link was rebuilt");
+
+    // One answered elsewhere leaves; the link keeps its focus still, and Enter follows it.
+    await kandev.api.call("POST", `/api/v1/clarifications/${first.record.pending_id}/respond`, {
+      answers: [{ question_id: "question_0", selected_options: ["SQLite"], custom_text: "" }], rejected: false, reject_reason: "",
+    });
+    await waitFor(async () => (await items.count()) === 2, { message: "two left" });
+    assert.equal(await held.evaluate((el) => el.isConnected && document.activeElement === el), true, "the focused link was rebuilt");
+    await page.keyboard.press("Enter");
+    await waitFor(async () => page.url().endsWith(`#/sessions/${encodeURIComponent(second.session.id)}`), { message: "Enter opened the second question's session" });
+    assert.deepEqual(page.errors, []);
+  });
+});
+
 test("Settings: a toggle keeps keyboard focus and shows its Saved line", T, async () => {
   // No flag in the environment, so the toggle is not locked.
   await withKandev({}, async ({ kandev, page }) => {
