@@ -78,11 +78,14 @@ impl Report {
             Ok(st) => {
                 let _ = writeln!(
                     md,
-                    "Databases under `{}` ({}): a 4 KiB write + `fdatasync` takes p50 {:.3} ms, p99 {:.3} ms there. kandev runs as deployed: operator auth on (every request and WebSocket carries a token), `info` logs.\n",
+                    "Databases under `{}` ({}): a 4 KiB write + `fdatasync` takes p50 {:.3} ms, p99 {:.3} ms there. One SQLite statement (`SELECT 1`) through sqlx, which runs each connection on a thread of its own, takes p50 {:.3} ms back to back and {:.3} ms after a {} ms pause (threads woken from idle, as one question at a time wakes them at every hop). kandev runs as deployed: operator auth on (every request and WebSocket carries a token), `info` logs.\n",
                     st.dir.display(),
                     st.fs_type,
                     st.fsync.p50,
-                    st.fsync.p99
+                    st.fsync.p99,
+                    st.statement_busy.p50,
+                    st.statement_woken.p50,
+                    crate::storage::PAUSE.as_secs_f64() * 1e3
                 );
             }
             Err(err) => {

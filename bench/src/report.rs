@@ -334,6 +334,8 @@ pub(crate) mod tests {
                 dir: "/tmp".into(),
                 fs_type: "ext4".into(),
                 fsync: crate::stats::percentiles(&[0.5, 1.0]),
+                statement_busy: crate::stats::percentiles(&[0.02, 0.03]),
+                statement_woken: crate::stats::percentiles(&[0.07, 0.09]),
             }),
             shape: Shape {
                 sessions: 1,

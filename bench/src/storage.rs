@@ -3,6 +3,12 @@
 //! under it) and the latency of a 4 KiB write plus `fdatasync` in it. A durable commit
 //! waits for at least one such sync, so this is the floor under every database figure.
 //! PostgreSQL on `tmpfs` would measure memory, not a deployment: the bench refuses it.
+//!
+//! It also times one SQLite statement through sqlx there, back to back and after a pause
+//! as long as one question's round trip: sqlx runs each SQLite connection on a thread of
+//! its own, so every statement kandev sends crosses to that thread and back, and on this
+//! VM a thread woken from idle costs several times one kept busy. One question at a time
+//! pays the woken figure at every hop.
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -11,6 +17,13 @@ use crate::stats::{Percentiles, percentiles};
 
 /// Syncs timed per probe.
 const SYNCS: usize = 200;
+
+/// Statements timed per probe, each way.
+const STATEMENTS: usize = 500;
+
+/// The pause before a woken statement: about one question's round trip, in which kandev's
+/// threads have nothing to do.
+pub const PAUSE: std::time::Duration = std::time::Duration::from_micros(1500);
 
 /// The databases' directory, as measured.
 #[derive(Debug, Clone)]
@@ -21,6 +34,10 @@ pub struct Storage {
     pub fs_type: String,
     /// 4 KiB write + `fdatasync`, ms.
     pub fsync: Percentiles,
+    /// `SELECT 1` through sqlx on a SQLite file there, back to back, ms.
+    pub statement_busy: Percentiles,
+    /// The same after a pause of [`PAUSE`], ms.
+    pub statement_woken: Percentiles,
 }
 
 impl Storage {
@@ -54,7 +71,7 @@ fn fs_type_in(mountinfo: &str, path: &Path) -> Option<String> {
 }
 
 /// Measures `dir`.
-pub fn probe(dir: &Path) -> Result<Storage, String> {
+pub async fn probe(dir: &Path) -> Result<Storage, String> {
     let dir = dir
         .canonicalize()
         .map_err(|err| format!("storage: {}: {err}", dir.display()))?;
@@ -73,11 +90,47 @@ pub fn probe(dir: &Path) -> Result<Storage, String> {
             .map_err(|err| format!("storage: fdatasync: {err}"))?;
         samples.push(start.elapsed().as_secs_f64() * 1e3);
     }
+    let (statement_busy, statement_woken) = statements(&dir).await?;
     Ok(Storage {
         dir,
         fs_type,
         fsync: percentiles(&samples),
+        statement_busy,
+        statement_woken,
     })
+}
+
+/// `SELECT 1` on one sqlx SQLite connection to a file in `dir`: back to back, then each
+/// after [`PAUSE`].
+async fn statements(dir: &Path) -> Result<(Percentiles, Percentiles), String> {
+    use sqlx::Connection;
+    let err = |err: sqlx::Error| format!("storage: SQLite statement: {err}");
+    let file = tempfile::tempdir_in(dir).map_err(|err| format!("storage: {err}"))?;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(file.path().join("probe.db"))
+        .create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .map_err(err)?;
+    let mut time = async |pause: Option<std::time::Duration>| {
+        let mut samples = Vec::with_capacity(STATEMENTS);
+        for _ in 0..STATEMENTS {
+            if let Some(pause) = pause {
+                tokio::time::sleep(pause).await;
+            }
+            let start = std::time::Instant::now();
+            sqlx::query("SELECT 1")
+                .fetch_one(&mut conn)
+                .await
+                .map_err(err)?;
+            samples.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok::<_, String>(percentiles(&samples))
+    };
+    let busy = time(None).await?;
+    let woken = time(Some(PAUSE)).await?;
+    conn.close().await.map_err(err)?;
+    Ok((busy, woken))
 }
 
 #[cfg(test)]
@@ -108,16 +161,26 @@ mod tests {
             dir: "/tmp".into(),
             fs_type: fs.into(),
             fsync: Percentiles::default(),
+            statement_busy: Percentiles::default(),
+            statement_woken: Percentiles::default(),
         };
         assert!(storage("tmpfs").refuses_postgres().is_some());
         assert!(storage("ext4").refuses_postgres().is_none());
     }
 
-    #[test]
-    fn a_probe_times_real_syncs() {
+    #[tokio::test]
+    async fn a_probe_times_real_syncs_and_statements() {
         let dir = tempfile::tempdir().expect("dir");
-        let s = probe(dir.path()).expect("probe");
+        let s = probe(dir.path()).await.expect("probe");
         assert_eq!(s.fsync.n, SYNCS);
         assert!(s.fsync.p50 > 0.0 && s.fs_type != "unknown", "{s:?}");
+        assert_eq!(
+            (s.statement_busy.n, s.statement_woken.n),
+            (STATEMENTS, STATEMENTS)
+        );
+        assert!(
+            s.statement_busy.p50 > 0.0 && s.statement_woken.p50 > 0.0,
+            "{s:?}"
+        );
     }
 }

@@ -120,7 +120,7 @@ fn heaviest(breakdown: &Breakdown) -> String {
 fn remedy(segment: &str) -> &'static str {
     match segment {
         "kandev record + message write" => {
-            "already one statement and one commit, which stays on the path (an elicitation the operator sees is in the database); one question at a time has no other write to share its commit with (SQLite shares one among writes that queue together): would meet it: fewer processes on the answer's path (the agent stream and the operator socket each cost a process's wake-up on a shared core), or a cheaper commit (PostgreSQL: a WAL device with a cheaper flush)"
+            "already one statement and one commit, which stays on the path (an elicitation the operator sees is in the database); one question at a time has no other write to share its commit with (SQLite shares one among writes that queue together), and the write crosses to sqlx's connection thread and back, each side woken from idle (the statement probe at the top): would meet it: SQLite run on the calling thread (sqlx gives every SQLite connection a thread of its own), fewer processes on the answer's path (the agent stream and the operator socket each cost a process's wake-up on a shared core), or a cheaper commit (PostgreSQL: a WAL device with a cheaper flush)"
         }
         "kandev session queue (earlier events)" => {
             "the session's events are applied in order and the previous answer's settlement holds the writer (SQLite has one); would meet it: settle an answer in the same commit as the session's next write instead of in its own"
