@@ -424,7 +424,7 @@ async fn run(args: Args) -> ExitCode {
             .map(|n| n.get())
             .unwrap_or(0),
     };
-    let storage = storage::probe(&std::env::temp_dir()).await;
+    let storage = storage::probe(&std::env::temp_dir());
     let refused = postgres_refusal(
         storage
             .as_ref()
