@@ -60,7 +60,7 @@ export function createNeedsYou() {
 
   // What an item shows, per pending id: an item whose text would not change is kept, so a
   // link a keyboard user is on keeps its focus when another question comes or goes.
-  const shown = new Map(); // pending id -> {el, look}
+  let shown = new Map(); // pending id -> {el, look}
 
   function look(record) {
     return JSON.stringify([knownTitle(record.task_id), questionTitle(record), record.session_id, record.created_at, record.expires_at, record.on_deadline]);
@@ -80,8 +80,7 @@ export function createNeedsYou() {
     [...next.values()].forEach(({ el }, i) => {
       if (list.children[i] !== el) list.insertBefore(el, list.children[i] ?? null);
     });
-    shown.clear();
-    for (const [id, entry] of next) shown.set(id, entry);
+    shown = next;
   }
 
   async function add(record) {
