@@ -171,7 +171,7 @@ fn knee_reason(sweep: &Sweep, engine: Engine) -> String {
     };
     let wait = match engine {
         Engine::Sqlite => {
-            "the writes that queue on the one writer already share a commit; what is left is CPU: every answer wakes the agent, its agentctl, kandev and the operator several times (about 2 ms of the machine's CPU an answer), so the two cores fill before the writer does, kandev taking about one of them; with every session on one agentctl the knee stayed 1,000/s (measured), so fewer agentctls alone do not meet it; the session's view built from what was written instead of read back (decision 0021) took about a tenth off kandev's CPU at a given rate (measured alternating) and not more; would meet it: less of kandev's CPU an answer still (answers over the operator's open WebSocket instead of an HTTP request each, a question's operator events in one write), or more cores"
+            "the writes that queue on the one writer already share a commit; what is left is CPU: every answer wakes the agent, its agentctl, kandev and the operator several times (about 2 ms of the machine's CPU an answer), so the two cores fill before the writer does, kandev taking about one of them; with every session on one agentctl the knee stayed 1,000/s (measured), so fewer agentctls alone do not meet it; the session's view built from what was written instead of read back (decision 0021) took about a tenth off kandev's CPU at a given rate (measured alternating) and not more; a question's operator events already reach each socket in two writes, its open's and its settlement's (counted: decision 0013); would meet it: less of kandev's CPU an answer still (answers over the operator's open WebSocket instead of an HTTP request each), or more cores"
         }
         Engine::Postgres => {
             "questions past the rate queue in the feed between their commit and their broadcast, behind its reads (one query a session change: on PostgreSQL a question's open and settlement return no session, decision 0021, and the feed's board builds the task's view), on two cores shared with the server; would meet it: those writes returning their session too (its count is a trigger's, which the statement that fires it cannot see: a second statement each, or the count kept by the statements themselves)"
@@ -332,9 +332,9 @@ fn crowd_targets(r: &Report, out: &mut Vec<Target>) {
         interval(&c.visible, 0.99),
         CROWD_VISIBLE_P99_MS,
         format!(
-            "p50 {:.2} ms; an answered question costs every socket four writes (the question with its message; its session, task and notification; the settlement with its message; the session and task again), {:.0} socket writes a second here, each a wake-up and a loopback send that also runs the reader's side, with the bench's own {} readers on the same two cores; would meet it: a question's events in one write (now that its session is built from what was written on SQLite, decision 0021, nothing need wait for a read; holding them for the feed's reads instead moved the writes into the next question's path: measured slower), or cores for the sockets",
+            "p50 {:.2} ms; an answered question costs every socket two writes, one for its open's events (the record, its message, the session, the task, the notification) and one for its settlement's (counted with perf: 2.02 `sendto` calls a socket a question, decision 0013), so each is a fan-out of one write to every socket, {:.0} socket writes a second here, each a wake-up and a loopback send that also runs the reader's side, with the bench's own {} readers on the same two cores; the p99 is the last sockets of a fan-out; would meet it: cores for the sockets (a write each cannot be fewer: the open and the settlement are apart in time)",
             p.p50,
-            4.0 * c.plan.rate * c.plan.sockets as f64,
+            2.0 * c.plan.rate * c.plan.sockets as f64,
             c.plan.sockets
         ),
     ));
