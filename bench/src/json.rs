@@ -93,6 +93,7 @@ impl Report {
             .iter()
             .map(|p| {
                 json!({"sessions": p.sessions, "elicitations_per_session": self.scale_per_session, "rounds": p.rounds,
+                "time_to_visible": or_error(&p.result, |l| latency_json(&l.visible)),
                 "result": or_error(&p.result, load_json)})
             })
             .collect();
@@ -130,11 +131,14 @@ impl Report {
                 "chunks_per_s_per_session": s.plan.chunks_per_s, "seconds": s.plan.seconds,
                 "elicitations_per_s": s.plan.rate,
                 "round_trip_idle": latency_json(&s.idle), "round_trip_during": latency_json(&s.during),
+                "time_to_visible_idle": latency_json(&s.idle_visible),
+                "time_to_visible_during": latency_json(&s.during_visible),
                 "last_chunk_visible": latency_json(&s.last_chunk_visible), "unseen": s.unseen,
                 "result": load_json(&s.result)})),
             "soak": or_error(&self.soak, |s| json!({"window_s": s.plan.window.as_secs_f64(),
                 "rate_per_s": s.plan.rate, "windows": s.windows.iter().map(|w| json!({
-                    "answer_to_agent": pct_json(&percentiles(&w.samples)), "kandev_rss_bytes": w.rss,
+                    "answer_to_agent": pct_json(&percentiles(&w.samples)),
+                    "time_to_visible": pct_json(&percentiles(&w.visible)), "kandev_rss_bytes": w.rss,
                     "db_bytes": w.db_bytes, "wal_bytes": w.wal_bytes,
                     "kandev_cores": w.cpu.map(|c| c.kandev_cores)})).collect::<Vec<_>>(),
                 "result": load_json(&s.total)})),
@@ -155,6 +159,7 @@ mod tests {
             sent: 2,
             answered: 2,
             samples: vec![1.0, 2.0],
+            visible: vec![3.0, 4.0],
             throughput: 100.0,
             ..LoadResult::default()
         })
@@ -180,6 +185,8 @@ mod tests {
         );
         assert_eq!(json["operators"]["slow_reader"]["resyncs"], 1);
         assert_eq!(json["streaming"]["round_trip_during"]["n"], 2);
+        assert_eq!(json["streaming"]["time_to_visible_during"]["n"], 2);
+        assert_eq!(json["scale"][0]["time_to_visible"]["n"], 2);
         assert_eq!(json["operators"]["time_to_visible"]["n"], 4);
         assert_eq!(json["replicas"][1]["sweep"]["knee_per_s"], 100.0);
         assert_eq!(json["engines"]["postgres"]["durability"], "engine=postgres");

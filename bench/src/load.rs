@@ -2,7 +2,8 @@
 //! elicitations, answered by C operator clients (each with its own WebSocket; client i
 //! answers the events whose pending id hashes to i). The operators hold their answers
 //! until all S × K elicitations are open at once, then answer them all, a few at a time
-//! each, as a browser's few connections would.
+//! each, as a browser's few connections would. Time to visible is each elicitation's own:
+//! its agent sent it → its operator's WebSocket read it, in the burst of the opening.
 //!
 //! Every count comes from the agents' side: a request is lost when its agent never got a
 //! response, doubled when it got more than one, crossed when the answer was another
@@ -69,7 +70,7 @@ pub struct LoadResult {
     pub answer_to_agent: Percentiles,
     /// Raw answer-to-agent samples, ms.
     pub samples: Vec<f64>,
-    /// Time to visible (the sweep): agent sends → operator's WebSocket reads it, ms.
+    /// Time to visible (the sweep, the scale): agent sends → operator's WebSocket reads it, ms.
     pub visible: Vec<f64>,
     /// kandev's VmHWM, bytes.
     pub kandev_peak_rss: u64,
@@ -153,6 +154,8 @@ pub fn slot(pending_id: &str, operators: usize) -> usize {
 /// What the operator clients share.
 struct Operators {
     posted: Mutex<HashMap<String, u128>>,
+    /// When each elicitation's operator read its `clarification.created`, by tag.
+    shown: Mutex<HashMap<String, u128>>,
     errors: Mutex<Vec<String>>,
     /// Open-then-answer: elicitations seen so far, and the release once all are.
     seen: AtomicUsize,
@@ -161,6 +164,18 @@ struct Operators {
 }
 
 impl Operators {
+    /// Operators that release their answers once `total` elicitations are open.
+    fn new(total: usize) -> Self {
+        Self {
+            posted: Mutex::default(),
+            shown: Mutex::default(),
+            errors: Mutex::default(),
+            seen: AtomicUsize::new(0),
+            total,
+            release: watch::channel(None).0,
+        }
+    }
+
     async fn answer(&self, http: &Connections, event: &Created) {
         let pending = event.data["pending_id"].as_str().unwrap_or_default();
         let tag = event.data["message"]
@@ -184,6 +199,15 @@ impl Operators {
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(format!("{tag}: {other:?}")),
         }
+    }
+
+    /// Notes when `event` was read, by its tag.
+    fn shown(&self, event: &Created) {
+        let tag = event.data["message"].as_str().unwrap_or_default();
+        self.shown
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(tag.to_owned(), event.seen_ns);
     }
 
     /// Counts one more open elicitation; the last one releases every operator.
@@ -210,6 +234,7 @@ async fn operator(
         tokio::select! {
             event = created.recv() => match event {
                 Some(event) if mine(&event) => {
+                    shared.shown(&event);
                     held.push(event);
                     shared.opened();
                 }
@@ -232,6 +257,50 @@ async fn operator(
             async move { shared.answer(&http, &event).await }
         })
         .await;
+}
+
+/// When the operators acted on each request, wall-clock ns by tag.
+struct Instants<'a> {
+    /// Its answer was posted.
+    posted: &'a HashMap<String, u128>,
+    /// Its `clarification.created` was read.
+    shown: &'a HashMap<String, u128>,
+}
+
+/// Counts every request `sent_at` into `result`: answered once, lost, doubled or crossed
+/// (by the responses `received`), its answer to agent (posted → first response) and its
+/// time to visible (sent → shown), ms. The last first response's instant.
+fn count(
+    sent_at: &HashMap<String, u128>,
+    received: &HashMap<String, Vec<(u128, String)>>,
+    at: Instants<'_>,
+    result: &mut LoadResult,
+) -> u128 {
+    let ms = |from: u128, to: u128| to.saturating_sub(from) as f64 / 1e6;
+    let mut last_recv = 0u128;
+    for (tag, &sent_ns) in sent_at {
+        if let Some(&shown_ns) = at.shown.get(tag) {
+            result.visible.push(ms(sent_ns, shown_ns));
+        }
+        match received.get(tag) {
+            None => result.lost += 1,
+            Some(responses) => {
+                result.answered += 1;
+                result.doubled += responses.len() - 1;
+                result.crossed += responses.iter().filter(|(_, a)| a != tag).count();
+                let (recv_ns, _) = responses[0];
+                last_recv = last_recv.max(recv_ns);
+                if let Some(&post_ns) = at.posted.get(tag) {
+                    result.samples.push(ms(post_ns, recv_ns));
+                }
+            }
+        }
+    }
+    result.doubled += received
+        .keys()
+        .filter(|t| !sent_at.contains_key(*t))
+        .count();
+    last_recv
 }
 
 /// Starts `shape.sessions` sessions, a few at a time, session s on replica s mod R; the
@@ -295,13 +364,7 @@ async fn measure(
     remote: Option<&RemoteAgentctl>,
 ) -> Result<LoadResult, String> {
     let total = shape.sessions * shape.per_session;
-    let shared = Arc::new(Operators {
-        posted: Mutex::default(),
-        errors: Mutex::default(),
-        seen: AtomicUsize::new(0),
-        total,
-        release: watch::channel(None).0,
-    });
+    let shared = Arc::new(Operators::new(total));
     let mut operators = Vec::new();
     for index in 0..shape.operators {
         let addr = kandevs[index % kandevs.len()].addr();
@@ -376,6 +439,7 @@ async fn measure(
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
+    let shown = std::mem::take(&mut *shared.shown.lock().unwrap_or_else(PoisonError::into_inner));
     let mut result = LoadResult {
         sent: sent_at.len(),
         respond_errors: shared
@@ -394,28 +458,15 @@ async fn measure(
         durability: durability_from_log(&kandevs[0].log()),
         ..LoadResult::default()
     };
-    let mut last_recv = 0u128;
-    for tag in sent_at.keys() {
-        match received.get(tag) {
-            None => result.lost += 1,
-            Some(responses) => {
-                result.answered += 1;
-                result.doubled += responses.len() - 1;
-                result.crossed += responses.iter().filter(|(_, a)| a != tag).count();
-                let (recv_ns, _) = responses[0];
-                last_recv = last_recv.max(recv_ns);
-                if let Some(post_ns) = posted.get(tag) {
-                    result
-                        .samples
-                        .push(recv_ns.saturating_sub(*post_ns) as f64 / 1e6);
-                }
-            }
-        }
-    }
-    result.doubled += received
-        .keys()
-        .filter(|t| !sent_at.contains_key(*t))
-        .count();
+    let last_recv = count(
+        &sent_at,
+        &received,
+        Instants {
+            posted: &posted,
+            shown: &shown,
+        },
+        &mut result,
+    );
     let first = posted.values().copied().min();
     let span = last_recv.saturating_sub(first.unwrap_or_default()) as f64 / 1e9;
     result.busy_seconds = span;
@@ -449,6 +500,42 @@ mod tests {
     }
 
     #[test]
+    fn each_request_counts_once_with_its_answer_and_its_time_to_visible() {
+        let ns = |pairs: &[(&str, u128)]| -> HashMap<String, u128> {
+            pairs.iter().map(|&(t, n)| (t.to_owned(), n)).collect()
+        };
+        let sent = ns(&[("a", 1_000_000), ("b", 1_000_000), ("c", 1_000_000)]);
+        let received = HashMap::from([
+            (
+                "a".to_owned(),
+                vec![(9_000_000, "a".to_owned()), (0, "a".to_owned())],
+            ),
+            ("b".to_owned(), vec![(7_000_000, "c".to_owned())]),
+            ("stray".to_owned(), vec![(8_000_000, "stray".to_owned())]),
+        ]);
+        let posted = ns(&[("a", 6_000_000), ("b", 6_000_000)]);
+        let shown = ns(&[("a", 3_000_000), ("b", 4_000_000)]);
+        let mut result = LoadResult::default();
+        let at = Instants {
+            posted: &posted,
+            shown: &shown,
+        };
+        assert_eq!(count(&sent, &received, at, &mut result), 9_000_000);
+        assert_eq!((result.answered, result.lost), (2, 1), "c never answered");
+        assert_eq!(
+            (result.doubled, result.crossed),
+            (2, 1),
+            "a twice, a stray; b got c's"
+        );
+        let mut samples = result.samples.clone();
+        samples.sort_by(f64::total_cmp);
+        assert_eq!(samples, [1.0, 3.0], "first response − posted");
+        let mut visible = result.visible.clone();
+        visible.sort_by(f64::total_cmp);
+        assert_eq!(visible, [2.0, 3.0], "shown − sent; c never shown");
+    }
+
+    #[test]
     fn absorbed_rounds_count_every_sample_once() {
         let mut first = round(&[1.0, 2.0], 1.0, 10, 0.5);
         let mut second = round(&[3.0, 40.0], 3.0, 30, 0.2);
@@ -476,13 +563,7 @@ mod tests {
 
     #[test]
     fn the_last_open_elicitation_releases_the_operators_once() {
-        let shared = Operators {
-            posted: Mutex::default(),
-            errors: Mutex::default(),
-            seen: AtomicUsize::new(0),
-            total: 3,
-            release: watch::channel(None).0,
-        };
+        let shared = Operators::new(3);
         let release = shared.release.subscribe();
         shared.opened();
         shared.opened();

@@ -453,9 +453,11 @@ impl Report {
             percentiles(&s.during),
             percentiles(&s.last_chunk_visible),
         );
+        let (idle_seen, during_seen) =
+            (percentiles(&s.idle_visible), percentiles(&s.during_visible));
         let _ = writeln!(
             md,
-            "{} sessions × {} chunks/s for {} s, {} elicitations/s. Elicitation round trip (agent-observed): idle p50 {:.2} ms, p99 {:.2} ms (n {}); during the stream p50 {:.2} ms, p99 {:.2} ms (n {}). Each stream's last chunk visible: p50 {:.1} ms, slowest {:.1} ms; {} unseen. {} answered once, {} lost, {} doubled, {} crossed.\n",
+            "{} sessions × {} chunks/s for {} s, {} elicitations/s. Elicitation round trip (agent-observed): idle p50 {:.2} ms, p99 {:.2} ms (n {}); during the stream p50 {:.2} ms, p99 {:.2} ms (n {}). Its time to visible: idle p50 {:.2} ms, p99 {:.2} ms; during the stream p50 {:.2} ms, p99 {:.2} ms. Each stream's last chunk visible: p50 {:.1} ms, slowest {:.1} ms; {} unseen. {} answered once, {} lost, {} doubled, {} crossed.\n",
             s.plan.sessions,
             s.plan.chunks_per_s,
             s.plan.seconds,
@@ -466,6 +468,10 @@ impl Report {
             during.p50,
             during.p99,
             during.n,
+            idle_seen.p50,
+            idle_seen.p99,
+            during_seen.p50,
+            during_seen.p99,
             last.p50,
             last.max,
             s.unseen,
@@ -506,6 +512,8 @@ impl Report {
             &[
                 "answer to agent p50",
                 "p99",
+                "visible p50",
+                "visible p99",
                 "kandev RSS",
                 "database",
                 "WAL",
@@ -513,13 +521,15 @@ impl Report {
             ],
         );
         for (i, w) in s.windows.iter().enumerate() {
-            let p = percentiles(&w.samples);
+            let (p, v) = (percentiles(&w.samples), percentiles(&w.visible));
             row(
                 md,
                 &(i + 1).to_string(),
                 &[
                     format!("{:.2} ms", p.p50),
                     format!("{:.2} ms", p.p99),
+                    format!("{:.2} ms", v.p50),
+                    format!("{:.2} ms", v.p99),
                     format!("{:.1} MB", mb(w.rss)),
                     format!("{:.1} MB", mb(w.db_bytes)),
                     format!("{:.1} MB", mb(w.wal_bytes)),
@@ -567,6 +577,8 @@ impl Report {
                 "rounds",
                 "answered once",
                 "time to open all",
+                "visible p50",
+                "visible p99",
                 "answer-to-agent p50",
                 "p99",
                 "throughput",
@@ -576,19 +588,24 @@ impl Report {
         );
         for p in &self.scale {
             let cells = match &p.result {
-                Ok(l) => vec![
-                    (p.sessions * self.scale_per_session).to_string(),
-                    p.rounds.to_string(),
-                    format!("{} of {}", l.answered, l.sent),
-                    l.open_seconds
-                        .map(|s| format!("{s:.1} s"))
-                        .unwrap_or_default(),
-                    format!("{:.2} ms", l.answer_to_agent.p50),
-                    format!("{:.2} ms", l.answer_to_agent.p99),
-                    format!("{:.0} answered/s", l.throughput),
-                    format!("{:.1} MB", mb(l.kandev_peak_rss)),
-                    format!("{:.1} MB", mb(l.agentctl_peak_rss)),
-                ],
+                Ok(l) => {
+                    let visible = percentiles(&l.visible);
+                    vec![
+                        (p.sessions * self.scale_per_session).to_string(),
+                        p.rounds.to_string(),
+                        format!("{} of {}", l.answered, l.sent),
+                        l.open_seconds
+                            .map(|s| format!("{s:.1} s"))
+                            .unwrap_or_default(),
+                        format!("{:.2} ms", visible.p50),
+                        format!("{:.2} ms", visible.p99),
+                        format!("{:.2} ms", l.answer_to_agent.p50),
+                        format!("{:.2} ms", l.answer_to_agent.p99),
+                        format!("{:.0} answered/s", l.throughput),
+                        format!("{:.1} MB", mb(l.kandev_peak_rss)),
+                        format!("{:.1} MB", mb(l.agentctl_peak_rss)),
+                    ]
+                }
                 Err(err) => vec![status(err).to_owned(), err.clone()],
             };
             row(md, &p.sessions.to_string(), &cells);
@@ -712,6 +729,40 @@ mod tests {
     use crate::report::tests::sample;
 
     #[test]
+    fn each_soak_window_shows_its_answer_to_agent_and_its_time_to_visible() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut report = sample(LoadResult::default());
+        let window = crate::soak::Window {
+            samples: vec![1.0, 2.0],
+            visible: vec![3.0, 4.0],
+            rss: 1 << 20,
+            db_bytes: 2 << 20,
+            wal_bytes: 0,
+            cpu: None,
+        };
+        report.soak = Ok(crate::soak::Soak {
+            plan: crate::soak::SoakPlan {
+                windows: 1,
+                window: std::time::Duration::from_secs(60),
+                rate: 1.0,
+                sessions: 1,
+                operators: 1,
+            },
+            windows: vec![window],
+            total: LoadResult::default(),
+        });
+        let md = report.to_markdown(dir.path()).expect("markdown");
+        assert!(
+            md.contains("| window | answer to agent p50 | p99 | visible p50 | visible p99 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 | 1.00 ms | 2.00 ms | 3.00 ms | 4.00 ms | 1.0 MB | 2.0 MB |"),
+            "{md}"
+        );
+    }
+
+    #[test]
     fn budgets_lead_and_each_part_has_a_column_per_engine() {
         let dir = tempfile::tempdir().expect("dir");
         let report = sample(LoadResult {
@@ -756,6 +807,14 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("2 sockets, 1 sessions, 2 elicitations at 10/s: time to visible on every socket p50 4.00 ms"), "{md}");
+        assert!(
+            md.contains("Its time to visible: idle p50 1.00 ms, p99 2.00 ms; during the stream p50 2.00 ms, p99 4.00 ms."),
+            "{md}"
+        );
+        assert!(
+            md.contains("| time to open all | visible p50 | visible p99 |"),
+            "{md}"
+        );
         for svg in [
             "round-trip.svg",
             "load.svg",

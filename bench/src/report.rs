@@ -324,6 +324,8 @@ pub(crate) mod tests {
                 },
                 idle: vec![2.0, 3.0],
                 during: vec![3.0, 5.0],
+                idle_visible: vec![1.0, 2.0],
+                during_visible: vec![2.0, 4.0],
                 last_chunk_visible: vec![40.0],
                 unseen: 0,
                 result: load.clone(),

@@ -35,6 +35,8 @@ pub struct SoakPlan {
 pub struct Window {
     /// Its answer-to-agent samples, ms.
     pub samples: Vec<f64>,
+    /// Its time-to-visible samples (the agent sends → an operator's WebSocket reads it), ms.
+    pub visible: Vec<f64>,
     /// kandev's resident set after it, bytes.
     pub rss: u64,
     /// The database file, bytes.
@@ -154,6 +156,7 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
         let (db_bytes, wal_bytes) = database_sizes(serving.kandev.dir());
         windows.push(Window {
             samples: result.samples.clone(),
+            visible: result.visible.clone(),
             rss: rss_bytes(serving.kandev.pid()).unwrap_or_default(),
             db_bytes,
             wal_bytes,
@@ -178,6 +181,7 @@ mod tests {
         let mut samples = vec![1.0; 98];
         samples.extend([p99, p99]);
         Window {
+            visible: samples.clone(),
             samples,
             rss,
             db_bytes: 0,

@@ -4,6 +4,9 @@
 //! elicitations while every session streams. Measured:
 //! - the elicitation's round trip as the agent sees it (it writes `elicitation/create` →
 //!   reads the response; operators answer at once), idle and during the stream;
+//! - the elicitation's time to visible (the agent writes it → the operator's WebSocket
+//!   reads `clarification.created`), idle and during the stream, so the report shows which
+//!   half of the round trip the stream slows;
 //! - the last chunk's time to visible: the agent writes it → an operator's WebSocket first
 //!   reads its `END:` marker, whatever event carries it.
 
@@ -55,6 +58,10 @@ pub struct Streaming {
     pub idle: Vec<f64>,
     /// Elicitation round trips while every session streams, ms.
     pub during: Vec<f64>,
+    /// Elicitations' time to visible with no stream, ms.
+    pub idle_visible: Vec<f64>,
+    /// Elicitations' time to visible while every session streams, ms.
+    pub during_visible: Vec<f64>,
     /// Each session's last chunk: sent → first seen by an operator, ms.
     pub last_chunk_visible: Vec<f64>,
     /// Sessions whose last chunk no operator saw.
@@ -145,6 +152,8 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
     serving.stop();
     let idle = round_trips(&idle_sent, &received, &mut result);
     let during = round_trips(&during_sent, &received, &mut result);
+    let visible = |sent| sweep::rate_result(sent, &received, &serving.seen).visible;
+    let (idle_visible, during_visible) = (visible(&idle_sent), visible(&during_sent));
     let markers = markers
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -154,6 +163,8 @@ pub async fn run(plan: StreamPlan) -> Result<Streaming, String> {
         plan,
         idle,
         during,
+        idle_visible,
+        during_visible,
         last_chunk_visible,
         unseen,
         result,
