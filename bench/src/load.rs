@@ -267,33 +267,26 @@ struct Instants<'a> {
     shown: &'a HashMap<String, u128>,
 }
 
-/// Counts every request `sent_at` into `result`: answered once, lost, doubled or crossed
-/// (by the responses `received`), its answer to agent (posted → first response) and its
-/// time to visible (sent → shown), ms. The last first response's instant.
+/// Counts every request `sent_at` into `result` as [`tally`] does, and a response to a
+/// request never sent as doubled; each request's answer to agent (posted → first
+/// response) and time to visible (sent → shown), ms. The last first response's instant.
 fn count(
     sent_at: &HashMap<String, u128>,
-    received: &HashMap<String, Vec<(u128, String)>>,
+    received: &Received,
     at: Instants<'_>,
     result: &mut LoadResult,
 ) -> u128 {
     let ms = |from: u128, to: u128| to.saturating_sub(from) as f64 / 1e6;
-    let mut last_recv = 0u128;
     for (tag, &sent_ns) in sent_at {
         if let Some(&shown_ns) = at.shown.get(tag) {
             result.visible.push(ms(sent_ns, shown_ns));
         }
-        match received.get(tag) {
-            None => result.lost += 1,
-            Some(responses) => {
-                result.answered += 1;
-                result.doubled += responses.len() - 1;
-                result.crossed += responses.iter().filter(|(_, a)| a != tag).count();
-                let (recv_ns, _) = responses[0];
-                last_recv = last_recv.max(recv_ns);
-                if let Some(&post_ns) = at.posted.get(tag) {
-                    result.samples.push(ms(post_ns, recv_ns));
-                }
-            }
+    }
+    let mut last_recv = 0u128;
+    for (tag, _, recv_ns) in tally(sent_at, received, result) {
+        last_recv = last_recv.max(recv_ns);
+        if let Some(&post_ns) = at.posted.get(tag) {
+            result.samples.push(ms(post_ns, recv_ns));
         }
     }
     result.doubled += received
@@ -381,7 +374,7 @@ async fn measure(
     start_sessions(kandevs, shape).await?;
 
     let mut sent_at: HashMap<String, u128> = HashMap::new();
-    let mut received: HashMap<String, Vec<(u128, String)>> = HashMap::new();
+    let mut received = Received::new();
     let mut first_responses = 0;
     let mut reports = 0usize;
     // Wait until every request is answered once, then a short grace for doubles; stop
@@ -441,7 +434,6 @@ async fn measure(
         .clone();
     let shown = std::mem::take(&mut *shared.shown.lock().unwrap_or_else(PoisonError::into_inner));
     let mut result = LoadResult {
-        sent: sent_at.len(),
         respond_errors: shared
             .errors
             .lock()
@@ -521,7 +513,11 @@ mod tests {
             shown: &shown,
         };
         assert_eq!(count(&sent, &received, at, &mut result), 9_000_000);
-        assert_eq!((result.answered, result.lost), (2, 1), "c never answered");
+        assert_eq!(
+            (result.sent, result.answered, result.lost),
+            (3, 2, 1),
+            "c never answered"
+        );
         assert_eq!(
             (result.doubled, result.crossed),
             (2, 1),
