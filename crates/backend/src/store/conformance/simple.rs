@@ -12,6 +12,7 @@ on_every_engine!(
     notifications_are_listed_newest_first,
     flag_overrides_set_replace_and_clear,
     messages_are_numbered_per_session_and_grow_in_place,
+    appends_sent_together_each_land_on_their_own_message,
     the_same_seq_twice_in_a_session_is_refused_by_the_database,
     two_handles_writing_one_session_never_share_a_seq,
     metadata_merges_keys_and_tool_calls_are_found_by_id,
@@ -114,6 +115,36 @@ async fn messages_are_numbered_per_session_and_grow_in_place(engine: &dyn Engine
             .await
             .is_err()
     );
+}
+
+/// Streamed text from many sessions arrives at once (on SQLite the appends then share a
+/// commit): each lands on its own message, and one for a missing message is refused alone.
+async fn appends_sent_together_each_land_on_their_own_message(engine: &dyn Engine) {
+    let (s, task, session) = seeded(engine).await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        let message = text(&session, &task, &format!("m{i}:"));
+        ids.push(
+            s.messages
+                .insert_message(&message)
+                .await
+                .expect("insert")
+                .id,
+        );
+    }
+    let appended =
+        futures::future::join_all(ids.iter().map(|id| s.messages.append_content(id, "x"))).await;
+    for (i, message) in appended.into_iter().enumerate() {
+        assert_eq!(message.expect("append").content, format!("m{i}:x"));
+    }
+    let (missing, kept) = tokio::join!(
+        s.messages.append_content("nope", "y"),
+        s.messages.append_content(&ids[0], "y")
+    );
+    assert!(missing.is_err(), "{missing:?}");
+    assert_eq!(kept.expect("kept").content, "m0:xy");
+    let stored = s.messages.message(&ids[3]).await.expect("get");
+    assert_eq!(stored.map(|m| m.content), Some("m3:x".to_owned()));
 }
 
 async fn the_same_seq_twice_in_a_session_is_refused_by_the_database(engine: &dyn Engine) {

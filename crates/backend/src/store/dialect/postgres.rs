@@ -229,6 +229,21 @@ async fn merge(
     .ok_or_else(|| StoreError::Query(format!("no message `{id}`")))
 }
 
+/// One write `statement` (with `RETURNING`) on its own: the row it returned, decoded,
+/// once committed (one statement, one commit; SQLite's batches it instead).
+async fn write_returning<T>(
+    db: &Db,
+    statement: String,
+    binds: sql::Binds,
+) -> Result<Option<T>, StoreError>
+where
+    T: for<'r> FromRow<'r, PgRow> + Send + Unpin,
+{
+    Ok(sqlx::query_as_with(&statement, binds.into_arguments())
+        .fetch_optional(&mut *db.writer().await?)
+        .await?)
+}
+
 /// [`merge`] on its own: one statement, no transaction needed.
 async fn merge_alone(
     db: &Db,

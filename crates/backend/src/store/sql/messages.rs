@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 
-use super::{MESSAGE, engine};
+use super::{Binds, MESSAGE, engine};
 use crate::model::{Message, NewMessage, Timestamp};
 use crate::store::{MessageStore, StoreError};
 
@@ -76,15 +76,16 @@ impl MessageStore for Db {
     }
 
     async fn append_content(&self, id: &str, text: &str) -> Result<Message, StoreError> {
-        sqlx::query_as(&format!(
+        let statement = format!(
             "UPDATE messages SET content = content || $2, updated_at = $3 WHERE id = $1 RETURNING {MESSAGE}"
-        ))
-        .bind(id)
-        .bind(text)
-        .bind(Timestamp::now())
-        .fetch_optional(&mut *self.writer().await?)
-        .await?
-        .ok_or_else(|| StoreError::Query(format!("no message `{id}`")))
+        );
+        let binds = Binds::default()
+            .and(id.to_owned())?
+            .and(text.to_owned())?
+            .and(Timestamp::now())?;
+        engine::write_returning(self, statement, binds)
+            .await?
+            .ok_or_else(|| StoreError::Query(format!("no message `{id}`")))
     }
 
     async fn merge_metadata(

@@ -72,6 +72,21 @@ impl SqliteDb {
     }
 }
 
+/// One write `statement` (with `RETURNING`) as a batch: the row it returned, decoded, once
+/// committed. Streamed text is written this way, so the appends of many sessions share
+/// the writer's commits instead of taking a turn and a commit each (docs/decisions/0013).
+pub(super) async fn write_returning<T>(
+    db: &SqliteDb,
+    statement: String,
+    binds: Binds,
+) -> Result<Option<T>, StoreError>
+where
+    T: for<'r> sqlx::FromRow<'r, SqliteRow>,
+{
+    let rows = db.in_one_hop(statement, binds).await?;
+    Ok(rows.first().map(T::from_row).transpose()?)
+}
+
 /// The writer task: takes what has queued, up to a group, and runs it.
 async fn write(writer: Writer, mut batches: mpsc::UnboundedReceiver<Batch>) {
     let mut group = Vec::with_capacity(MOST_IN_A_GROUP);

@@ -33,6 +33,7 @@ use writer::{Turn, Writer};
 use crate::store::{ChangeBus, OpenError, StoreError};
 pub(crate) use checkpoint::Checkpointing;
 
+use batch::write_returning;
 pub(crate) use merge::{merge, merge_alone};
 pub(crate) use settle::{open_clarification, settle_once, settle_row};
 
