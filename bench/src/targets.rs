@@ -395,7 +395,7 @@ fn streaming_targets(r: &Report, out: &mut Vec<Target>) {
         format!("≤ {STREAM_RT_RATIO}× (the interval's top)"),
         hi <= STREAM_RT_RATIO * idle,
         format!(
-            "the stream fills the two cores before kandev does much: during it {}; every chunk wakes the agent and its agentctl (the rest is mostly the 100 agents); agentctl already sends a burst as one event (50 ms / 4 KiB) and kandev merges what is queued, so the question waits in run queues, not behind text; every session on one agentctl (one process woken per burst of lines instead of one per line) came closer, not under the bar (measured once: p50 during the stream 2.9 ms against 47, p99 62 ms, 16×); would meet it: that and less of kandev's CPU a chunk, or more cores than two",
+            "the question waits on its way in, in kandev (its time to visible is most of the round trip, see the scenario): timed by hop (decision 0013), behind its session's earlier text in the session's queue and then for SQLite's one writer, which 100 sessions' streamed text keeps busy with a write a burst each, while agentctl and the agent stream add under a millisecond; streamed text already shares the writer's commits (that halved the wait, measured alternating) and agentctl sends a burst as one event (50 ms / 4 KiB); during it {}; would meet it: a session's queued text written in the same batch as the question behind it and fewer text writes a session (kandev holding text it has shown, as agentctl does), or more cores than two",
             s.cpu.map_or_else(|| "CPU not read".to_owned(), |c| c.text())
         ),
     ));
