@@ -2,8 +2,8 @@
 //!
 //! A batch is a write transaction sent to the writer connection's thread in one hop:
 //! `BEGIN IMMEDIATE`, its statements and `COMMIT` (docs/decisions/0013). It is for the
-//! writes on an answer's path (a record's open and its settlement), whose statements are
-//! few and fixed.
+//! writes on an answer's path (a record's open and its settlement) and for streamed text
+//! (an append to a message), whose statements are few and fixed.
 //!
 //! One task, [`Batches`]' writer, runs them in the order they came. Batches that queued
 //! while it was busy run together in one transaction, one hop each, and commit once: with
