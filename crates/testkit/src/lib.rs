@@ -8,7 +8,8 @@
 //!
 //! - [`Kandev`] starts one backend per test on an ephemeral port with its own temp
 //!   directory, database and `kandev.toml`, and kills everything it started (its whole
-//!   process group) on drop, printing the logs when the test is failing.
+//!   process group) on drop, printing the logs when the test is failing. [`operator`] is
+//!   what a test asks of it as an operator: tasks, sessions, answers, the flag.
 //! - [`OperatorWs`] is the operator event stream with [`OperatorWs::wait_for`].
 //! - [`poll_until`] (and [`poll`]) wait for an API condition with a deadline (never a
 //!   fixed sleep); [`HttpClient`] is the operator API over `reqwest`.
@@ -31,6 +32,7 @@ pub mod database;
 pub mod frames;
 pub mod http;
 pub mod kandev;
+pub mod operator;
 pub mod pki;
 pub mod postgres;
 pub mod process;
@@ -43,9 +45,9 @@ pub use database::{fresh_database, on_postgres};
 pub use frames::FrameLog;
 pub use http::{ApiResponse, HttpClient};
 pub use kandev::{
-    Asked, Executor, Kandev, KandevOptions, TURN_DEADLINE, answer_body, is_uuid_v4, kandev_command,
-    refused_start,
+    Executor, Kandev, KandevOptions, TURN_DEADLINE, is_uuid_v4, kandev_command, refused_start,
 };
+pub use operator::{Asked, answer_body};
 pub use pki::TestPki;
 pub use proxy::FaultProxy;
 pub use remote::RemoteAgentctl;
