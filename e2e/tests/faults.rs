@@ -18,7 +18,7 @@ use std::time::Duration;
 use kandev_testkit::process::{descendants, kill};
 use kandev_testkit::{
     DEADLINE, FaultProxy, FrameLog, Kandev, KandevOptions, RemoteAgentctl, TURN_DEADLINE,
-    answer_body, bins, poll, poll_until,
+    answer_at_once, answer_body, bins, poll, poll_until,
 };
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -186,34 +186,19 @@ async fn a_hundred_concurrent_submissions_for_one_pending_deliver_exactly_one_an
         "one",
         vec![elicit("h1", single_form("h1")), await_step("h1")],
     );
-    let kandev = Arc::new(Kandev::start(scenarios.options()).await);
+    let kandev = Kandev::start(scenarios.options()).await;
     let asked = kandev.ask("fault", "/e2e:one").await;
-    let options = ["Postgres", "SQLite", "DynamoDB"];
-    let mut handles = Vec::new();
-    for i in 0..100 {
-        let api = kandev.api();
-        let pid = asked.pending_id.clone();
-        let choice = options[i % options.len()];
-        handles.push(tokio::spawn(async move {
-            let body = answer_body(&[("question_0", &[choice], "")]);
-            let r = api
-                .post(&format!("/api/v1/clarifications/{pid}/respond"), &body)
-                .await;
-            (choice, r)
-        }));
+    let raced = answer_at_once(
+        &[kandev.api()],
+        &asked.pending_id,
+        100,
+        &["Postgres", "SQLite", "DynamoDB"],
+    )
+    .await;
+    for r in &raced.refused {
+        assert_eq!(r.body["error"]["code"], "NOT_FOUND", "{r}");
     }
-    let mut delivered = Vec::new();
-    for handle in handles {
-        let (choice, r) = handle.await.expect("join");
-        match r.status {
-            200 => {
-                assert_eq!(r.body, json!({"status": "answered"}), "{r}");
-                delivered.push(choice);
-            }
-            404 => assert_eq!(r.body["error"]["code"], "NOT_FOUND", "{r}"),
-            _ => panic!("unexpected respond outcome {r}"),
-        }
-    }
+    let delivered = raced.delivered;
     assert_eq!(delivered.len(), 1, "exactly one delivered: {delivered:?}");
     kandev.wait_session_state(&asked.session_id, "IDLE").await;
     assert_eq!(

@@ -2,10 +2,8 @@
 //! answering one pending at once — exactly one answer is delivered, the agent sees one
 //! response, and every other submission is refused by agentctl (D5).
 
-use std::sync::Arc;
-
 use kandev_testkit::{
-    DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, answer_body, is_uuid_v4, poll_until,
+    DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, answer_at_once, is_uuid_v4, poll_until,
 };
 use serde_json::json;
 
@@ -151,37 +149,20 @@ async fn ac_12g_ac_61_a_second_answer_is_forwarded_and_refused_by_agentctl_404_a
 #[tokio::test]
 async fn twenty_concurrent_operator_submissions_deliver_exactly_one_answer_and_the_agent_sees_one_response()
  {
-    let kandev = Arc::new(kandev_on().await);
+    let kandev = kandev_on().await;
     let asked = kandev.ask("mock", "/e2e:single").await;
-    let options = ["Postgres", "SQLite", "DynamoDB"];
-    let mut handles = Vec::new();
-    for i in 0..20 {
-        let api = kandev.api();
-        let pid = asked.pending_id.clone();
-        let choice = options[i % options.len()];
-        handles.push(tokio::spawn(async move {
-            let body = answer_body(&[("question_0", &[choice], "")]);
-            let r = api
-                .post(&format!("/api/v1/clarifications/{pid}/respond"), &body)
-                .await;
-            (choice, r)
-        }));
+    let raced = answer_at_once(
+        &[kandev.api()],
+        &asked.pending_id,
+        20,
+        &["Postgres", "SQLite", "DynamoDB"],
+    )
+    .await;
+    for r in &raced.refused {
+        assert_eq!(r.body["error"]["code"], "NOT_FOUND", "{r}");
+        assert_eq!(r.body["error"]["origin"], "agentctl", "{r}");
     }
-    let mut delivered = Vec::new();
-    for handle in handles {
-        let (choice, r) = handle.await.expect("join");
-        match r.status {
-            200 => {
-                assert_eq!(r.body, json!({"status": "answered"}), "{r}");
-                delivered.push(choice);
-            }
-            404 => {
-                assert_eq!(r.body["error"]["code"], "NOT_FOUND", "{r}");
-                assert_eq!(r.body["error"]["origin"], "agentctl", "{r}");
-            }
-            _ => panic!("unexpected respond outcome {r}"),
-        }
-    }
+    let delivered = raced.delivered;
     assert_eq!(delivered.len(), 1, "exactly one delivered: {delivered:?}");
     kandev.wait_session_state(&asked.session_id, "IDLE").await;
     let responses = kandev.frames().elicitation_responses();

@@ -8,12 +8,11 @@
 //! drained by SIGTERM hands its session over at once instead; sessions spread over two
 //! agentctl hosts and a dead host is skipped.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kandev_testkit::{
     DEADLINE, FaultProxy, Kandev, KandevOptions, OperatorWs, RemoteAgentctl, TURN_DEADLINE,
-    answer_body, poll, poll_until,
+    answer_at_once, answer_body, poll, poll_until,
 };
 use serde_json::json;
 
@@ -177,33 +176,17 @@ async fn only_a_replica_with_peers_listens_for_their_notes() {
 async fn forty_concurrent_answers_over_two_replicas_deliver_exactly_one() {
     let (a, b, _agentctl) = two_replicas("replicas_forty_answers").await;
     let asked = a.ask("mock", "/e2e:single").await;
-    let replicas = Arc::new([a.api(), b.api()]);
-    let options = ["Postgres", "SQLite", "DynamoDB"];
-    let mut handles = Vec::new();
-    for i in 0..40 {
-        let replicas = Arc::clone(&replicas);
-        let pid = asked.pending_id.clone();
-        let choice = options[i % options.len()];
-        handles.push(tokio::spawn(async move {
-            let body = answer_body(&[("question_0", &[choice], "")]);
-            let r = replicas[i % 2]
-                .post(&format!("/api/v1/clarifications/{pid}/respond"), &body)
-                .await;
-            (choice, r)
-        }));
+    let raced = answer_at_once(
+        &[a.api(), b.api()],
+        &asked.pending_id,
+        40,
+        &["Postgres", "SQLite", "DynamoDB"],
+    )
+    .await;
+    for r in &raced.refused {
+        assert_eq!(r.body["error"]["origin"], "agentctl", "{r}");
     }
-    let mut delivered = Vec::new();
-    for handle in handles {
-        let (choice, r) = handle.await.expect("join");
-        match r.status {
-            200 => {
-                assert_eq!(r.body, json!({"status": "answered"}), "{r}");
-                delivered.push(choice);
-            }
-            404 => assert_eq!(r.body["error"]["origin"], "agentctl", "{r}"),
-            _ => panic!("unexpected respond outcome {r}"),
-        }
-    }
+    let delivered = raced.delivered;
     assert_eq!(delivered.len(), 1, "exactly one delivered: {delivered:?}");
     b.wait_session_state(&asked.session_id, "IDLE").await;
     assert_eq!(

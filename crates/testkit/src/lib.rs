@@ -47,7 +47,7 @@ pub use http::{ApiResponse, HttpClient};
 pub use kandev::{
     Executor, Kandev, KandevOptions, TURN_DEADLINE, is_uuid_v4, kandev_command, refused_start,
 };
-pub use operator::{Asked, answer_body};
+pub use operator::{Asked, RacedAnswers, answer_at_once, answer_body};
 pub use pki::TestPki;
 pub use proxy::FaultProxy;
 pub use remote::RemoteAgentctl;

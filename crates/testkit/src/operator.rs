@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::http::ApiResponse;
+use crate::http::{ApiResponse, HttpClient};
 use crate::kandev::{FLAG_KEY, Kandev};
 use crate::wait::{DEADLINE, poll_until};
 
@@ -294,6 +294,53 @@ pub fn answer_body(answers: &[(&str, &[&str], &str)]) -> Value {
         })
         .collect();
     json!({"answers": answers, "rejected": false, "reject_reason": ""})
+}
+
+/// How each of several answers posted at once to one question ended.
+#[derive(Debug, Default)]
+pub struct RacedAnswers {
+    /// The choices whose answer was delivered (200 `{"status": "answered"}`), in order.
+    pub delivered: Vec<&'static str>,
+    /// The responses of the answers refused (404), for the test to say why they must be.
+    pub refused: Vec<ApiResponse>,
+}
+
+/// Posts `n` answers to the one question of `pending_id` all at once, answer `i` choosing
+/// `choices[i % len]` for `question_0`, through `clients[i % len]`, and sorts how they
+/// ended.
+///
+/// # Panics
+/// On any other outcome than a delivery or a 404.
+pub async fn answer_at_once(
+    clients: &[HttpClient],
+    pending_id: &str,
+    n: usize,
+    choices: &[&'static str],
+) -> RacedAnswers {
+    let path = format!("/api/v1/clarifications/{pending_id}/respond");
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let (api, path) = (clients[i % clients.len()], path.clone());
+            let choice = choices[i % choices.len()];
+            tokio::spawn(async move {
+                let body = answer_body(&[("question_0", &[choice], "")]);
+                (choice, api.post(&path, &body).await)
+            })
+        })
+        .collect();
+    let mut raced = RacedAnswers::default();
+    for handle in handles {
+        let (choice, r) = handle.await.expect("join");
+        match r.status {
+            200 => {
+                assert_eq!(r.body, json!({"status": "answered"}), "{r}");
+                raced.delivered.push(choice);
+            }
+            404 => raced.refused.push(r),
+            _ => panic!("unexpected respond outcome {r}"),
+        }
+    }
+    raced
 }
 
 #[cfg(test)]
