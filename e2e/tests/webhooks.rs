@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use hmac::{Hmac, Mac};
-use kandev_testkit::{DEADLINE, Kandev, KandevOptions, RemoteAgentctl, TURN_DEADLINE, poll_until};
+use kandev_testkit::{
+    DEADLINE, Kandev, KandevOptions, RemoteAgentctl, TURN_DEADLINE, poll_until, slack,
+};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
@@ -213,32 +215,6 @@ async fn two_replicas_deliver_each_question_once() {
 
 const SLACK_SECRET: &str = "e2e-slack-signing-secret";
 
-/// `application/x-www-form-urlencoded` value encoding, as Slack sends its payload.
-fn form_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            b' ' => "+".to_owned(),
-            other => format!("%{other:02X}"),
-        })
-        .collect()
-}
-
-/// Slack's `v0` signature of `body` sent at `ts`.
-fn slack_signature(secret: &str, ts: i64, body: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("key");
-    mac.update(format!("v0:{ts}:{body}").as_bytes());
-    let tag: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("v0={tag}")
-}
-
 #[tokio::test]
 async fn a_slack_click_reaches_the_agent_as_accept_and_a_forged_or_stale_click_is_refused() {
     let (got, url) = receiver(0).await;
@@ -274,7 +250,7 @@ async fn a_slack_click_reaches_the_agent_as_accept_and_a_forged_or_stale_click_i
         "actions": [{"type": "button", "action_id": postgres["action_id"], "block_id": asked.pending_id, "value": postgres["value"]}],
         "response_url": response_url,
     });
-    let body = format!("payload={}", form_encode(&payload.to_string()));
+    let body = slack::click_body(&payload);
     let client = reqwest::Client::new();
     let endpoint = format!("http://{}/api/v1/integrations/slack/actions", kandev.addr());
     let now = std::time::SystemTime::now()
@@ -290,11 +266,11 @@ async fn a_slack_click_reaches_the_agent_as_accept_and_a_forged_or_stale_click_i
             .body(body.clone())
             .send()
     };
-    let forged = post(now, slack_signature("not-the-secret", now, &body))
+    let forged = post(now, slack::signature("not-the-secret", now, &body))
         .await
         .expect("sent");
     assert_eq!(forged.status(), 401);
-    let stale = post(now - 400, slack_signature(SLACK_SECRET, now - 400, &body))
+    let stale = post(now - 400, slack::signature(SLACK_SECRET, now - 400, &body))
         .await
         .expect("sent");
     assert_eq!(stale.status(), 401);
@@ -304,7 +280,7 @@ async fn a_slack_click_reaches_the_agent_as_accept_and_a_forged_or_stale_click_i
         "refused clicks change nothing"
     );
 
-    let clicked = post(now, slack_signature(SLACK_SECRET, now, &body))
+    let clicked = post(now, slack::signature(SLACK_SECRET, now, &body))
         .await
         .expect("sent");
     assert_eq!(clicked.status(), 200);

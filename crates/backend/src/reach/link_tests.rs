@@ -7,10 +7,9 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use hmac::{Hmac, Mac};
 use kandev_agent_stream::request::ElicitationsRespond;
+use kandev_testkit::slack;
 use serde_json::{Value, json};
-use sha2::Sha256;
 use tower::ServiceExt;
 
 use crate::config::{Config, HookEvent, HookFormat, OperatorConfig, SlackConfig, WebhookConfig};
@@ -238,32 +237,6 @@ async fn an_answer_link_answers_its_question_once_and_every_misuse_is_refused() 
     }
 }
 
-/// `application/x-www-form-urlencoded` value encoding, as Slack sends its payload.
-fn form_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            b' ' => "+".to_owned(),
-            other => format!("%{other:02X}"),
-        })
-        .collect()
-}
-
-/// Slack's `v0` signature of `body` at `ts`, under `secret` (what Slack sends).
-fn slack_signature(secret: &str, ts: i64, body: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("key");
-    mac.update(format!("v0:{ts}:{body}").as_bytes());
-    let tag: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("v0={tag}")
-}
-
 #[tokio::test]
 async fn a_slack_click_is_the_operators_answer_and_a_forged_or_stale_click_is_refused() {
     let (receiver, url) = Receiver::start(0).await;
@@ -308,7 +281,7 @@ async fn a_slack_click_is_the_operators_answer_and_a_forged_or_stale_click_is_re
         "actions": [{"action_id": button["action_id"], "block_id": "p-s", "value": button["value"], "type": "button"}],
         "response_url": response_url,
     });
-    let body = format!("payload={}", form_encode(&payload.to_string()));
+    let body = slack::click_body(&payload);
     let now = Timestamp::now().instant().timestamp();
     let post = |ts: i64, signature: String| {
         let router = router.clone();
@@ -328,11 +301,11 @@ async fn a_slack_click_is_the_operators_answer_and_a_forged_or_stale_click_is_re
             .await
         }
     };
-    let forged = post(now, slack_signature("not-the-secret", now, &body)).await;
+    let forged = post(now, slack::signature("not-the-secret", now, &body)).await;
     assert_eq!(forged.0, StatusCode::UNAUTHORIZED, "{}", forged.1);
     let stale = post(
         now - 400,
-        slack_signature("slack-signing-secret", now - 400, &body),
+        slack::signature("slack-signing-secret", now - 400, &body),
     )
     .await;
     assert_eq!(stale.0, StatusCode::UNAUTHORIZED, "{}", stale.1);
@@ -341,7 +314,7 @@ async fn a_slack_click_is_the_operators_answer_and_a_forged_or_stale_click_is_re
         "refused clicks change nothing"
     );
 
-    let ok = post(now, slack_signature("slack-signing-secret", now, &body)).await;
+    let ok = post(now, slack::signature("slack-signing-secret", now, &body)).await;
     assert_eq!(ok.0, StatusCode::OK, "{}", ok.1);
     let calls = link.calls_of::<ElicitationsRespond>();
     assert_eq!(calls.len(), 1);
