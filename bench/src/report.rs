@@ -25,6 +25,11 @@ pub fn is_skipped(err: &str) -> bool {
     err.ends_with(SKIPPED)
 }
 
+/// Bytes as MiB, as the report shows every memory and file size.
+pub fn mb(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
 /// Where and on what the run happened.
 #[derive(Debug, Clone)]
 pub struct Meta {

@@ -3,9 +3,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::table::{header, mb, row, status, write_svg};
+use super::table::{header, row, status, write_svg};
 use crate::plot::{self, COLOURS};
-use crate::report::Report;
+use crate::report::{Report, mb};
 use crate::stats::{interval, percentiles};
 
 impl Report {

@@ -7,11 +7,6 @@ use crate::plot;
 use crate::report::is_skipped;
 use crate::stats::Percentiles;
 
-/// Bytes as MiB.
-pub(super) fn mb(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
-}
-
 /// How a part that has no figures is shown: skipped (its tool is missing) or broken.
 pub(super) fn status(err: &str) -> &'static str {
     if is_skipped(err) { "skipped" } else { "BROKEN" }

@@ -6,10 +6,10 @@ use super::bars::{
     WAL_BOUND, knee_bar,
 };
 use super::reasons::{cpu_drift, knee_reason, past_cpu};
-use super::verdict::{Target, exactly_once, mb, target, unmeasured};
+use super::verdict::{Target, exactly_once, peak_rss, target, unmeasured};
 use crate::engine::Engine;
 use crate::load::LoadResult;
-use crate::report::Report;
+use crate::report::{Report, mb};
 use crate::stats::interval;
 use crate::sweep::{KNEE_P99_MS, Sweep};
 
@@ -40,21 +40,19 @@ pub(super) fn sweep_targets(sweep: &Sweep, engine: Engine, out: &mut Vec<Target>
         sweep.sessions, sweep.operators
     );
     out.push(exactly_once(format!("{shape}: exactly once ({name})"), l));
-    out.push(target(
+    out.push(peak_rss(
         format!("{shape}: kandev peak RSS ({name})"),
-        format!("{:.1} MB", mb(l.kandev_peak_rss)),
-        format!("≤ {} MB", mb(KANDEV_RSS_MAX)),
-        l.kandev_peak_rss <= KANDEV_RSS_MAX,
+        l.kandev_peak_rss,
+        KANDEV_RSS_MAX,
         "the peak of the whole sweep, which ends at the first rate past the knee: there the questions kandev cannot keep pace with queue (seconds of them, see the sweep's time to visible) with their events; would meet it: a bound on what kandev queues for a session (agentctl keeps the rest), or a higher knee".into(),
     ));
-    out.push(target(
+    out.push(peak_rss(
         format!(
             "{shape}: one agentctl's peak RSS, max of {} ({name})",
             l.agentctls
         ),
-        format!("{:.1} MB", mb(l.agentctl_peak_rss)),
-        format!("≤ {} MB", mb(AGENTCTL_RSS_MAX)),
-        l.agentctl_peak_rss <= AGENTCTL_RSS_MAX,
+        l.agentctl_peak_rss,
+        AGENTCTL_RSS_MAX,
         String::new(),
     ));
 }
@@ -79,7 +77,6 @@ pub(super) fn soak_targets(r: &Report, out: &mut Vec<Target>) {
     );
     // What the database's files did over the run: a WAL past its bound (kandev empties it
     // past 64 MiB) says the checkpoint fell behind; one within it points elsewhere.
-    let mb = |bytes: u64| bytes as f64 / 1048576.0;
     let most = s.windows.iter().map(|w| w.wal_bytes).max().unwrap_or(0);
     let wal = |w: Option<&crate::soak::Window>| w.map_or(0.0, |w| mb(w.wal_bytes));
     let db = |w: Option<&crate::soak::Window>| w.map_or(0.0, |w| mb(w.db_bytes));
@@ -194,14 +191,13 @@ pub(super) fn scale_targets(r: &Report, out: &mut Vec<Target>) {
             l,
         ));
     }
-    out.push(target(
+    out.push(peak_rss(
         format!(
             "scale {large_n} × {}: kandev peak RSS, {open} open",
             r.scale_per_session
         ),
-        format!("{:.1} MB", mb(large.kandev_peak_rss)),
-        format!("≤ {} MB", mb(SCALE_RSS_MAX)),
-        large.kandev_peak_rss <= SCALE_RSS_MAX,
+        large.kandev_peak_rss,
+        SCALE_RSS_MAX,
         String::new(),
     ));
     let (p_small, p_large) = (small.answer_to_agent.p99, large.answer_to_agent.p99);

@@ -2,6 +2,7 @@
 //! its bar, else not met with its reason, or not measured with why.
 
 use crate::load::LoadResult;
+use crate::report::mb;
 use crate::stats::Interval;
 
 /// One target.
@@ -56,11 +57,6 @@ pub(super) fn unmeasured(name: String, why: String) -> Target {
     }
 }
 
-/// Bytes as MiB.
-pub(super) fn mb(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
-}
-
 /// A budget with its figure, bar and verdict; the reason is kept only when it is not met.
 pub(super) fn target(
     name: String,
@@ -89,5 +85,16 @@ pub(super) fn exactly_once(name: String, l: &LoadResult) -> Target {
         "all once, 0 lost / doubled / crossed".into(),
         l.sent == l.answered && l.lost + l.doubled + l.crossed == 0,
         "responses went missing or came twice (the run is BROKEN)".into(),
+    )
+}
+
+/// A peak RSS of `bytes` against its limit of `max`, both shown in MB.
+pub(super) fn peak_rss(name: String, bytes: u64, max: u64, reason: String) -> Target {
+    target(
+        name,
+        format!("{:.1} MB", mb(bytes)),
+        format!("≤ {} MB", mb(max)),
+        bytes <= max,
+        reason,
     )
 }
