@@ -8,12 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use hmac::{Hmac, Mac};
 use kandev_testkit::{
-    DEADLINE, Kandev, KandevOptions, RemoteAgentctl, TURN_DEADLINE, poll_until, slack,
+    DEADLINE, Kandev, KandevOptions, RemoteAgentctl, TURN_DEADLINE, poll_until, signature, slack,
 };
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 const SECRET: &str = "e2e-webhook-secret";
 
@@ -95,14 +93,7 @@ fn verify(headers: &HeaderMap, body: &str) {
         .expect("clock")
         .as_secs() as i64;
     assert!((now - t).abs() < 300, "fresh timestamp");
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).expect("key");
-    mac.update(format!("{t}.{body}").as_bytes());
-    let expected: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let expected = signature::hmac_sha256_hex(SECRET, &format!("{t}.{body}"));
     assert_eq!(v1, expected, "signature of {body}");
 }
 

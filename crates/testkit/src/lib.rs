@@ -18,7 +18,8 @@
 //!   agent stream as the backend does, and [`agentctl::Harness`] starts a mock-agent session on
 //!   it (agentctl's integration tests).
 //! - [`FaultProxy`] sits between `kandev` and a remote `agentctl` and can be cut.
-//! - [`slack`] signs a button click as Slack does, for kandev's Slack endpoint.
+//! - [`slack`] signs a button click as Slack does, for kandev's Slack endpoint, with
+//!   [`signature`]'s HMAC, which also checks kandev's webhook signatures.
 //! - [`claude`] runs the real claude-agent-acp bridge and CLI against a fake model.
 //! - [`postgres`] is a throwaway PostgreSQL cluster (Debian's binaries, a temp dir), a fresh
 //!   database per test; [`fresh_database`] picks the engine under test.
@@ -39,6 +40,7 @@ pub mod postgres;
 pub mod process;
 pub mod proxy;
 pub mod remote;
+pub mod signature;
 pub mod slack;
 pub mod wait;
 pub mod ws;

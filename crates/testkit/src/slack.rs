@@ -2,9 +2,9 @@
 //! `payload`, form-encoded, and its `v0` signature. The tests of kandev's Slack endpoint
 //! send it as Slack would, so both sides of the signature are checked against one recipe.
 
-use hmac::{Hmac, Mac};
 use serde_json::Value;
-use sha2::Sha256;
+
+use crate::signature::hmac_sha256_hex;
 
 /// The request body Slack posts for an interaction: `payload=<the JSON, form-encoded>`.
 pub fn click_body(payload: &Value) -> String {
@@ -14,15 +14,7 @@ pub fn click_body(payload: &Value) -> String {
 /// Slack's `v0` signature (`X-Slack-Signature`) of `body` sent at `ts` (the
 /// `X-Slack-Request-Timestamp`, Unix seconds), under the app's signing `secret`.
 pub fn signature(secret: &str, ts: i64, body: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("key");
-    mac.update(format!("v0:{ts}:{body}").as_bytes());
-    let tag: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("v0={tag}")
+    format!("v0={}", hmac_sha256_hex(secret, &format!("v0:{ts}:{body}")))
 }
 
 /// `application/x-www-form-urlencoded` value encoding, as Slack sends its payload.
