@@ -3,7 +3,7 @@
 //! `mock-agent` processes: the mock calls the MCP tool agentctl serves, the backend keeps
 //! the record under its own id, and the answer goes back as the tool result.
 
-use kandev_testkit::{ApiResponse, DEADLINE, Kandev, is_uuid_v4, poll_until};
+use kandev_testkit::{ApiResponse, DEADLINE, Kandev, is_uuid_v7, poll_until};
 use serde_json::{Value, json};
 
 fn pick(question: &str, option: &str) -> Value {
@@ -88,7 +88,7 @@ async fn a_tool_call_raises_the_same_clarification_surface_and_the_answer_reache
     let session = session["id"].as_str().expect("id").to_owned();
     let rec = kandev.wait_pending(&session, 1).await.remove(0);
     let id = rec["pending_id"].as_str().expect("id").to_owned();
-    assert!(is_uuid_v4(&id), "a backend-minted UUID: {id}");
+    assert!(is_uuid_v7(&id), "a backend-minted UUID: {id}");
     assert_eq!(rec["source"], "ask_user_question");
     assert_eq!(rec["message"], "Choosing the storage for the new service");
     assert_eq!(

@@ -3,7 +3,7 @@
 //! response, and every other submission is refused by agentctl (D5).
 
 use kandev_testkit::{
-    DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, answer_at_once, is_uuid_v4, poll_until,
+    DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, answer_at_once, is_uuid_v7, poll_until,
 };
 use serde_json::json;
 
@@ -30,7 +30,7 @@ async fn ac_12f_ac_60_f9_two_identical_elicitations_are_two_records_and_answerin
     let second = b["pending_id"].as_str().expect("id");
     // AC-60: agentctl's ids (UUID v4), verbatim: agentctl's own log names them, and it
     // accepts the answer to the first under it.
-    assert!(is_uuid_v4(first) && is_uuid_v4(second), "{first} {second}");
+    assert!(is_uuid_v7(first) && is_uuid_v7(second), "{first} {second}");
     for pid in [first, second] {
         poll_until(
             "agentctl's log to name the pending id",

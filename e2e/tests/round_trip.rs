@@ -3,7 +3,7 @@
 //! AC-08, AC-09, AC-10, AC-11, AC-11a, AC-12, AC-12a, AC-12b, AC-12c, AC-12h, AC-12i,
 //! AC-12j, AC-13, AC-14, AC-55, AC-56, F9, F10.
 
-use kandev_testkit::{Asked, DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, is_uuid_v4};
+use kandev_testkit::{Asked, DEADLINE, Kandev, KandevOptions, TURN_DEADLINE, is_uuid_v7};
 use serde_json::{Value, json};
 
 async fn kandev_on() -> Kandev {
@@ -51,7 +51,7 @@ async fn ac_08_f9_elicitation_becomes_an_agent_clarification_message_and_one_not
     let asked = kandev.ask("mock", "/e2e:single").await;
     let pid = asked.pending_id.as_str();
     // agentctl's pending id (AC-60, asserted in races.rs).
-    assert!(is_uuid_v4(pid), "{pid}");
+    assert!(is_uuid_v7(pid), "{pid}");
     assert_eq!(asked.record["source"], "elicitation");
     assert_eq!(asked.record["status"], "pending");
     assert_eq!(asked.record["session_id"], asked.session_id.as_str());

@@ -25,9 +25,10 @@
 //! The agent sends `elicitation/create`. agentctl decides from the raw params: flag off,
 //! not form mode, request scope, malformed, zero questions or too large → `decline` at
 //! once, and only `elicitation_declined` with the reason's name is emitted (counted by
-//! the backend; nothing reaches an operator). Otherwise it parks the ACP responder under a fresh UUID v4
-//! `pending_id` and emits `elicitation_requested`. Whoever *removes* that pending from
-//! the session's [`pending::PendingSet`] is the only one allowed to respond:
+//! the backend; nothing reaches an operator). Otherwise it parks the ACP responder under a
+//! fresh, time-ordered UUID v7 `pending_id` and emits `elicitation_requested`. Whoever
+//! *removes* that pending from the session's [`pending::PendingSet`] is the only one allowed
+//! to respond:
 //!
 //! | who | ACP response | `elicitation_settled.outcome` |
 //! |---|---|---|

@@ -2,7 +2,7 @@
 //! the answers the agent receives, asserted on the mock agent's own wire log.
 
 use kandev_testkit::agentctl::{AgentCtl, Harness, choose, message_texts, pending_id};
-use kandev_testkit::{DEADLINE, FrameLog};
+use kandev_testkit::{DEADLINE, FrameLog, is_uuid_v7};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> String {
@@ -144,8 +144,8 @@ async fn ac03_elicitation_create_reaches_the_handler_not_method_not_found() {
     assert_eq!(requested["tool_call_id"], "tool-42");
     assert_eq!(requested["acp_session_id"], h.started["acp_session_id"]);
     assert!(
-        uuid_v4(&pending_id(&requested)),
-        "pending_id is a UUID v4: {requested}"
+        is_uuid_v7(&pending_id(&requested)),
+        "pending_id is a time-ordered UUID (v7): {requested}"
     );
     // Parked, not answered: no response (and no MethodNotFound error) has reached the agent.
     // The event can overtake the agent's own log line, so wait for the line first.
@@ -162,12 +162,6 @@ async fn ac03_elicitation_create_reaches_the_handler_not_method_not_found() {
         result.get("action").is_some(),
         "a result, not an error: {result}"
     );
-}
-
-fn uuid_v4(id: &str) -> bool {
-    let parts: Vec<&str> = id.split('-').collect();
-    parts.iter().map(|p| p.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
-        && parts[2].starts_with('4')
 }
 
 /// A `scenario` session (flag on) whose first elicitation was answered with `answers`.

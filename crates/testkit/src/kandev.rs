@@ -505,15 +505,16 @@ pub async fn refused_start(toml: &str, env: &[(&str, &str)]) -> (Option<i32>, St
     )
 }
 
-/// Whether `text` is a UUID v4 in its canonical (hyphenated) form, as kandev mints ids.
-pub fn is_uuid_v4(text: &str) -> bool {
+/// Whether `text` is a UUID v7 in its canonical (hyphenated) form, as kandev and agentctl
+/// mint record ids (time-ordered, docs/decisions/0023).
+pub fn is_uuid_v7(text: &str) -> bool {
     let parts: Vec<&str> = text.split('-').collect();
     parts.len() == 5
         && [8, 4, 4, 4, 12]
             .iter()
             .zip(&parts)
             .all(|(n, p)| p.len() == *n && p.chars().all(|c| c.is_ascii_hexdigit()))
-        && parts[2].starts_with('4')
+        && parts[2].starts_with('7')
         && matches!(
             parts[3].chars().next(),
             Some('8' | '9' | 'a' | 'b' | 'A' | 'B')
@@ -533,15 +534,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_uuid_v4_is_recognised_in_its_canonical_form_only() {
-        assert!(is_uuid_v4("6f1c2d3e-4b5a-4c6d-8e7f-001122334455"));
+    fn a_uuid_v7_is_recognised_in_its_canonical_form_only() {
+        assert!(is_uuid_v7("019af3c2-4b5a-7c6d-8e7f-001122334455"));
+        assert!(is_uuid_v7(&uuid::Uuid::now_v7().to_string()));
         for not in [
-            "6f1c2d3e-4b5a-1c6d-8e7f-001122334455",
-            "6f1c2d3e-4b5a-4c6d-7e7f-001122334455",
-            "6f1c2d3e4b5a4c6d8e7f001122334455",
+            "019af3c2-4b5a-4c6d-8e7f-001122334455",
+            "019af3c2-4b5a-7c6d-7e7f-001122334455",
+            "019af3c24b5a7c6d8e7f001122334455",
             "e1",
         ] {
-            assert!(!is_uuid_v4(not), "{not}");
+            assert!(!is_uuid_v7(not), "{not}");
         }
     }
 

@@ -49,7 +49,7 @@ pub use database::{fresh_database, on_postgres};
 pub use frames::FrameLog;
 pub use http::{ApiResponse, HttpClient};
 pub use kandev::{
-    Executor, Kandev, KandevOptions, TURN_DEADLINE, is_uuid_v4, kandev_command, refused_start,
+    Executor, Kandev, KandevOptions, TURN_DEADLINE, is_uuid_v7, kandev_command, refused_start,
 };
 pub use operator::{Asked, RacedAnswers, answer_at_once, answer_body};
 pub use pki::TestPki;

@@ -43,7 +43,9 @@ impl Session {
                 return;
             }
         };
-        let pending_id = uuid::Uuid::new_v4().to_string();
+        // Time-ordered, as kandev's own record ids: it is the clarification's key in
+        // kandev's database (docs/decisions/0023).
+        let pending_id = uuid::Uuid::now_v7().to_string();
         received.record("pending_id", pending_id.as_str());
         let span =
             tracing::info_span!("elicitation", session_id = %self.id, pending_id = %pending_id);

@@ -23,7 +23,8 @@ impl Session {
         input: AskInput,
         cancelled: CancellationToken,
     ) -> QuestionVerdict {
-        let request_id = uuid::Uuid::new_v4().to_string();
+        // Time-ordered: kandev keys the call's row by it (docs/decisions/0023).
+        let request_id = uuid::Uuid::now_v7().to_string();
         let span = tracing::info_span!("ask_user_question", session_id = %self.id, request_id = %request_id);
         async {
             if self.is_closed() {

@@ -32,6 +32,7 @@ use super::service::{
 use crate::agent_link::{DynLink, LinkError, call};
 use crate::model::{
     Clarification, ClarificationStatus, NewClarification, Outcome, SettledBy, Settlement, Source,
+    new_record_id,
 };
 use crate::store::{CallSettles, Opened, QuestionOpened, StoreError};
 
@@ -78,7 +79,7 @@ pub async fn requested(
         .unwrap_or("")
         .to_owned();
     let record = NewClarification {
-        pending_id: uuid::Uuid::new_v4().to_string(),
+        pending_id: new_record_id(),
         source: Source::AskUserQuestion,
         task_id: session.task_id.clone(),
         session_id: session.session_id.clone(),

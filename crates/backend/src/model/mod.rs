@@ -7,6 +7,7 @@
 pub mod clarification;
 mod column;
 pub mod delivery;
+pub mod id;
 pub mod lease;
 pub mod message;
 pub mod notification;
@@ -18,6 +19,7 @@ pub use clarification::{
     Clarification, ClarificationStatus, NewClarification, Outcome, SettledBy, Settlement, Source,
 };
 pub use delivery::{Attempt, Delivery, DeliveryStatus, LastDelivery, NewDelivery};
+pub use id::new_record_id;
 pub use lease::{Fence, SessionLease, TakeOver};
 pub use message::{Message, MessageKind, NewMessage, author};
 pub use notification::Notification;

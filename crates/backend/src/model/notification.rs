@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::model::id::new_record_id;
 use crate::model::time::Timestamp;
 
 /// Event of the notification sent once per new clarification (on by default).
@@ -53,7 +54,7 @@ impl Notification {
 
     fn new(event: &str, title: &str, body: String, task_id: &str, session_id: &str) -> Self {
         Self {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: new_record_id(),
             event: event.to_owned(),
             task_id: task_id.to_owned(),
             session_id: session_id.to_owned(),

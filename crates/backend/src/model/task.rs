@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::model::id::new_record_id;
 use crate::model::session::{Session, SessionState};
 use crate::model::time::Timestamp;
 
@@ -26,7 +27,7 @@ impl Task {
     pub fn new(title: &str, description: &str) -> Self {
         let at = Timestamp::now();
         Self {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: new_record_id(),
             title: title.to_owned(),
             description: description.to_owned(),
             created_at: at,

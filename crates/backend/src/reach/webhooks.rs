@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::config::{HookEvent, NotificationsConfig, WebhookConfig};
-use crate::model::{Clarification, ClarificationStatus, NewDelivery, Timestamp};
+use crate::model::{Clarification, ClarificationStatus, NewDelivery, Timestamp, new_record_id};
 use crate::reach::answer_links;
 use crate::reach::payload::{Facts, body};
 use crate::store::{ClarificationFilter, StoreError, Stores};
@@ -200,7 +200,7 @@ impl Webhooks {
             record: None,
         };
         // A turn has no id of its own; each end is one delivery.
-        let key = format!("{}\u{1f}{}", event.as_str(), uuid::Uuid::new_v4());
+        let key = format!("{}\u{1f}{}", event.as_str(), new_record_id());
         let rows: Vec<NewDelivery> = self
             .hooks(event)
             .map(|hook| self.delivery(hook, &facts, key.clone(), Timestamp::now()))

@@ -16,6 +16,7 @@ on_every_engine!(
     the_same_seq_twice_in_a_session_is_refused_by_the_database,
     two_handles_writing_one_session_never_share_a_seq,
     metadata_merges_keys_and_tool_calls_are_found_by_id,
+    new_rows_get_ids_in_the_order_they_were_made,
 );
 
 async fn tasks_are_listed_newest_first(engine: &dyn Engine) {
@@ -74,6 +75,41 @@ async fn flag_overrides_set_replace_and_clear(engine: &dyn Engine) {
         .await
         .expect("clear absent");
     assert!(s.flag_overrides.overrides().await.expect("read").is_empty());
+}
+
+/// Every kind of row kandev makes for a question gets a time-ordered id, so it goes at the
+/// end of its key's index (docs/decisions/0023).
+async fn new_rows_get_ids_in_the_order_they_were_made(engine: &dyn Engine) {
+    let (s, task, first_session) = seeded(engine).await;
+    let second_session = s
+        .sessions
+        .insert_session(&task, "mock")
+        .await
+        .expect("session");
+    let first = s
+        .messages
+        .insert_message(&text(&first_session, &task, "a"))
+        .await
+        .expect("a");
+    let second = s
+        .messages
+        .insert_message(&text(&first_session, &task, "b"))
+        .await
+        .expect("b");
+    let note = Notification::turn_finished("T", &task, &first_session);
+    let later_task = Task::new("Later", "");
+    for (earlier, later) in [
+        (first_session.as_str(), second_session.id.as_str()),
+        (first.id.as_str(), second.id.as_str()),
+        (task.as_str(), later_task.id.as_str()),
+        (second.id.as_str(), note.id.as_str()),
+    ] {
+        for id in [earlier, later] {
+            let parsed = uuid::Uuid::parse_str(id).expect("a UUID");
+            assert_eq!(parsed.get_version_num(), 7, "{id}");
+        }
+        assert!(earlier < later, "{earlier} before {later}");
+    }
 }
 
 fn text(session: &str, task: &str, content: &str) -> NewMessage {

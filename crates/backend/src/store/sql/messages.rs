@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use sqlx::types::Json;
 
 use super::{Binds, MESSAGE, engine};
-use crate::model::{Message, NewMessage, Timestamp};
+use crate::model::{Message, NewMessage, Timestamp, new_record_id};
 use crate::store::{MessageStore, StoreError};
 
 use engine::{Conn, Db};
@@ -31,7 +31,7 @@ pub(super) async fn insert(conn: &mut Conn, new: &NewMessage) -> Result<Message,
         "INSERT INTO messages (id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at, tool_call_id) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11) RETURNING {MESSAGE}"
     ))
-    .bind(uuid::Uuid::new_v4().to_string())
+    .bind(new_record_id())
     .bind(&new.session_id)
     .bind(&new.task_id)
     .bind(seq)

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use super::engine::{self, Db};
-use crate::model::{Attempt, Delivery, LastDelivery, NewDelivery, Timestamp};
+use crate::model::{Attempt, Delivery, LastDelivery, NewDelivery, Timestamp, new_record_id};
 use crate::store::{OutboxStore, StoreError};
 
 /// The columns of a [`LastDelivery`].
@@ -24,7 +24,7 @@ impl OutboxStore for Db {
                  (id, hook, event, dedup_key, pending_id, body, due_at, not_after, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (dedup_key) DO NOTHING",
             )
-            .bind(uuid::Uuid::new_v4().to_string())
+            .bind(new_record_id())
             .bind(&d.hook)
             .bind(&d.event)
             .bind(&d.dedup_key)

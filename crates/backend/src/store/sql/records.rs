@@ -8,6 +8,7 @@ use super::{Binds, CLARIFICATION, engine};
 use crate::model::clarification::Effect;
 use crate::model::{
     Clarification, NewClarification, NewMessage, Notification, SettledBy, Settlement, Timestamp,
+    new_record_id,
 };
 use crate::store::{SettledRecord, StoreError};
 
@@ -146,7 +147,7 @@ impl Opening<'_> {
     pub(in super::super) fn binds(&self, at: Timestamp) -> Result<Binds, StoreError> {
         let (new, message) = (self.record, self.message);
         let binds = Binds::default()
-            .and(uuid::Uuid::new_v4().to_string())?
+            .and(new_record_id())?
             .and(message.session_id.clone())?
             .and(message.task_id.clone())?
             .and(message.kind)?

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use sqlx::types::Json;
 
 use super::{SESSION, bigint, engine};
-use crate::model::{Fence, NewMessage, SessionRecord, SessionState, Timestamp};
+use crate::model::{Fence, NewMessage, SessionRecord, SessionState, Timestamp, new_record_id};
 use crate::store::{SessionStore, StartFacts, StoreError, TurnStart};
 
 use engine::Db;
@@ -46,7 +46,7 @@ impl SessionStore for Db {
             "INSERT INTO sessions (id, task_id, agent, state, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
              RETURNING {SESSION}"
         ))
-        .bind(uuid::Uuid::new_v4().to_string())
+        .bind(new_record_id())
         .bind(task_id)
         .bind(agent)
         .bind(SessionState::Created)
