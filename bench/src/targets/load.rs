@@ -126,7 +126,7 @@ pub(super) fn soak_targets(r: &Report, out: &mut Vec<Target>) {
         format!(
             "answers slowed over the run; {}",
             because(
-                "the same soak of this kandev with its database on tmpfs stayed flat (answer-leg p99 1.04 → 1.02 ms, 0.99×, against 1.51 → 2.13 ms, 1.41×, on ext4 the same day) while the database grew as far (728 MB), so the drift needs the disk under the growing file (the checkpoints' writes and the kernel's writeback on this VM's disk), not more of kandev's own work; on this disk the kandev before SQLite shared commits stayed within the bar twice, and every version with them drifted (decision 0013); would meet it: a disk whose writes do not slow as the file grows, or a database kept small (settled records archived; not tried); tmpfs itself is no deployment, since its commits never reach a disk"
+                "while record ids were random, every soak on ext4 drifted this way and the same soak on tmpfs did not: each new row went into a random page of its key's index, and each checkpoint wrote back pages from all over the growing indexes (3.2 KB a question at 2 MB, 17.5 KB at 252 MB, in a scratch measurement); with time-ordered ids (decision 0023) the soak stayed flat (p99 1.52 → 1.27 ms, 0.83×, the database growing to 730 MB), so a drift now has another cause; would meet it: the hop timing on through a soak, to find the hop that grows"
             )
         ),
     ));
