@@ -42,6 +42,8 @@ function flagRow(flag, notes, onChange) {
     notes.set(flag.key, text);
     status.textContent = text;
   };
+  const onOff = (value) => (value ? t("settings.on") : t("settings.off"));
+  const shownValue = h("span", { class: "flag-value", "data-testid": `flag-value-${flag.key}` }, onOff(flag.value));
   const toggle = h("input", {
     type: "checkbox",
     role: "switch",
@@ -60,7 +62,9 @@ function flagRow(flag, notes, onChange) {
     try {
       const updated = await api.setFlag(flag.key, wanted);
       const value = updated?.value ?? wanted;
-      say(t("settings.saved", { value: value ? t("settings.on") : t("settings.off") }));
+      // The row says what was saved at once, not only after the re-read rebuilds it.
+      shownValue.textContent = onOff(value);
+      say(t("settings.saved", { value: onOff(value) }));
     } catch (err) {
       toggle.checked = !wanted;
       say(t("common.error", { message: err.message }));
@@ -94,7 +98,7 @@ function flagRow(flag, notes, onChange) {
       flag.restart_required ? h("p", { class: "hint" }, t("settings.restartRequired")) : null,
       status),
     h("div", { class: "flag-control" },
-      h("span", { class: "flag-value", "data-testid": `flag-value-${flag.key}` }, flag.value ? t("settings.on") : t("settings.off")),
+      shownValue,
       toggle,
       reset));
 }
