@@ -155,7 +155,8 @@ struct Consumer {
     /// The `last_event_seq` stored.
     stored: Option<u64>,
     /// The stream position once the event being applied is: when it is the last event
-    /// delivered, an open commits it with its record instead of a write of its own.
+    /// delivered, an open or an append commits it with what it writes instead of a write
+    /// of its own.
     position: Option<u64>,
 }
 
@@ -175,7 +176,11 @@ impl Consumer {
                 }
                 self.follow_turn();
                 let to = target(&self.shared, &self.live);
-                self.transcript.text(to, kind, &text).await
+                let position = self.position;
+                if self.transcript.text(to, kind, &text, position).await? {
+                    self.stored_with(position);
+                }
+                Ok(())
             }
         }
     }
@@ -233,7 +238,7 @@ impl Consumer {
                 if let Some(record) =
                     elicitation::requested(clarifications, &session, &request, position).await?
                 {
-                    self.stored_with_open(position);
+                    self.stored_with(position);
                     // Text after the question is a new message.
                     self.transcript.close();
                     self.auto_answer(&record);
@@ -268,7 +273,7 @@ impl Consumer {
                     ask_user_question::requested(clarifications, &session, &request, position)
                         .await?
                 {
-                    self.stored_with_open(position);
+                    self.stored_with(position);
                     self.transcript.close();
                     self.auto_answer(&record);
                 }
@@ -348,8 +353,9 @@ impl Consumer {
         events.is_empty().then_some(seq)
     }
 
-    /// An open committed `position` with its record: everything applied so far is stored.
-    fn stored_with_open(&mut self, position: Option<u64>) {
+    /// A write (a question's open, streamed text) committed `position` with what it
+    /// wrote: everything applied so far is stored.
+    fn stored_with(&mut self, position: Option<u64>) {
         if position.is_some() {
             self.stored = position;
             self.unstored = false;

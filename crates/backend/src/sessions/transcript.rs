@@ -44,7 +44,7 @@ impl Transcript {
     /// Applies one `session/update` (its params, or the inner `update` object).
     pub async fn apply(&mut self, to: Target<'_>, params: &Value) -> Result<(), StoreError> {
         if let Some((kind, text)) = text_chunk(params) {
-            return self.text(to, kind, text).await;
+            return self.text(to, kind, text, None).await.map(drop);
         }
         let update = params.get("update").unwrap_or(params);
         match update.get("sessionUpdate").and_then(Value::as_str) {
@@ -63,22 +63,28 @@ impl Transcript {
     }
 
     /// Applies agent text of `kind` (one chunk's, or several merged): appended to the
-    /// open message of that kind, else the first text of a new one.
+    /// open message of that kind, else the first text of a new one. An append also
+    /// stores `position`, the session's stream position once this text is applied, in
+    /// its commit; whether it did is returned (a new message leaves it to the caller).
     pub async fn text(
         &mut self,
         to: Target<'_>,
         kind: MessageKind,
         text: &str,
-    ) -> Result<(), StoreError> {
+        position: Option<u64>,
+    ) -> Result<bool, StoreError> {
         if let Some(open) = &self.open
             && open.kind == kind
         {
-            let message = to.messages.append_content(&open.message_id, text).await?;
+            let message = to
+                .messages
+                .append_content(&open.message_id, text, position)
+                .await?;
             to.publisher.publish(Change::MessageAppended {
                 message,
                 appended: text.to_owned(),
             });
-            return Ok(());
+            return Ok(position.is_some());
         }
         let new = NewMessage::new(to.session_id, to.task_id, kind, author::AGENT, text);
         let message = to.messages.insert_message(&new).await?;
@@ -87,7 +93,7 @@ impl Transcript {
             kind,
         });
         to.publisher.publish(Change::MessageCreated(message));
-        Ok(())
+        Ok(false)
     }
 }
 

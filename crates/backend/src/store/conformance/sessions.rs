@@ -11,6 +11,7 @@ on_every_engine!(
     one_turn_at_a_time_and_an_abandoned_prompt_leaves_no_trace,
     two_handles_racing_for_the_turn_start_one,
     the_last_applied_event_is_stored_without_touching_updated_at,
+    streamed_text_can_store_how_far_events_are_applied_with_it,
     the_board_reads_every_task_with_its_sessions,
 );
 
@@ -185,6 +186,54 @@ async fn the_last_applied_event_is_stored_without_touching_updated_at(engine: &d
     let after = s.sessions.session(&id).await.expect("get").expect("row");
     assert_eq!(after.last_event_seq, Some(41));
     assert_eq!(after.updated_at, row.updated_at);
+}
+
+/// An append given a stream position writes it to the message's session with the text;
+/// one without leaves the position as it was; one to no message writes neither.
+async fn streamed_text_can_store_how_far_events_are_applied_with_it(engine: &dyn Engine) {
+    let (s, task, id) = seeded(engine).await;
+    let other = s
+        .sessions
+        .insert_session(&task, "mock")
+        .await
+        .expect("another session")
+        .id;
+    let new = NewMessage::new(&id, &task, MessageKind::Message, author::AGENT, "Hel");
+    let message = s.messages.insert_message(&new).await.expect("message");
+    let row = s.sessions.session(&id).await.expect("get").expect("row");
+    let appended = s
+        .messages
+        .append_content(&message.id, "lo", Some(42))
+        .await
+        .expect("append");
+    assert_eq!(appended.content, "Hello");
+    let seq = async |session: &str| {
+        let row = s.sessions.session(session).await.expect("get");
+        row.expect("row").last_event_seq
+    };
+    assert_eq!(seq(&id).await, Some(42));
+    assert_eq!(
+        seq(&other).await,
+        None,
+        "only the message's own session moves"
+    );
+    let after = s.sessions.session(&id).await.expect("get").expect("row");
+    assert_eq!(after.updated_at, row.updated_at);
+    let appended = s
+        .messages
+        .append_content(&message.id, "!", None)
+        .await
+        .expect("append");
+    assert_eq!(appended.content, "Hello!");
+    assert_eq!(seq(&id).await, Some(42), "no position, no move");
+    assert!(
+        s.messages
+            .append_content("nope", "x", Some(43))
+            .await
+            .is_err()
+    );
+    assert_eq!(seq(&id).await, Some(42));
+    assert_eq!(seq(&other).await, None);
 }
 
 async fn the_board_reads_every_task_with_its_sessions(engine: &dyn Engine) {

@@ -131,7 +131,7 @@ async fn messages_are_numbered_per_session_and_grow_in_place(engine: &dyn Engine
     assert_eq!((a.seq, b.seq), (1, 2));
     let a2 = s
         .messages
-        .append_content(&a.id, "lo")
+        .append_content(&a.id, "lo", None)
         .await
         .expect("append");
     assert_eq!(a2.content, "Hello");
@@ -168,14 +168,17 @@ async fn appends_sent_together_each_land_on_their_own_message(engine: &dyn Engin
                 .id,
         );
     }
-    let appended =
-        futures::future::join_all(ids.iter().map(|id| s.messages.append_content(id, "x"))).await;
+    let appended = futures::future::join_all(
+        ids.iter()
+            .map(|id| s.messages.append_content(id, "x", None)),
+    )
+    .await;
     for (i, message) in appended.into_iter().enumerate() {
         assert_eq!(message.expect("append").content, format!("m{i}:x"));
     }
     let (missing, kept) = tokio::join!(
-        s.messages.append_content("nope", "y"),
-        s.messages.append_content(&ids[0], "y")
+        s.messages.append_content("nope", "y", None),
+        s.messages.append_content(&ids[0], "y", None)
     );
     assert!(missing.is_err(), "{missing:?}");
     assert_eq!(kept.expect("kept").content, "m0:xy");

@@ -207,6 +207,15 @@ const CLAIM_LOCK: &str = "FOR UPDATE SKIP LOCKED";
 const SET_LAST_EVENT_SEQ: &str = "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)) \
      UPDATE sessions SET last_event_seq = $2 FROM relaxed WHERE id = $1";
 
+/// `append` (an `UPDATE messages … WHERE id = $1`) that also records its session's events
+/// applied up to `$4`: one statement, so one round trip and one commit.
+fn with_position(append: &str) -> String {
+    format!(
+        "WITH progress AS (UPDATE sessions SET last_event_seq = $4 \
+         WHERE id = (SELECT session_id FROM messages WHERE id = $1)) {append}"
+    )
+}
+
 /// Merges `patch` into message `id`'s metadata (and replaces its content when given):
 /// a shallow `||` in SQL, so concurrent merges of different keys both survive.
 async fn merge(

@@ -75,14 +75,23 @@ impl MessageStore for Db {
         Ok(messages)
     }
 
-    async fn append_content(&self, id: &str, text: &str) -> Result<Message, StoreError> {
-        let statement = format!(
+    async fn append_content(
+        &self,
+        id: &str,
+        text: &str,
+        position: Option<u64>,
+    ) -> Result<Message, StoreError> {
+        let mut statement = format!(
             "UPDATE messages SET content = content || $2, updated_at = $3 WHERE id = $1 RETURNING {MESSAGE}"
         );
-        let binds = Binds::default()
+        let mut binds = Binds::default()
             .and(id.to_owned())?
             .and(text.to_owned())?
             .and(Timestamp::now())?;
+        if let Some(seq) = position {
+            statement = engine::with_position(&statement);
+            binds = binds.and(super::bigint(seq))?;
+        }
         engine::write_returning(self, statement, binds)
             .await?
             .ok_or_else(|| StoreError::Query(format!("no message `{id}`")))

@@ -252,6 +252,15 @@ fn now_plus(ms: &str) -> String {
 /// What a webhook claim adds to its row pick: nothing, SQLite runs one write at a time.
 const CLAIM_LOCK: &str = "";
 
+/// `append` (an `UPDATE messages … WHERE id = $1`) that also records its session's events
+/// applied up to `$4`: a second statement in the same batch, so the same commit.
+fn with_position(append: &str) -> String {
+    format!(
+        "{append}; UPDATE sessions SET last_event_seq = $4 \
+         WHERE id = (SELECT session_id FROM messages WHERE id = $1)"
+    )
+}
+
 /// Records how far events are applied.
 const SET_LAST_EVENT_SEQ: &str = "UPDATE sessions SET last_event_seq = $2 WHERE id = $1";
 
