@@ -136,7 +136,7 @@ impl SqliteDb {
                     .pragma("journal_size_limit", checkpointing.wal_bound.to_string()),
             );
             let (readers, writer) = (readers.await?, writer.await.map_err(refused)?);
-            let checkpoints = Arc::new(checkpoint::spawn(options, checkpointing));
+            let checkpoints = Arc::new(checkpoint::spawn(options, writer.clone(), checkpointing));
             (readers, writer, Some(checkpoints))
         };
         // On a pooled connection: the migrator takes one from a pool (on the writer's own
