@@ -61,9 +61,10 @@ impl Drop for Checkpoints {
 }
 
 /// Checkpoints the database `options` open, whose writes go through `writer`, as `plan`
-/// says, until the returned handle drops. A failed checkpoint is retried at the next tick on a fresh connection (the WAL
-/// only grows meanwhile), which never creates the file: a database moved away is the
-/// readiness probe's to report, not this task's to replace with an empty one.
+/// says, until the returned handle drops. A failed checkpoint is retried at the next tick
+/// on a fresh connection (the WAL only grows meanwhile), which never creates the file: a
+/// database moved away is the readiness probe's to report, not this task's to replace
+/// with an empty one.
 pub(super) fn spawn(
     options: SqliteConnectOptions,
     writer: Writer,
