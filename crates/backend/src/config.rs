@@ -6,15 +6,19 @@
 //! nearest valid one (a mistyped `[auth]` must never silently mean "no auth").
 //! `[server]` and `[auth]` live in [`security`].
 
+mod agent;
 mod auto_answers;
 mod cluster;
+mod env_layer;
 mod integrations;
 mod notifications;
 mod security;
 mod strict;
 
+pub use agent::AgentConfig;
 pub use auto_answers::{AutoAnswerConfig, AutoAnswerRule, RuleAnswer, RuleTool, answer_deadline};
 pub use cluster::{ClusterConfig, DEFAULT_LEASE};
+pub use env_layer::EnvLayer;
 pub use integrations::{IntegrationsConfig, SlackConfig};
 pub use notifications::{HookEvent, HookFormat, NotificationsConfig, WebhookConfig};
 pub use security::{
@@ -25,15 +29,13 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
-use figment::value::{Dict, Map, Value};
-use figment::{Figment, Metadata, Profile as FigmentProfile, Provider};
-use kandev_agent_stream::mcp::McpServers;
-use kandev_agent_stream::request::{AgentSpec, OnDeadline, PermissionPolicy};
 use kandev_flags::{Profile, Profiles};
 use serde::{Deserialize, Serialize};
 
 use crate::agent_link::ExecutorConfig;
+use env_layer::{deadline_in, figment_error};
 
 /// The repository's `profiles.yaml`, used when no `profiles_file` is configured and
 /// none is in the working directory.
@@ -41,76 +43,6 @@ pub const BUILTIN_PROFILES: &str = include_str!("../../../profiles.yaml");
 
 /// Env var naming the config file (same as `--config`).
 pub const CONFIG_FILE_VAR: &str = "KANDEV_CONFIG";
-
-/// Env vars with the `KANDEV_` prefix that belong to other layers and are not config
-/// keys: the config file's own, agentctl's settings (the local executor passes them on),
-/// `agentctl mcp-stdio`'s. Runtime flags (`KANDEV_FEATURES_*`) are checked against the
-/// flag registry instead.
-const FOREIGN_ENV: &[&str] = &[
-    "config",
-    "elicitation_answer_timeout",
-    "acp_idle_timeout",
-    "ask_user_question_timeout",
-    "mcp_url",
-    "mcp_token",
-    "log",
-    "log_format",
-];
-
-/// The `KANDEV_*` prefix of runtime-flag variables.
-const FLAG_ENV_PREFIX: &str = "features_";
-
-/// One configured agent, `[agents.<id>]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentConfig {
-    /// Program and arguments.
-    pub command: Vec<String>,
-    /// Extra environment for the agent process.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Working directory of the agent process.
-    #[serde(default)]
-    pub cwd: Option<String>,
-    /// How agentctl answers the agent's permission requests.
-    #[serde(default)]
-    pub permission_policy: PermissionPolicy,
-    /// The agent's own MCP servers by name (`[agents.<id>.mcp_servers.<name>]`, `type =
-    /// "stdio"` with `command`/`env` or `"http"` with `url`/`headers`), listed in
-    /// `session/new` beside kandev's own server.
-    #[serde(default, skip_serializing_if = "McpServers::is_empty")]
-    pub mcp_servers: McpServers,
-    /// Names of agentctl's environment variables the agent also gets (an API key, …),
-    /// beyond the allowlist (`PATH`, `HOME`, `USER`, `LANG`, `LC_*`, `TERM`, `TMPDIR`,
-    /// `SHELL`). With the local executor they come from kandev's environment.
-    #[serde(default)]
-    pub inherit_env: Vec<String>,
-    /// What a pending elicitation's answer deadline sends: `decline` (the default,
-    /// AC-64), `defaults` (the schema's defaults when every required field has one, else
-    /// `decline`) or `cancel`. agentctl applies it (F13a).
-    #[serde(default, skip_serializing_if = "OnDeadline::is_decline")]
-    pub on_deadline: OnDeadline,
-    /// Rules that answer routine questions of an unattended run
-    /// (`[[agents.<id>.auto_answers]]`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub auto_answers: Vec<AutoAnswerConfig>,
-}
-
-impl AgentConfig {
-    /// The agent as `agent.session.start` carries it.
-    pub fn spec(&self, id: &str) -> AgentSpec {
-        AgentSpec {
-            id: id.to_owned(),
-            command: self.command.clone(),
-            env: self.env.clone(),
-            cwd: self.cwd.clone(),
-            permission_policy: self.permission_policy,
-            mcp_servers: self.mcp_servers.clone(),
-            inherit_env: self.inherit_env.clone(),
-            on_deadline: self.on_deadline,
-        }
-    }
-}
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -231,27 +163,13 @@ impl Config {
 
 impl Default for Config {
     fn default() -> Self {
-        let mock = AgentConfig {
-            command: vec![
-                sibling_binary("mock-agent").display().to_string(),
-                "--scenario".to_owned(),
-                "demo".to_owned(),
-            ],
-            env: BTreeMap::new(),
-            cwd: None,
-            permission_policy: PermissionPolicy::default(),
-            mcp_servers: McpServers::default(),
-            inherit_env: Vec::new(),
-            on_deadline: OnDeadline::default(),
-            auto_answers: Vec::new(),
-        };
         Self {
             profile: Profile::Dev,
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             database_url: "sqlite://data/kandev.db".to_owned(),
             database_pool_size: default_pool_size(),
             database_statement_timeout: default_statement_timeout(),
-            agents: BTreeMap::from([("mock".to_owned(), mock)]),
+            agents: BTreeMap::from([("mock".to_owned(), AgentConfig::demo())]),
             executor: ExecutorConfig::default(),
             notifications: NotificationsConfig::default(),
             profiles_file: None,
@@ -453,123 +371,10 @@ impl Config {
     }
 }
 
-/// agentctl's answer deadline as `env` sets it for the local executor (its default
-/// otherwise): reminders must come before it. A value that is no duration is an error here.
-fn deadline_in(env: &[(String, String)]) -> Result<std::time::Duration, ConfigError> {
-    use auto_answers::{ANSWER_TIMEOUT_VAR, DEFAULT_ANSWER_TIMEOUT};
-    match env.iter().find(|(name, _)| name == ANSWER_TIMEOUT_VAR) {
-        Some((_, value)) if !value.trim().is_empty() => humantime::parse_duration(value.trim())
-            .map_err(|err| {
-                ConfigError::new(
-                    ANSWER_TIMEOUT_VAR,
-                    format!("`{value}` is not a duration: {err}"),
-                )
-            }),
-        _ => Ok(DEFAULT_ANSWER_TIMEOUT),
-    }
-}
-
-/// The `KANDEV_*` env layer: `KANDEV_LISTEN` sets `listen`, a double underscore
-/// nests (`KANDEV_NOTIFICATIONS__TURN_FINISHED` sets `notifications.turn_finished`).
-/// Values parse like figment's own env provider (`true`, `42`, `[a, b]`, strings).
-#[derive(Debug, Clone, Default)]
-pub struct EnvLayer {
-    vars: Vec<(String, String)>,
-}
-
-impl EnvLayer {
-    /// Keeps the `KANDEV_*` variables that are config keys.
-    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Self {
-        let vars = vars
-            .into_iter()
-            .filter_map(|(name, value)| {
-                let key = name.strip_prefix("KANDEV_")?.to_ascii_lowercase();
-                (!key.is_empty()
-                    && !FOREIGN_ENV.contains(&key.as_str())
-                    && !key.starts_with(FLAG_ENV_PREFIX))
-                .then(|| (key.replace("__", "."), value))
-            })
-            .collect();
-        Self { vars }
-    }
-}
-
-impl Provider for EnvLayer {
-    fn metadata(&self) -> Metadata {
-        Metadata::named(ENV_LAYER_NAME)
-    }
-
-    fn data(&self) -> Result<Map<FigmentProfile, Dict>, figment::Error> {
-        let mut dict = Dict::new();
-        for (key, value) in &self.vars {
-            let parsed: Value = value.parse().unwrap_or_else(|_| Value::from(value.clone()));
-            let path: Vec<&str> = key.split('.').collect();
-            insert_path(&mut dict, &path, parsed);
-        }
-        Ok(FigmentProfile::Default.collect(dict))
-    }
-}
-
-/// Sets `path` in `dict`, creating the intermediate dictionaries.
-fn insert_path(dict: &mut Dict, path: &[&str], value: Value) {
-    match path {
-        [] => {}
-        [last] => {
-            dict.insert((*last).to_owned(), value);
-        }
-        [first, rest @ ..] => {
-            let entry = dict
-                .entry((*first).to_owned())
-                .or_insert_with(|| Value::from(Dict::new()));
-            if entry.as_dict().is_none() {
-                *entry = Value::from(Dict::new());
-            }
-            if let Value::Dict(_, inner) = entry {
-                insert_path(inner, rest, value);
-            }
-        }
-    }
-}
-
-const ENV_LAYER_NAME: &str = "environment variable";
-
-/// One line from figment's (possibly chained) error: the first problem, its key and its source.
-fn figment_error(err: figment::Error, env: Option<&EnvLayer>) -> ConfigError {
-    let Some(first) = err.into_iter().next() else {
-        return ConfigError::new("?", "unreadable configuration");
-    };
-    let key = if first.path.is_empty() {
-        "(file)".to_owned()
-    } else {
-        first.path.join(".")
-    };
-    let source = first
-        .metadata
-        .as_ref()
-        .map(|md| match &md.source {
-            _ if md.name == ENV_LAYER_NAME => {
-                let value = env
-                    .and_then(|env| env.vars.iter().find(|(k, _)| *k == key))
-                    .map(|(_, v)| format!("=`{v}`"))
-                    .unwrap_or_default();
-                format!(
-                    " (from environment variable KANDEV_{}{value})",
-                    first.path.join("__").to_ascii_uppercase()
-                )
-            }
-            Some(source) => format!(" (from {} {source})", md.name),
-            None => format!(" (from {})", md.name),
-        })
-        .unwrap_or_default();
-    if let figment::error::Kind::UnknownField(field, expected) = &first.kind {
-        return strict::unknown_key(&first.path, field, expected, env.map(|e| e.vars.as_slice()));
-    }
-    let kind = first.kind.to_string().replace('\n', " ");
-    ConfigError::new(key, format!("{kind}{source}"))
-}
-
 #[cfg(test)]
 mod tests {
+    use kandev_agent_stream::request::PermissionPolicy;
+
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

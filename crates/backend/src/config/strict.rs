@@ -6,7 +6,10 @@
 //! line. Runtime-flag variables (`KANDEV_FEATURES_*`) are not config keys and are checked
 //! against the flag registry by [`check_env_names`].
 
-use super::{ConfigError, FLAG_ENV_PREFIX};
+use super::ConfigError;
+
+/// The `KANDEV_*` prefix of runtime-flag variables.
+pub(super) const FLAG_ENV_PREFIX: &str = "features_";
 
 /// The candidate nearest to `word` (edit distance, case-insensitive), if any.
 fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
