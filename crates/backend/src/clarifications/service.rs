@@ -121,7 +121,7 @@ impl Clarifications {
     /// `pending`) its session, whose state and `pending_action` follow the count.
     pub(crate) fn announce(&self, done: &SettledRecord) {
         self.open.changed(&done.record);
-        if done.effect == crate::model::clarification::Effect::Settle {
+        if done.effect == crate::model::settlement::Effect::Settle {
             crate::metrics::clarification_settled(&done.record);
         }
         self.publisher
@@ -130,7 +130,7 @@ impl Clarifications {
             self.publisher
                 .publish(Change::MessageUpdated(message.clone()));
         }
-        if done.effect == crate::model::clarification::Effect::Settle {
+        if done.effect == crate::model::settlement::Effect::Settle {
             self.publisher.session_written(
                 &done.record.session_id,
                 &done.record.task_id,

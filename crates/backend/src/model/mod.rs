@@ -12,11 +12,12 @@ pub mod lease;
 pub mod message;
 pub mod notification;
 pub mod session;
+pub mod settlement;
 pub mod task;
 pub mod time;
 
 pub use clarification::{
-    Clarification, ClarificationStatus, NewClarification, Outcome, SettledBy, Settlement, Source,
+    Clarification, ClarificationStatus, NewClarification, Outcome, SettledBy, Source,
 };
 pub use delivery::{Attempt, Delivery, DeliveryStatus, LastDelivery, NewDelivery};
 pub use id::new_record_id;
@@ -24,5 +25,6 @@ pub use lease::{Fence, SessionLease, TakeOver};
 pub use message::{Message, MessageKind, NewMessage, author};
 pub use notification::Notification;
 pub use session::{Session, SessionRecord, SessionState};
+pub use settlement::Settlement;
 pub use task::{Task, TaskView};
 pub use time::Timestamp;

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use kandev_elicitation::OperatorAnswer;
 
-use crate::model::clarification::Effect;
+use crate::model::settlement::Effect;
 use crate::model::{
     Clarification, ClarificationStatus, Message, NewClarification, NewMessage, Notification,
     SessionRecord, Settlement, Source,

@@ -25,7 +25,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 use sqlx::types::Json;
 use sqlx::{Connection, FromRow, PgConnection, PgPool, Postgres, Row, Transaction};
 
-use crate::model::clarification::Effect;
+use crate::model::settlement::Effect;
 use crate::model::{Clarification, Message, SessionRecord, Settlement, Timestamp};
 use crate::store::{ChangeBus, DatabaseOptions, OpenError, SettledRecord, StoreError};
 

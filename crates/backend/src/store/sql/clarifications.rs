@@ -12,7 +12,7 @@ use serde_json::{Map, json};
 
 use super::records::{self, exists, record_answer, settle_in};
 use super::{CLARIFICATION, engine};
-use crate::model::clarification::{Effect, Standing};
+use crate::model::settlement::{Effect, Standing};
 use crate::model::{
     Clarification, Message, NewClarification, NewMessage, Notification, SettledBy, Settlement,
     Source, Timestamp,

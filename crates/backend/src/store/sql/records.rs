@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 use sqlx::types::Json;
 
 use super::{Binds, CLARIFICATION, engine};
-use crate::model::clarification::Effect;
+use crate::model::settlement::Effect;
 use crate::model::{
     Clarification, NewClarification, NewMessage, Notification, SettledBy, Settlement, Timestamp,
     new_record_id,

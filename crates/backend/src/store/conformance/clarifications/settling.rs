@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::super::{Engine, on_every_engine, seeded};
 use super::{answer, new_message, new_record, open};
-use crate::model::clarification::Effect;
+use crate::model::settlement::Effect;
 use crate::model::{ClarificationStatus, Outcome, SettledBy, Settlement, Source};
 
 on_every_engine!(

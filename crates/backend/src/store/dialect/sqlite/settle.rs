@@ -12,7 +12,7 @@ use sqlx::sqlite::SqliteRow;
 use super::sql::records::{self, Opening};
 use super::sql::{self, Binds};
 use super::{Conn, Db};
-use crate::model::clarification::Effect;
+use crate::model::settlement::Effect;
 use crate::model::{Clarification, Message, SessionRecord, Settlement, Timestamp};
 use crate::store::{SettledRecord, StoreError};
 
