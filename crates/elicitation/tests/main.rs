@@ -8,6 +8,8 @@
 #[path = "bridge/driver.rs"]
 mod bridge;
 mod bridge_conformance;
+#[path = "bridge/operator.rs"]
+mod bridge_operator;
 mod common;
 mod fuzz;
 mod mapping;
