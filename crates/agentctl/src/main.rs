@@ -10,6 +10,7 @@
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -90,6 +91,10 @@ enum Command {
         /// only the scraper reaches); prints `AGENTCTL_METRICS_LISTENING <addr>` once bound.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<SocketAddr>,
+        /// Threads that run the sessions. One suits the local executor, which starts an
+        /// agentctl per session; a host serving many sessions may give more.
+        #[arg(long, value_name = "N", default_value = "1")]
+        threads: NonZeroUsize,
     },
     /// Serve the session's ask_user_question_kandev MCP server on stdin/stdout, relaying
     /// to its HTTP endpoint (for agents without HTTP MCP support; agentctl lists this
@@ -132,6 +137,7 @@ fn main() -> ExitCode {
             tls_cert,
             tls_key,
             metrics,
+            threads,
         } => {
             let tls = tls_cert.zip(tls_key);
             let listeners = Listeners { listen, metrics };
@@ -139,7 +145,20 @@ fn main() -> ExitCode {
                 Ok(token) => token,
                 Err(message) => return config_error(&message),
             };
-            serve(cli.log_format, listeners, token, exit_on_stdin_eof, tls)
+            let runtime = match serve_runtime(threads) {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    return config_error(&format!("cannot start the async runtime: {err}"));
+                }
+            };
+            serve(
+                runtime,
+                cli.log_format,
+                listeners,
+                token,
+                exit_on_stdin_eof,
+                tls,
+            )
         }
         Command::McpStdio { url, token } => mcp_stdio(cli.log_format, url, token),
         Command::Elicitation(ElicitationCommand::Map) => {
@@ -259,7 +278,23 @@ fn stream_token(file: Option<&Path>, insecure: bool) -> Result<Option<String>, S
     }
 }
 
+/// The runtime `serve` runs on: one thread, unless `threads` asks for more. One thread
+/// spends less per event than a pool that hands work between its threads, which under
+/// a streaming agent is most of agentctl's work (docs/decisions/0013-performance-floor.md).
+fn serve_runtime(threads: NonZeroUsize) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads.get() == 1 {
+        return tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.get())
+        .enable_all()
+        .build()
+}
+
 fn serve(
+    runtime: tokio::runtime::Runtime,
     log_format: kandev_log::LogFormat,
     listeners: Listeners,
     token: Option<String>,
@@ -282,10 +317,6 @@ fn serve(
         || LossyStderr,
         kandev_log::stderr_wants_colour(),
     );
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(err) => return config_error(&format!("cannot start the async runtime: {err}")),
-    };
     let code = runtime.block_on(run_server(
         listeners,
         token,

@@ -121,6 +121,22 @@ async fn insecure_no_token_serves_without_authentication() {
     assert_eq!(refused["code"], "BAD_REQUEST", "unbound, but served");
 }
 
+/// One thread by default (the local executor starts an agentctl per session); a host
+/// serving many sessions may give more; none is refused.
+#[tokio::test]
+async fn threads_runs_the_sessions_on_more_threads_and_zero_is_refused() {
+    let served = AgentCtl::start_with(&[], &["--threads", "2"]);
+    let stream = Stream::connect(&served.url(), Some(TOKEN))
+        .await
+        .expect("served on two threads");
+    let refused = stream.err("agent.elicitations.list", json!({})).await;
+    assert_eq!(refused["code"], "BAD_REQUEST", "unbound, but served");
+
+    let output = agentctl(&["serve", "--threads", "0"], &[("AGENTCTL_TOKEN", "t")], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr_lines(&output)[0].contains("--threads"), "{output:?}");
+}
+
 /// The token from a file (a systemd credential), whitespace around it ignored; it wins
 /// over `AGENTCTL_TOKEN`.
 #[tokio::test]
