@@ -12,9 +12,10 @@
 //! checkpoint copies, so it never ends with all of them copied, and the WAL only grows
 //! (the 30-minute soak at 200 answers/s grew it to 2.8 GB, reads and RSS with it). So once
 //! the WAL holds more than [`Checkpointing::restart_past`], the task copies what came
-//! during its checkpoint in a second one with the writer's turn held: that one copies
-//! milliseconds' worth, and the next write finds every frame copied and starts the WAL
-//! over, unless a reader is still on an older snapshot; the next tick tries again. Should
+//! during its checkpoint in a second one, and what came during that in a third with the
+//! writer's turn held: that one copies a millisecond's worth, and the next write finds
+//! every frame copied and starts the WAL over, unless a reader is still on an older
+//! snapshot; the next tick tries again. Should
 //! readers keep it from starting over until the WAL holds more than
 //! [`Checkpointing::wal_bound`], the task runs a `TRUNCATE` checkpoint, which waits for
 //! them, holding the writer off meanwhile, and leaves the file empty.
@@ -121,6 +122,9 @@ async fn checkpoint(
             tracing::debug!(frames, "WAL not emptied: a reader held it");
         }
     } else if wal > plan.restart_past {
+        // What came during the first copy, copied without holding the writer, leaves the
+        // held copy below only the last few milliseconds' frames.
+        passive(conn).await?;
         // No write can come between this copy and the next write's start.
         let _turn = writer.turn().await?;
         passive(conn).await?;
