@@ -1,6 +1,6 @@
 //! Clarifications (docs/architecture.md §4.3): the operator-facing record of a question an
 //! agent asked, its status, and who settled it. The rules by which it is settled exactly
-//! once are in [`super::settlement`].
+//! once are in `settlement.rs`, beside this file.
 
 use kandev_elicitation::{OperatorAnswer, Question};
 use serde::{Deserialize, Serialize};
