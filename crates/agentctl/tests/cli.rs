@@ -122,7 +122,7 @@ async fn insecure_no_token_serves_without_authentication() {
 }
 
 /// One thread by default (the local executor starts an agentctl per session); a host
-/// serving many sessions may give more; none is refused.
+/// serving many sessions may give more; zero threads is refused.
 #[tokio::test]
 async fn threads_runs_the_sessions_on_more_threads_and_zero_is_refused() {
     let served = AgentCtl::start_with(&[], &["--threads", "2"]);
