@@ -26,7 +26,7 @@
 //! they then fail with the reason (`Bridge::locate`).
 
 use crate::bridge::{Bridge, VERSIONS, inputs, read_fixture};
-use crate::bridge_operator::{Form, SETS, build_forms, scenarios};
+use crate::bridge_operator::{Form, SETS, build_call, build_forms, scenarios};
 use kandev_elicitation::{
     Answer, ElicitationResponse, OperatorAnswer, QuestionKind, build_response, map_request,
 };
@@ -148,19 +148,7 @@ fn committed_fixtures_equal_what_the_builders_produce_now() {
     for version in VERSIONS {
         let mut calls: Vec<(String, (&str, Value))> = SETS
             .iter()
-            .map(|set| {
-                (
-                    format!("v{version}-{set}.json"),
-                    (
-                        "build",
-                        json!({
-                            "questions": inputs["question_sets"][set],
-                            "sessionId": inputs["session_id"],
-                            "toolCallId": inputs["tool_call_id"],
-                        }),
-                    ),
-                )
-            })
+            .map(|set| (format!("v{version}-{set}.json"), build_call(&inputs, set)))
             .collect();
         calls.push((
             format!("v{version}-refusal.json"),

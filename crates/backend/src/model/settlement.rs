@@ -199,6 +199,23 @@ impl Clarification {
     }
 }
 
+/// What the property tests draw: the settlement made of the `status`th, `outcome`th and
+/// `by`th entries of the `ALL` lists, naming an operator when one settles.
+#[cfg(test)]
+impl Settlement {
+    pub(crate) fn drawn(status: usize, outcome: usize, by: usize) -> Self {
+        let by = SettledBy::ALL[by];
+        Self {
+            status: ClarificationStatus::ALL[status],
+            outcome: Outcome::ALL[outcome],
+            by,
+            answer: None,
+            answered_by: (by == SettledBy::Operator).then(|| "op".to_owned()),
+            fence: Fence::NONE,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,14 +374,7 @@ mod tests {
             new_status in 1usize..6, new_outcome in 0usize..6, new_by in 0usize..3,
         ) {
             let current = standing(status, outcome, by, has_op);
-            let s = Settlement {
-                status: ClarificationStatus::ALL[new_status],
-                outcome: Outcome::ALL[new_outcome],
-                by: SettledBy::ALL[new_by],
-                answer: None,
-                answered_by: (SettledBy::ALL[new_by] == SettledBy::Operator).then(|| "op".to_owned()),
-                fence: Fence::NONE,
-            };
+            let s = Settlement::drawn(new_status, new_outcome, new_by);
             let effect = s.effect_on(current);
             if current.status == ClarificationStatus::Pending {
                 prop_assert_eq!(effect, Effect::Settle);

@@ -53,21 +53,21 @@ pub(crate) struct Form {
     pub(crate) mapped: MappedElicitation,
 }
 
+/// The bridge call that builds the form of question set `set` of `inputs` (`inputs.json`).
+pub(crate) fn build_call(inputs: &Value, set: &str) -> (&'static str, Value) {
+    (
+        "build",
+        json!({
+            "questions": inputs["question_sets"][set],
+            "sessionId": inputs["session_id"],
+            "toolCallId": inputs["tool_call_id"],
+        }),
+    )
+}
+
 pub(crate) fn build_forms(bridge: &Bridge, version: &'static str) -> Vec<(&'static str, Form)> {
     let inputs = inputs();
-    let calls: Vec<(&str, Value)> = SETS
-        .iter()
-        .map(|set| {
-            (
-                "build",
-                json!({
-                    "questions": inputs["question_sets"][set],
-                    "sessionId": inputs["session_id"],
-                    "toolCallId": inputs["tool_call_id"],
-                }),
-            )
-        })
-        .collect();
+    let calls: Vec<(&str, Value)> = SETS.iter().map(|set| build_call(&inputs, set)).collect();
     let requests = bridge.batch(version, &calls);
     SETS.iter()
         .zip(requests)

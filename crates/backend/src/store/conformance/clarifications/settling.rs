@@ -278,14 +278,7 @@ async fn the_sql_follows_the_settlement_rule(engine: &dyn Engine) {
             .await
             .expect("get")
             .expect("row");
-        let s = Settlement {
-            status: ClarificationStatus::ALL[new_status],
-            outcome: Outcome::ALL[new_outcome],
-            by: SettledBy::ALL[new_by],
-            answer: None,
-            answered_by: (SettledBy::ALL[new_by] == SettledBy::Operator).then(|| "op".to_owned()),
-            fence: crate::model::Fence::NONE,
-        };
+        let s = Settlement::drawn(new_status, new_outcome, new_by);
         let expected = s.effect_on(before.standing());
         let got = db
             .clarifications
