@@ -2,7 +2,7 @@
 //! operators get a message's first text in `message.created` and the rest as
 //! `message.appended` events of only the new text, which add up to the stored message.
 
-use kandev_testkit::{DEADLINE, Kandev};
+use kandev_testkit::{DEADLINE, Kandev, OperatorWs};
 use serde_json::Value;
 
 /// The text of the `kind` message (`message`, `thought`) of `id` as the operator
@@ -85,4 +85,105 @@ async fn streamed_chunks_reach_operators_as_appends_that_add_up_to_the_stored_me
     // How much merged depends on timing (nothing waits for chunks), so it is only reported.
     let appends = ws.of_type("message.appended").len();
     eprintln!("549 streamed chunks after the two first: {appends} appends");
+}
+
+/// Whether `event` is part of a transcript (`message.*`), and whose.
+fn transcript_of(event: &Value) -> Option<&str> {
+    let kind = event["type"].as_str()?;
+    kind.starts_with("message.")
+        .then(|| event["data"]["session_id"].as_str())
+        .flatten()
+}
+
+#[tokio::test]
+async fn a_socket_that_watches_one_transcript_gets_it_whole_and_every_board_event() {
+    let kandev = Kandev::start_default().await;
+    let (every, one, none) = (kandev.ws().await, kandev.ws().await, kandev.ws().await);
+    let mut sids = Vec::new();
+    for n in 1..=2 {
+        let task = kandev.create_task(&format!("e2e: watched {n}")).await;
+        let task_id = task["id"].as_str().expect("task id");
+        let session = kandev.start_session(task_id, "mock", None).await;
+        sids.push(session["id"].as_str().expect("session id").to_owned());
+    }
+    let (watched, other) = (sids[0].as_str(), sids[1].as_str());
+    one.watch(Some(&[watched]), DEADLINE).await;
+    none.watch(Some(&[]), DEADLINE).await;
+    for sid in &sids {
+        kandev.wait_session_state(sid, "IDLE").await;
+        let r = kandev
+            .api()
+            .post(
+                &format!("/api/v1/sessions/{sid}/prompt"),
+                &serde_json::json!({"text": "/e2e:e2e-stream"}),
+            )
+            .await;
+        assert_eq!(r.status, 202, "{r}");
+    }
+    for sid in &sids {
+        kandev.wait_session_state(sid, "IDLE").await;
+        kandev.wait_agent_text(sid, "500:wörd").await;
+    }
+    // A board event after both turns: once a socket has it, it has all it will get.
+    let barrier = kandev.create_task("e2e: barrier").await;
+    for ws in [&every, &one, &none] {
+        ws.wait_for_type("task.created", DEADLINE, |d| d["id"] == barrier["id"])
+            .await;
+    }
+
+    let of = |ws: &OperatorWs, sid: &str| -> usize {
+        ws.events()
+            .iter()
+            .filter(|e| transcript_of(e) == Some(sid))
+            .count()
+    };
+    assert!(of(&every, watched) > 0 && of(&every, other) > 0);
+    assert_eq!(
+        of(&one, watched),
+        of(&every, watched),
+        "the watched transcript whole"
+    );
+    assert_eq!(of(&one, other), 0, "no other transcript");
+    let none_transcripts: Vec<Value> = none
+        .events()
+        .into_iter()
+        .filter(|e| transcript_of(e).is_some())
+        .collect();
+    assert!(none_transcripts.is_empty(), "{none_transcripts:?}");
+    let answer = kandev
+        .messages(watched)
+        .await
+        .into_iter()
+        .find(|m| m["type"] == "message" && m["author_type"] == "agent")
+        .expect("the agent's answer");
+    let id = answer["id"].as_str().expect("id");
+    assert_eq!(
+        rebuilt(&one.events(), id),
+        answer["content"].as_str().expect("text")
+    );
+    // Board events reach every socket, whatever it watches.
+    for ws in [&one, &none] {
+        for sid in &sids {
+            assert!(
+                ws.of_type("session.updated")
+                    .iter()
+                    .any(|e| e["data"]["id"] == sid.as_str() && e["data"]["state"] == "RUNNING"),
+                "{sid} running: {:?}",
+                ws.summary()
+            );
+        }
+    }
+
+    // A frame the socket cannot apply is answered with an error and changes nothing.
+    none.send(&serde_json::json!({"type": "subscribe", "data": {}}));
+    let error = none
+        .wait_for_type("error", DEADLINE, |d| d["code"] == "INVALID_FRAME")
+        .await;
+    assert!(
+        error["data"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("watch")),
+        "{error}"
+    );
+    none.watch(None, DEADLINE).await;
 }

@@ -5,9 +5,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::SinkExt;
 use futures::StreamExt;
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -18,6 +19,9 @@ pub struct OperatorWs {
     /// Bumped on every event (and on close), so waits are event-driven.
     changed: watch::Receiver<usize>,
     reader: JoinHandle<()>,
+    /// Frames for the socket's writer task.
+    outgoing: mpsc::UnboundedSender<Message>,
+    writer: JoinHandle<()>,
 }
 
 impl OperatorWs {
@@ -33,8 +37,16 @@ impl OperatorWs {
         let events = Arc::new(Mutex::new(Vec::new()));
         let (tx, changed) = watch::channel(0usize);
         let sink = Arc::clone(&events);
+        let (mut write, mut read) = socket.split();
+        let (outgoing, mut to_send) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(async move {
+            while let Some(message) = to_send.recv().await {
+                if write.send(message).await.is_err() {
+                    return;
+                }
+            }
+        });
         let reader = tokio::spawn(async move {
-            let (_write, mut read) = socket.split();
             while let Some(Ok(message)) = read.next().await {
                 let Message::Text(text) = message else {
                     continue;
@@ -55,7 +67,36 @@ impl OperatorWs {
             events,
             changed,
             reader,
+            outgoing,
+            writer,
         }
+    }
+
+    /// Sends `frame` to kandev as a text frame (in order with the others sent).
+    pub fn send(&self, frame: &Value) {
+        let _ = self.outgoing.send(Message::text(frame.to_string()));
+    }
+
+    /// Asks kandev for these sessions' transcripts only (`None`: every one) and waits
+    /// for the `watching` event that says it applies.
+    ///
+    /// # Panics
+    /// When no such event arrives within `deadline`.
+    pub async fn watch(&self, sessions: Option<&[&str]>, deadline: Duration) {
+        let mut asked: Option<Vec<&str>> = sessions.map(<[&str]>::to_vec);
+        if let Some(ids) = &mut asked {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        let asked = serde_json::json!(asked);
+        let seen = self.of_type("watching").len();
+        self.send(&serde_json::json!({"type": "watch", "data": {"sessions": asked}}));
+        self.wait_for("a watching acknowledgement", deadline, |_| {
+            let acknowledged = self.of_type("watching");
+            acknowledged.len() > seen
+                && acknowledged.last().map(|e| &e["data"]["sessions"]) == Some(&asked)
+        })
+        .await;
     }
 
     /// Every event received so far, in order.
@@ -134,13 +175,13 @@ impl OperatorWs {
 impl Drop for OperatorWs {
     fn drop(&mut self) {
         self.reader.abort();
+        self.writer.abort();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use futures::SinkExt;
     use tokio::net::TcpListener;
 
     /// A WebSocket server on `/api/v1/ws` that sends `events` and then closes.

@@ -46,6 +46,9 @@ pub struct OperatorEvent {
     /// This event as its WebSocket frame's text, rendered once for every subscriber.
     #[serde(skip)]
     text: Utf8Bytes,
+    /// The session whose transcript this is, for a `message.*` event.
+    #[serde(skip)]
+    transcript: Option<Arc<str>>,
 }
 
 impl OperatorEvent {
@@ -57,6 +60,22 @@ impl OperatorEvent {
     /// The text as a WebSocket frame's payload, shared with every other subscriber's.
     pub fn frame(&self) -> Utf8Bytes {
         self.text.clone()
+    }
+
+    /// The session whose transcript this event is part of (`message.created`,
+    /// `message.updated`, `message.appended`); `None` for a board event.
+    pub fn transcript(&self) -> Option<&str> {
+        self.transcript.as_deref()
+    }
+}
+
+/// The session of a transcript event's `data`.
+fn transcript_session(event_kind: &str, data: &Value) -> Option<Arc<str>> {
+    match event_kind {
+        kind::MESSAGE_CREATED | kind::MESSAGE_UPDATED | kind::MESSAGE_APPENDED => {
+            data.get("session_id")?.as_str().map(Arc::from)
+        }
+        _ => None,
     }
 }
 
@@ -96,8 +115,14 @@ impl EventHub {
         let text = serde_json::to_string(&Frame { kind, data: &data })
             .unwrap_or_default()
             .into();
+        let transcript = transcript_session(kind, &data);
         let data = Arc::new(data);
-        let _ = self.tx.send(OperatorEvent { kind, data, text });
+        let _ = self.tx.send(OperatorEvent {
+            kind,
+            data,
+            text,
+            transcript,
+        });
     }
 
     /// A receiver of every event sent from now on.

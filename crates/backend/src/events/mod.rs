@@ -15,7 +15,9 @@ pub mod feed;
 mod hub;
 pub mod named;
 mod publish;
+pub mod watch;
 
 pub use change::Change;
 pub use hub::{EventHub, OperatorEvent, kind};
 pub use publish::Publisher;
+pub use watch::Watch;

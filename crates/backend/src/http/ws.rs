@@ -1,5 +1,6 @@
 //! `GET /api/v1/ws`: the operator event stream, `{"type", "data"}` JSON text frames,
-//! so a UI never polls. The guard has checked the upgrade's `Host` and `Origin` and, with
+//! so a UI never polls. A client may send one kind of frame, `watch`, to say which
+//! sessions' transcripts it follows ([`Watch`]). The guard has checked the upgrade's `Host` and `Origin` and, with
 //! auth on, its Bearer token or session cookie before this handler runs.
 
 use axum::Router;
@@ -11,6 +12,7 @@ use futures::SinkExt;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::auth::Operator;
+use crate::events::watch::{FrameError, Watch};
 use crate::state::AppState;
 
 /// The socket's read buffer. An operator sends next to nothing here, and tungstenite
@@ -19,6 +21,9 @@ use crate::state::AppState;
 const READ_BUFFER_BYTES: usize = 4 * 1024;
 /// The most events one write carries.
 const BATCH: usize = 64;
+/// The largest message a client may send (a `watch` of its most sessions is far under
+/// it); a larger one ends the socket.
+const MOST_CLIENT_MESSAGE_BYTES: usize = 16 * 1024;
 
 /// The frame that tells a client it fell behind and `missed` events: re-read the resources.
 fn resync(missed: u64) -> Utf8Bytes {
@@ -42,6 +47,7 @@ async fn upgrade(
     let events = state.hub.subscribe();
     let drain = state.drain.clone();
     ws.read_buffer_size(READ_BUFFER_BYTES)
+        .max_message_size(MOST_CLIENT_MESSAGE_BYTES)
         .on_upgrade(move |socket| forward(socket, events, drain))
 }
 
@@ -50,6 +56,7 @@ async fn forward(
     mut events: tokio::sync::broadcast::Receiver<crate::events::OperatorEvent>,
     drain: crate::drain::Drain,
 ) {
+    let mut watch = Watch::default();
     loop {
         tokio::select! {
             () = drain.closing() => {
@@ -62,20 +69,24 @@ async fn forward(
                 return;
             }
             event = events.recv() => {
-                let text = match event {
-                    Ok(event) => event.frame(),
-                    Err(RecvError::Lagged(missed)) => resync(missed),
+                let mut batch = Vec::new();
+                match event {
+                    Ok(event) => batch.extend(watch.lets_through(&event).then(|| event.frame())),
+                    Err(RecvError::Lagged(missed)) => batch.push(resync(missed)),
                     Err(RecvError::Closed) => return,
-                };
+                }
                 // What else is queued already goes out in the same write: under load one
                 // send carries many events instead of a system call each.
-                let mut batch = vec![text];
-                while batch.len() < BATCH {
+                for _ in 1..BATCH {
                     match events.try_recv() {
-                        Ok(event) => batch.push(event.frame()),
+                        Ok(event) if watch.lets_through(&event) => batch.push(event.frame()),
+                        Ok(_) => {}
                         Err(TryRecvError::Lagged(missed)) => batch.push(resync(missed)),
                         Err(TryRecvError::Empty | TryRecvError::Closed) => break,
                     }
+                }
+                if batch.is_empty() {
+                    continue;
                 }
                 for text in batch {
                     if socket.feed(Message::Text(text)).await.is_err() {
@@ -86,10 +97,34 @@ async fn forward(
                     return;
                 }
             }
-            incoming = socket.recv() => match incoming {
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
-                Some(Ok(_)) => {}
-            },
+            incoming = socket.recv() => {
+                let reply = match incoming {
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                    Some(Ok(Message::Text(text))) => reply(&text, &mut watch),
+                    Some(Ok(Message::Binary(_))) => {
+                        FrameError::Unreadable("a binary frame; frames are JSON text".into()).event()
+                    }
+                    Some(Ok(_)) => continue,
+                };
+                if socket.send(Message::Text(reply.to_string().into())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Applies a client's frame to `watch`: the `watching` acknowledgement, or the `error`
+/// event of a frame that cannot be applied (the watch stays as it was).
+fn reply(text: &str, watch: &mut Watch) -> serde_json::Value {
+    match Watch::parse(text) {
+        Ok(asked) => {
+            *watch = asked;
+            watch.acknowledgement()
+        }
+        Err(err) => {
+            tracing::debug!(error = %err, "an operator socket sent a frame it cannot apply");
+            err.event()
         }
     }
 }
