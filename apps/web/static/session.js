@@ -2,7 +2,8 @@
 // clarification, a prompt box, cancel turn and stop session.
 //
 // Updates in place: one load of the session, task, messages and clarifications on mount
-// and on every (re)connect (events sent while offline are lost); in between, each
+// and once the socket sends this session's transcript, on every (re)connect (events sent
+// while offline are lost); in between, each
 // WebSocket payload is applied to what it names (the message, the record, the header),
 // so the view never rebuilds and focus and typed text survive every event.
 
@@ -250,7 +251,9 @@ export function mountSession(root, { sessionId }) {
     ws.on("clarification.settled", (d) => {
       if (d?.session_id === sessionId || records.has(d?.pending_id)) applyRecord(d);
     }),
-    ws.onStatus((up) => up && load()),
+    // Read again once the server sends this transcript: on mount and every reconnect.
+    ws.on("watching", (d) => Array.isArray(d?.sessions) && d.sessions.includes(sessionId) && load()),
+    ws.watchTranscript(sessionId),
   ];
   load();
   return () => offs.forEach((off) => off());

@@ -1,6 +1,9 @@
 // The operator WebSocket (`/api/v1/ws`): one connection for the whole page, reconnected
 // with exponential backoff. Views subscribe to event types; on every (re)connect they are
 // told so they can refetch what they show, since events sent while offline are lost.
+// Transcript events (`message.*`) come only for the sessions a view watches
+// (`watchTranscript`): the server is told on every (re)connect and every change, and
+// acknowledges with a `watching` event, from which on it sends them all.
 
 const listeners = new Map(); // type -> Set<fn(data, event)>
 const statusListeners = new Set(); // fn(connected: boolean)
@@ -8,6 +11,7 @@ let socket = null;
 let connected = false;
 let attempt = 0;
 let retryTimer = null;
+const watched = new Map(); // session id -> how many views watch its transcript
 
 const BASE_DELAY_MS = 250;
 const MAX_DELAY_MS = 10_000;
@@ -40,12 +44,34 @@ function dispatch(type, data, event) {
   }
 }
 
+/** Tell the server which transcripts to send (on every connect and every change). */
+function sendWatch() {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return;
+  socket.send(JSON.stringify({ type: "watch", data: { sessions: [...watched.keys()] } }));
+}
+
+/**
+ * Follow a session's transcript; returns the release function. Its events come from the
+ * `watching` event that names it on: a view reads the transcript then, so it misses none.
+ */
+export function watchTranscript(sessionId) {
+  watched.set(sessionId, (watched.get(sessionId) ?? 0) + 1);
+  sendWatch();
+  return () => {
+    const left = (watched.get(sessionId) ?? 1) - 1;
+    if (left > 0) watched.set(sessionId, left);
+    else watched.delete(sessionId);
+    sendWatch();
+  };
+}
+
 /** Open the connection (idempotent). */
 export function connect() {
   if (socket) return;
   socket = new WebSocket(wsUrl());
   socket.addEventListener("open", () => {
     attempt = 0;
+    sendWatch();
     setConnected(true);
   });
   socket.addEventListener("message", (msg) => {

@@ -151,6 +151,31 @@ test("session: streamed text arrives as appends to the message shown, never refe
   });
 });
 
+test("board: a page that shows no session gets no transcript events; a session page gets its own from the watch on", T, async () => {
+  await stack.run(async ({ kandev, page }) => {
+    const frames = [];
+    page.on("websocket", (ws) => ws.on("framereceived", (f) => frames.push(JSON.parse(String(f.payload)))));
+    const task = await kandev.api.createTask("Watched from the board", "Browser test: transcripts");
+    const session = await kandev.api.startSession(task.id);
+    await page.goto(`${kandev.url}/#/`);
+    await settled(page);
+    const message = await streamed(kandev, session);
+    // The turn's end reaches the board after every message of it: a barrier.
+    const states = () => frames.filter((e) => e.type === "session.updated" && e.data?.id === session.id).map((e) => e.data.state);
+    await waitFor(() => states().includes("RUNNING") && states().at(-1) === "IDLE", { message: "the turn's end on the board" });
+    const onBoard = frames.filter((e) => e.type?.startsWith("message."));
+    assert.deepEqual(onBoard.map((e) => e.type), [], "the board follows no transcript");
+    assert.deepEqual(frames.filter((e) => e.type === "watching").at(-1)?.data, { sessions: [] });
+
+    await page.goto(`${kandev.url}/#/sessions/${encodeURIComponent(session.id)}`);
+    await waitFor(() => frames.some((e) => e.type === "watching" && e.data?.sessions?.includes(session.id)), { message: "the session's watch acknowledged" });
+    await showsInFull(page, message);
+    await kandev.api.call("POST", `/api/v1/sessions/${session.id}/prompt`, { text: "/e2e:stream-chunks" });
+    await waitFor(() => frames.some((e) => e.type === "message.appended" && e.data?.session_id === session.id), { timeout: 30_000, message: "its transcript's appends" });
+    assert.deepEqual(page.errors, []);
+  });
+});
+
 test("session: an append that does not fit the message shown reloads the messages instead of showing wrong text", T, async () => {
   await stack.run(async ({ kandev, page }) => {
     // The session's first append reaches the page one character short, as if text was
