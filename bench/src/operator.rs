@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures::StreamExt;
+use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -37,7 +37,8 @@ pub struct Created {
     pub seen_ns: u128,
 }
 
-/// Subscribes to the operator WebSocket and forwards every `clarification.created` event.
+/// Subscribes to the operator WebSocket, following the board only, and forwards every
+/// `clarification.created` event.
 pub async fn clarifications_created(
     addr: SocketAddr,
 ) -> Result<mpsc::UnboundedReceiver<Created>, String> {
@@ -53,13 +54,33 @@ pub async fn clarifications_created(
     Ok(rx)
 }
 
+/// What a bench operator's socket follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Follows {
+    /// The board only, as the web UI's board and needs-you pages do: it watches no
+    /// session's transcript (`{"type": "watch", "data": {"sessions": []}}`).
+    Board,
+    /// The board and every session's transcript (a socket that sends no `watch`).
+    EveryTranscript,
+}
+
+/// The `watch` frame of a socket that follows the board only.
+const BOARD_ONLY: &str = r#"{"type":"watch","data":{"sessions":[]}}"#;
+
 /// Reads an operator WebSocket in a task of its own, handing each text frame and when it
 /// was read (wall-clock ns) to `on_frame`, until the socket closes or `on_frame` says stop.
 async fn on_frames(
     addr: SocketAddr,
+    follows: Follows,
     mut on_frame: impl FnMut(&str, u128) -> bool + Send + 'static,
 ) -> Result<(), String> {
-    let socket = connect_ws(addr).await?;
+    let mut socket = connect_ws(addr).await?;
+    if follows == Follows::Board {
+        socket
+            .send(Message::text(BOARD_ONLY))
+            .await
+            .map_err(|err| format!("operator WebSocket watch: {err}"))?;
+    }
     tokio::spawn(async move {
         let (_write, mut read) = socket.split();
         while let Some(Ok(message)) = read.next().await {
@@ -79,7 +100,7 @@ async fn on_created(
     addr: SocketAddr,
     mut on_event: impl FnMut(Value, u128) -> bool + Send + 'static,
 ) -> Result<(), String> {
-    on_frames(addr, move |text, seen_ns| {
+    on_frames(addr, Follows::Board, move |text, seen_ns| {
         // Cheap pre-filter: most events are not clarifications.
         if !text.contains("clarification.created") {
             return true;
@@ -147,8 +168,8 @@ fn config() -> WebSocketConfig {
     WebSocketConfig::default().read_buffer_size(16 * 1024)
 }
 
-/// One watching operator: records when it read each `clarification.created` (by the
-/// record's message) into `seen`, until the socket closes.
+/// One watching operator, following the board only: records when it read each
+/// `clarification.created` (by the record's message) into `seen`, until the socket closes.
 pub async fn watch(addr: SocketAddr, seen: Arc<Mutex<Vec<(String, u128)>>>) -> Result<(), String> {
     on_created(addr, move |event, seen_ns| {
         if let Some(tag) = event["data"]["message"].as_str() {
@@ -161,14 +182,14 @@ pub async fn watch(addr: SocketAddr, seen: Arc<Mutex<Vec<(String, u128)>>>) -> R
     .await
 }
 
-/// One watching operator that records when it first read each `END:<tag>` marker of a
-/// streamed message, whatever event carried it (`message.updated` with the whole text, or
+/// One watching operator, following every transcript, that records when it first read
+/// each `END:<tag>` marker of a streamed message, whatever event carried it (`message.updated` with the whole text, or
 /// `message.appended` with the new text).
 pub async fn watch_markers(
     addr: SocketAddr,
     seen: Arc<Mutex<std::collections::HashMap<String, u128>>>,
 ) -> Result<(), String> {
-    on_frames(addr, move |text, seen_ns| {
+    on_frames(addr, Follows::EveryTranscript, move |text, seen_ns| {
         for marker in markers(text) {
             seen.lock()
                 .unwrap_or_else(PoisonError::into_inner)
