@@ -139,6 +139,7 @@ impl Report {
                 "rate_per_s": s.plan.rate, "windows": s.windows.iter().map(|w| json!({
                     "answer_to_agent": pct_json(&percentiles(&w.samples)),
                     "time_to_visible": pct_json(&percentiles(&w.visible)), "kandev_rss_bytes": w.rss,
+                    "kandev_threads": w.threads, "database_files_open": w.database_files,
                     "db_bytes": w.db_bytes, "wal_bytes": w.wal_bytes,
                     "kandev_cores": w.cpu.map(|c| c.kandev_cores)})).collect::<Vec<_>>(),
                 "result": load_json(&s.total)})),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::cpu::{CpuUse, Watched};
 use crate::load::{LoadResult, Received};
-use crate::stack::rss_bytes;
+use crate::stack::{open_files_under, rss_bytes, threads};
 use crate::stats::{mean, percentiles};
 use crate::sweep::{self, Serving, SweepPlan};
 
@@ -39,6 +39,11 @@ pub struct Window {
     pub visible: Vec<f64>,
     /// kandev's resident set after it, bytes.
     pub rss: u64,
+    /// kandev's threads after it (`None` where `/proc` cannot be read).
+    pub threads: Option<u64>,
+    /// kandev's open files in its database's directory after it: the database, its WAL
+    /// and shared memory, once per connection open (`None` where `/proc` cannot be read).
+    pub database_files: Option<usize>,
     /// The database file, bytes.
     pub db_bytes: u64,
     /// Its write-ahead log, bytes.
@@ -158,6 +163,8 @@ pub async fn run(plan: SoakPlan) -> Result<Soak, String> {
             samples: result.samples.clone(),
             visible: result.visible.clone(),
             rss: rss_bytes(serving.kandev.pid()).unwrap_or_default(),
+            threads: threads(serving.kandev.pid()),
+            database_files: open_files_under(serving.kandev.pid(), serving.kandev.dir()),
             db_bytes,
             wal_bytes,
             cpu,
@@ -184,6 +191,8 @@ mod tests {
             visible: samples.clone(),
             samples,
             rss,
+            threads: None,
+            database_files: None,
             db_bytes: 0,
             wal_bytes: 0,
             cpu: None,

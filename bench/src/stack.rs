@@ -170,12 +170,29 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     status_kb(pid, "VmRSS:").map(|kb| kb * 1024)
 }
 
+/// How many threads a process runs, from /proc/<pid>/status.
+pub fn threads(pid: u32) -> Option<u64> {
+    status_kb(pid, "Threads:")
+}
+
+/// How many of a process's open files are under `dir` (its database's files, for one
+/// whose directory holds nothing else it keeps open), from /proc/<pid>/fd.
+pub fn open_files_under(pid: u32, dir: &std::path::Path) -> Option<usize> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(
+        fds.flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .filter(|target| target.starts_with(dir))
+            .count(),
+    )
+}
+
 fn status_kb(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     field_kb(&status, field)
 }
 
-/// A `kB` field of `/proc/<pid>/status` text.
+/// The number a field of `/proc/<pid>/status` text starts with (`kB` for sizes).
 fn field_kb(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
@@ -195,6 +212,21 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert!(auth_toml().contains(&sha256_hex(TOKEN)));
+    }
+
+    #[test]
+    fn counts_its_own_threads_and_the_files_it_holds_under_a_directory() {
+        let me = std::process::id();
+        let dir = tempfile::tempdir().expect("dir");
+        assert_eq!(open_files_under(me, dir.path()), Some(0));
+        let held = std::fs::File::create(dir.path().join("k.db")).expect("file");
+        let other = tempfile::tempdir().expect("another dir");
+        let _elsewhere = std::fs::File::create(other.path().join("x")).expect("file");
+        assert_eq!(open_files_under(me, dir.path()), Some(1));
+        drop(held);
+        assert_eq!(open_files_under(me, dir.path()), Some(0));
+        assert!(threads(me).is_some_and(|n| n >= 1));
+        assert_eq!(threads(u32::MAX), None);
     }
 
     #[test]

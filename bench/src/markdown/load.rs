@@ -108,6 +108,8 @@ impl Report {
                 "visible p50",
                 "visible p99",
                 "kandev RSS",
+                "threads",
+                "database files open",
                 "database",
                 "WAL",
                 "CPU busy (kandev)",
@@ -124,6 +126,8 @@ impl Report {
                     format!("{:.2} ms", v.p50),
                     format!("{:.2} ms", v.p99),
                     format!("{:.1} MB", mb(w.rss)),
+                    w.threads.map_or_else(String::new, |n| n.to_string()),
+                    w.database_files.map_or_else(String::new, |n| n.to_string()),
                     format!("{:.1} MB", mb(w.db_bytes)),
                     format!("{:.1} MB", mb(w.wal_bytes)),
                     w.cpu.map_or_else(String::new, |c| {

@@ -156,6 +156,8 @@ mod tests {
             samples: vec![1.0, 2.0],
             visible: vec![3.0, 4.0],
             rss: 1 << 20,
+            threads: Some(9),
+            database_files: Some(6),
             db_bytes: 2 << 20,
             wal_bytes: 0,
             cpu: None,
@@ -177,7 +179,7 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| 1 | 1.00 ms | 2.00 ms | 3.00 ms | 4.00 ms | 1.0 MB | 2.0 MB |"),
+            md.contains("| 1 | 1.00 ms | 2.00 ms | 3.00 ms | 4.00 ms | 1.0 MB | 9 | 6 | 2.0 MB |"),
             "{md}"
         );
     }

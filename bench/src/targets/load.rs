@@ -114,7 +114,10 @@ pub(super) fn soak_targets(r: &Report, out: &mut Vec<Target>) {
         last <= crate::soak::FLAT * first,
         format!(
             "kandev's resident set grew over the run; {}",
-            because("would meet it: a heap profile of the last windows against the first")
+            because(&format!(
+                "{}; would meet it: a heap profile of the last windows against the first",
+                held_open(s)
+            ))
         ),
     ));
     let (first, last) = s.p99_ends();
@@ -131,6 +134,23 @@ pub(super) fn soak_targets(r: &Report, out: &mut Vec<Target>) {
         ),
     ));
     out.push(exactly_once(format!("{name}: exactly once"), &s.total));
+}
+
+/// kandev's threads and open database files in the first window and the last: a new
+/// thread or connection brings memory of its own with it.
+fn held_open(s: &crate::soak::Soak) -> String {
+    let ends = |f: fn(&crate::soak::Window) -> Option<u64>| {
+        let first = s.windows.first().and_then(f)?;
+        Some((first, s.windows.last().and_then(f)?))
+    };
+    let threads = ends(|w| w.threads);
+    let files = ends(|w| w.database_files.map(|n| n as u64));
+    match (threads, files) {
+        (Some((t0, t1)), Some((f0, f1))) => format!(
+            "kandev's threads {t0} → {t1} and its open database files {f0} → {f1} (the first window, the last)"
+        ),
+        _ => "kandev's threads and open files not read".to_owned(),
+    }
 }
 
 /// Two replicas' knee against one replica's.
