@@ -6,6 +6,8 @@
 
 mod acp_wire;
 mod ask_user_question;
+mod capabilities;
 mod cli;
 mod lifecycle;
 mod mcp_servers;
+mod refusals;
