@@ -10,7 +10,7 @@ use super::verdict::{Target, exactly_once, peak_rss, target, unmeasured};
 use crate::engine::Engine;
 use crate::load::LoadResult;
 use crate::report::{Report, mb};
-use crate::stats::interval;
+use crate::stats::{interval, percentiles};
 use crate::sweep::{KNEE_P99_MS, Sweep};
 
 /// The knee, the sweep's time to visible, exactly once and memory, for one engine.
@@ -19,11 +19,15 @@ pub(super) fn sweep_targets(sweep: &Sweep, engine: Engine, out: &mut Vec<Target>
     let bar = knee_bar(engine);
     let knee = sweep.knee().map_or(0.0, |p| p.offered);
     let measured = match sweep.knee() {
+        // The knee is the answer's: what the questions' wait to be seen did there is
+        // said beside it, since past a rate kandev keeps pace with they queue first.
         Some(p) => format!(
-            "{knee:.0}/s (p99 {:.2} ms {}, {} samples)",
+            "{knee:.0}/s (p99 {:.2} ms {}, {} samples; there {:.0} answered/s, time to visible p99 {:.2} ms)",
             p.result.answer_to_agent.p99,
             interval(&p.result.samples, 0.99).map_or_else(String::new, |i| i.text()),
-            p.result.samples.len()
+            p.result.samples.len(),
+            p.result.throughput,
+            percentiles(&p.result.visible).p99,
         ),
         None => "below the sweep's first rate".into(),
     };

@@ -141,6 +141,12 @@ mod tests {
             "{}",
             knee.measured
         );
+        // Beside it, the questions' wait to be seen at that rate.
+        assert!(
+            knee.measured.contains("answered/s, time to visible p99 "),
+            "{}",
+            knee.measured
+        );
         assert!(knee.reason.contains("the sweep's last rate still held"));
         // Each engine's reason names where the hop timing found questions waiting.
         assert!(
