@@ -1,6 +1,7 @@
 //! Streamed agent text (issue 29 §3) with the real `kandev`, `agentctl` and mock agent:
 //! operators get a message's first text in `message.created` and the rest as
-//! `message.appended` events of only the new text, which add up to the stored message.
+//! `message.appended` events of only the new text, which add up to the stored message; a
+//! socket that watches some sessions gets their transcripts whole and no other.
 
 use kandev_testkit::{DEADLINE, Kandev, OperatorWs};
 use serde_json::Value;

@@ -1,7 +1,8 @@
 //! `GET /api/v1/ws`: the operator event stream, `{"type", "data"}` JSON text frames,
 //! so a UI never polls. A client may send one kind of frame, `watch`, to say which
-//! sessions' transcripts it follows ([`Watch`]). The guard has checked the upgrade's `Host` and `Origin` and, with
-//! auth on, its Bearer token or session cookie before this handler runs.
+//! sessions' transcripts it follows ([`Watch`]). The guard has checked the upgrade's
+//! `Host` and `Origin` and, with auth on, its Bearer token or session cookie before this
+//! handler runs.
 
 use axum::Router;
 use axum::extract::State;
