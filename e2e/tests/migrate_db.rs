@@ -75,6 +75,12 @@ async fn migrate_db_copies_an_sqlite_kandev_into_postgres_and_kandev_serves_the_
         .wait_agent_text(&id(&answered), "You picked Red.")
         .await;
     before.wait_session_state(&id(&answered), "IDLE").await;
+    // A streamed reply: its text is kept as parts of its message, which move with it.
+    let streamed = id(&before.create_task("Stream").await);
+    let streaming = before
+        .start_session(&streamed, "mock", Some("/e2e:e2e-stream"))
+        .await;
+    before.wait_session_state(&id(&streaming), "IDLE").await;
     // A second task whose question is still open when kandev stops.
     let other = id(&before.create_task("Left waiting").await);
     let waiting = before.start_session(&other, "mock", Some("Pick")).await;
@@ -93,8 +99,17 @@ async fn migrate_db_copies_an_sqlite_kandev_into_postgres_and_kandev_serves_the_
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("2 tasks, 2 sessions") && stdout.contains("2 clarifications"),
+        stdout.contains("3 tasks, 3 sessions") && stdout.contains("2 clarifications"),
         "the report counts what was copied: {stdout}"
+    );
+
+    let parts = stdout
+        .split(", ")
+        .find_map(|copied| copied.strip_suffix(" message_parts"))
+        .and_then(|rows| rows.parse::<u64>().ok());
+    assert!(
+        parts.is_some_and(|rows| rows > 0),
+        "the streamed reply's parts were copied: {stdout}"
     );
 
     let after = on(&postgres).await;
