@@ -75,7 +75,7 @@ async fn migrate_db_copies_an_sqlite_kandev_into_postgres_and_kandev_serves_the_
         .wait_agent_text(&id(&answered), "You picked Red.")
         .await;
     before.wait_session_state(&id(&answered), "IDLE").await;
-    // A streamed reply: its text is kept as parts of its message, which move with it.
+    // A streamed reply (a message built by hundreds of appends), compared whole below.
     let streamed = id(&before.create_task("Stream").await);
     let streaming = before
         .start_session(&streamed, "mock", Some("/e2e:e2e-stream"))
@@ -101,15 +101,6 @@ async fn migrate_db_copies_an_sqlite_kandev_into_postgres_and_kandev_serves_the_
     assert!(
         stdout.contains("3 tasks, 3 sessions") && stdout.contains("2 clarifications"),
         "the report counts what was copied: {stdout}"
-    );
-
-    let parts = stdout
-        .split(", ")
-        .find_map(|copied| copied.strip_suffix(" message_parts"))
-        .and_then(|rows| rows.parse::<u64>().ok());
-    assert!(
-        parts.is_some_and(|rows| rows > 0),
-        "the streamed reply's parts were copied: {stdout}"
     );
 
     let after = on(&postgres).await;

@@ -22,7 +22,6 @@ const TABLES: &[&str] = &[
     "tasks",
     "sessions",
     "messages",
-    "message_parts",
     "clarifications",
     "ask_user_question_calls",
     "runtime_flag_overrides",

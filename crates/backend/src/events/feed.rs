@@ -7,10 +7,12 @@
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
+use serde_json::{Value, json};
+
 use crate::events::board::Board;
 use crate::events::named::Named;
 use crate::events::{Change, EventHub, kind};
-use crate::model::SessionRecord;
+use crate::model::{Message, SessionRecord};
 use crate::store::{StoreError, Stores};
 
 /// How many queued changes the feed takes at once.
@@ -174,7 +176,9 @@ async fn send(
         }
         Change::MessageCreated(message) => hub.send(kind::MESSAGE_CREATED, message),
         Change::MessageUpdated(message) => hub.send(kind::MESSAGE_UPDATED, message),
-        Change::MessageAppended(appended) => hub.send(kind::MESSAGE_APPENDED, appended),
+        Change::MessageAppended { message, appended } => {
+            hub.send(kind::MESSAGE_APPENDED, self::appended(&message, &appended));
+        }
         Change::ClarificationCreated(record) => {
             hub.send(kind::CLARIFICATION_CREATED, &record);
             // Hop span (kandev_log::hops): the broadcast is out.
@@ -185,6 +189,25 @@ async fn send(
         Change::FlagChanged(flag) => hub.send(kind::RUNTIME_FLAGS_UPDATED, flag),
     }
     Ok(())
+}
+
+/// The data of a `message.appended` event: what a client needs to place `text` (the
+/// message's ids, `type`, `author_type`, `seq`, `updated_at`) and `length`, the content's
+/// length after the append in UTF-16 code units (a JavaScript string's `length`), so a
+/// client whose copy is not `length - text.length` long knows it missed text. Never the
+/// whole content: that is what appends spare.
+pub fn appended(message: &Message, text: &str) -> Value {
+    json!({
+        "id": message.id,
+        "session_id": message.session_id,
+        "task_id": message.task_id,
+        "seq": message.seq,
+        "type": message.kind,
+        "author_type": message.author_type,
+        "updated_at": message.updated_at,
+        "text": text,
+        "length": message.content.encode_utf16().count(),
+    })
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub mod named;
 mod publish;
 pub mod watch;
 
-pub use change::{Appended, Change};
+pub use change::Change;
 pub use hub::{EventHub, OperatorEvent, kind};
 pub use publish::Publisher;
 pub use watch::Watch;

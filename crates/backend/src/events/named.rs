@@ -75,12 +75,11 @@ impl Named {
             },
             // Other replicas read the row back, so an append reaches their operators as
             // a `message.updated` of the whole message: correct, just not as small.
-            Change::MessageUpdated(m) => Self::MessageUpdated {
-                message: m.id.clone(),
-            },
-            Change::MessageAppended(a) => Self::MessageUpdated {
-                message: a.id.clone(),
-            },
+            Change::MessageUpdated(m) | Change::MessageAppended { message: m, .. } => {
+                Self::MessageUpdated {
+                    message: m.id.clone(),
+                }
+            }
             Change::ClarificationCreated(r) => Self::ClarificationCreated {
                 pending: r.pending_id.clone(),
             },

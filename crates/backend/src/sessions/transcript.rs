@@ -5,16 +5,15 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::events::{Appended, Change, Publisher};
-use crate::model::{Message, MessageKind, NewMessage, author};
+use crate::events::{Change, Publisher};
+use crate::model::{MessageKind, NewMessage, author};
 use crate::store::{MessageStore, StoreError};
 
-/// The message text chunks are currently appended to: as it was stored, and the length
-/// of its text since, in UTF-16 code units (what `message.appended` reports).
-#[derive(Debug, Clone)]
+/// The message text chunks are currently appended to.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct OpenText {
-    message: Message,
-    length: usize,
+    message_id: String,
+    kind: MessageKind,
 }
 
 /// Aggregation state of one session's transcript, owned by its event consumer.
@@ -74,23 +73,24 @@ impl Transcript {
         text: &str,
         position: Option<u64>,
     ) -> Result<bool, StoreError> {
-        if let Some(open) = &mut self.open
-            && open.message.kind == kind
+        if let Some(open) = &self.open
+            && open.kind == kind
         {
-            let updated_at = to
+            let message = to
                 .messages
-                .append_content(&open.message.id, text, position)
+                .append_content(&open.message_id, text, position)
                 .await?;
-            open.length += text.encode_utf16().count();
-            let appended = Appended::new(&open.message, updated_at, text, open.length);
-            to.publisher.publish(Change::MessageAppended(appended));
+            to.publisher.publish(Change::MessageAppended {
+                message,
+                appended: text.to_owned(),
+            });
             return Ok(position.is_some());
         }
         let new = NewMessage::new(to.session_id, to.task_id, kind, author::AGENT, text);
         let message = to.messages.insert_message(&new).await?;
         self.open = Some(OpenText {
-            length: message.content.encode_utf16().count(),
-            message: message.clone(),
+            message_id: message.id.clone(),
+            kind,
         });
         to.publisher.publish(Change::MessageCreated(message));
         Ok(false)
@@ -246,8 +246,8 @@ mod tests {
             .map(|c| match c {
                 Change::MessageCreated(_) => "created",
                 Change::MessageUpdated(_) => "updated",
-                Change::MessageAppended(appended) => {
-                    assert_eq!(appended.text, "lo", "only the new text");
+                Change::MessageAppended { appended, .. } => {
+                    assert_eq!(appended, "lo", "only the new text");
                     "appended"
                 }
                 _ => "other",

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-use crate::model::{Message, NewMessage, Timestamp};
+use crate::model::{Message, NewMessage};
 use crate::store::StoreError;
 
 /// Where messages are kept.
@@ -18,16 +18,15 @@ pub trait MessageStore: Send + Sync {
     /// A session's messages in order.
     async fn messages(&self, session_id: &str) -> Result<Vec<Message>, StoreError>;
 
-    /// Appends text to a message (agent chunks of one message) and returns its new
-    /// `updated_at`; reads return the text whole. With `position`, the message's session
-    /// records that its events are applied up to it in the same commit, so replaying its
-    /// stream after a restart never appends the text twice.
+    /// Appends text to a message (agent chunks of one message). With `position`, the
+    /// message's session records that its events are applied up to it in the same commit,
+    /// so replaying its stream after a restart never appends the text twice.
     async fn append_content(
         &self,
         id: &str,
         text: &str,
         position: Option<u64>,
-    ) -> Result<Timestamp, StoreError>;
+    ) -> Result<Message, StoreError>;
 
     /// Merges `patch`'s keys into a message's metadata (and replaces its content when
     /// given), in the database: concurrent merges of different keys both survive.

@@ -201,15 +201,12 @@ async fn streamed_text_can_store_how_far_events_are_applied_with_it(engine: &dyn
     let new = NewMessage::new(&id, &task, MessageKind::Message, author::AGENT, "Hel");
     let message = s.messages.insert_message(&new).await.expect("message");
     let row = s.sessions.session(&id).await.expect("get").expect("row");
-    s.messages
+    let appended = s
+        .messages
         .append_content(&message.id, "lo", Some(42))
         .await
         .expect("append");
-    let content = async || {
-        let read = s.messages.message(&message.id).await.expect("get");
-        read.expect("row").content
-    };
-    assert_eq!(content().await, "Hello");
+    assert_eq!(appended.content, "Hello");
     let seq = async |session: &str| {
         let row = s.sessions.session(session).await.expect("get");
         row.expect("row").last_event_seq
@@ -222,11 +219,12 @@ async fn streamed_text_can_store_how_far_events_are_applied_with_it(engine: &dyn
     );
     let after = s.sessions.session(&id).await.expect("get").expect("row");
     assert_eq!(after.updated_at, row.updated_at);
-    s.messages
+    let appended = s
+        .messages
         .append_content(&message.id, "!", None)
         .await
         .expect("append");
-    assert_eq!(content().await, "Hello!");
+    assert_eq!(appended.content, "Hello!");
     assert_eq!(seq(&id).await, Some(42), "no position, no move");
     assert!(
         s.messages

@@ -207,17 +207,13 @@ const CLAIM_LOCK: &str = "FOR UPDATE SKIP LOCKED";
 const SET_LAST_EVENT_SEQ: &str = "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)) \
      UPDATE sessions SET last_event_seq = $2 FROM relaxed WHERE id = $1";
 
-/// A message's streamed parts joined in order.
-const PARTS_IN_ORDER: &str = "string_agg(message_parts.content, '' ORDER BY n)";
-
-/// An append: `add_part` and `progress` (the session's events applied up to `$4`, when
-/// given) as data-modifying `WITH` queries of `touch`, which returns the row: one
-/// statement, so one round trip and one commit.
-fn append(touch: &str, add_part: &str, progress: Option<&str>) -> String {
-    match progress {
-        Some(progress) => format!("WITH part AS ({add_part}), progress AS ({progress}) {touch}"),
-        None => format!("WITH part AS ({add_part}) {touch}"),
-    }
+/// `append` (an `UPDATE messages … WHERE id = $1`) that also records its session's events
+/// applied up to `$4`: one statement, so one round trip and one commit.
+fn with_position(append: &str) -> String {
+    format!(
+        "WITH progress AS (UPDATE sessions SET last_event_seq = $4 \
+         WHERE id = (SELECT session_id FROM messages WHERE id = $1)) {append}"
+    )
 }
 
 /// Merges `patch` into message `id`'s metadata (and replaces its content when given):
@@ -228,18 +224,10 @@ async fn merge(
     patch: &Map<String, Value>,
     content: Option<&str>,
 ) -> Result<Message, StoreError> {
-    // New content replaces the whole text, so the streamed parts go with the same
-    // statement; its `RETURNING` still sees them (one snapshot), so it then returns the row.
-    let (drop_parts, columns) = match content {
-        Some(_) => (
-            "WITH dropped AS (DELETE FROM message_parts WHERE message_id = $1) ",
-            sql::MESSAGE,
-        ),
-        None => ("", sql::MESSAGE_WHOLE.as_str()),
-    };
     sqlx::query_as(&format!(
-        "{drop_parts}UPDATE messages SET metadata = metadata || $2, content = COALESCE($3, content), updated_at = $4 \
-         WHERE id = $1 RETURNING {columns}"
+        "UPDATE messages SET metadata = metadata || $2, content = COALESCE($3, content), updated_at = $4 \
+         WHERE id = $1 RETURNING {}",
+        sql::MESSAGE
     ))
     .bind(id)
     .bind(Json(patch))

@@ -7,23 +7,11 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use sqlx::types::Json;
 
-use super::{Binds, MESSAGE, MESSAGE_WHOLE, engine};
+use super::{Binds, MESSAGE, engine};
 use crate::model::{Message, NewMessage, Timestamp, new_record_id};
 use crate::store::{MessageStore, StoreError};
 
 use engine::{Conn, Db};
-
-/// An append's first statement: the message's `updated_at`, returned (no row: no message).
-const TOUCH: &str = "UPDATE messages SET updated_at = $3 WHERE id = $1 RETURNING updated_at";
-
-/// An append's text, as the message's next part: the row stays the size of its first
-/// text however long the reply grows, where `content || $2` wrote it whole every time.
-const ADD_PART: &str = "INSERT INTO message_parts (message_id, n, content) \
-     SELECT id, (SELECT COALESCE(MAX(n), 0) + 1 FROM message_parts WHERE message_id = $1), $2 \
-     FROM messages WHERE id = $1";
-
-/// The message's session has applied its events up to `$4`.
-const PROGRESS: &str = "UPDATE sessions SET last_event_seq = $4 WHERE id = (SELECT session_id FROM messages WHERE id = $1)";
 
 /// Inserts `new` at the end of its session inside the caller's transaction.
 pub(super) async fn insert(conn: &mut Conn, new: &NewMessage) -> Result<Message, StoreError> {
@@ -70,7 +58,7 @@ impl MessageStore for Db {
     }
 
     async fn message(&self, id: &str) -> Result<Option<Message>, StoreError> {
-        let sql = format!("SELECT {} FROM messages WHERE id = $1", *MESSAGE_WHOLE);
+        let sql = format!("SELECT {MESSAGE} FROM messages WHERE id = $1");
         let message = sqlx::query_as(&sql)
             .bind(id)
             .fetch_optional(self.pool())
@@ -79,10 +67,7 @@ impl MessageStore for Db {
     }
 
     async fn messages(&self, session_id: &str) -> Result<Vec<Message>, StoreError> {
-        let sql = format!(
-            "SELECT {} FROM messages WHERE session_id = $1 ORDER BY seq",
-            *MESSAGE_WHOLE
-        );
+        let sql = format!("SELECT {MESSAGE} FROM messages WHERE session_id = $1 ORDER BY seq");
         let messages = sqlx::query_as(&sql)
             .bind(session_id)
             .fetch_all(self.pool())
@@ -95,19 +80,20 @@ impl MessageStore for Db {
         id: &str,
         text: &str,
         position: Option<u64>,
-    ) -> Result<Timestamp, StoreError> {
+    ) -> Result<Message, StoreError> {
+        let mut statement = format!(
+            "UPDATE messages SET content = content || $2, updated_at = $3 WHERE id = $1 RETURNING {MESSAGE}"
+        );
         let mut binds = Binds::default()
             .and(id.to_owned())?
             .and(text.to_owned())?
             .and(Timestamp::now())?;
         if let Some(seq) = position {
+            statement = engine::with_position(&statement);
             binds = binds.and(super::bigint(seq))?;
         }
-        let statement = engine::append(TOUCH, ADD_PART, position.map(|_| PROGRESS));
-        let appended: Option<(Timestamp,)> =
-            engine::write_returning(self, statement, binds).await?;
-        appended
-            .map(|(at,)| at)
+        engine::write_returning(self, statement, binds)
+            .await?
             .ok_or_else(|| StoreError::Query(format!("no message `{id}`")))
     }
 
@@ -126,9 +112,8 @@ impl MessageStore for Db {
         tool_call_id: &str,
     ) -> Result<Option<Message>, StoreError> {
         let message = sqlx::query_as(&format!(
-            "SELECT {} FROM messages WHERE session_id = $1 AND tool_call_id = $2 \
-             ORDER BY seq DESC LIMIT 1",
-            *MESSAGE_WHOLE
+            "SELECT {MESSAGE} FROM messages WHERE session_id = $1 AND tool_call_id = $2 \
+             ORDER BY seq DESC LIMIT 1"
         ))
         .bind(session_id)
         .bind(tool_call_id)

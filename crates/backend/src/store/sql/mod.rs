@@ -24,24 +24,8 @@ pub(super) mod records;
 mod sessions;
 mod tasks;
 
-/// The columns of a [`Message`](crate::model::Message) as its row holds them: `content` is
-/// the whole text of every message but an agent's streamed one, which the transcript
-/// alone appends to and which keeps the rest in `message_parts` ([`MESSAGE_WHOLE`]).
+/// The columns of a [`Message`](crate::model::Message).
 pub(super) const MESSAGE: &str = "id, session_id, task_id, seq, type, author_type, content, requests_input, metadata, created_at, updated_at";
-
-/// The columns of a [`Message`](crate::model::Message) with its whole text: `content` and
-/// then its streamed parts in order. For a statement on `messages` (a `SELECT` or a
-/// `RETURNING`).
-pub(super) static MESSAGE_WHOLE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    MESSAGE.replace(
-        "content",
-        &format!(
-            "content || COALESCE((SELECT {} FROM message_parts \
-             WHERE message_parts.message_id = messages.id), '') AS content",
-            engine::PARTS_IN_ORDER
-        ),
-    )
-});
 
 /// The columns of a [`SessionRecord`](crate::model::SessionRecord).
 pub(super) const SESSION: &str = "id, task_id, agent, state, acp_session_id, client_capabilities, flags, agent_info, error, created_at, updated_at, last_event_seq, pending, view_seq";

@@ -26,7 +26,7 @@ pub(crate) async fn merge_alone(
     Ok(message)
 }
 
-/// Merges `patch` into message `id`'s metadata (and replaces its whole text when given)
+/// Merges `patch` into message `id`'s metadata (and replaces its content when given)
 /// inside the caller's transaction.
 pub(crate) async fn merge(
     conn: &mut Conn,
@@ -48,13 +48,10 @@ pub(crate) async fn merge(
         }
         metadata.push(')');
     }
-    if content.is_some() {
-        drop_parts(conn, id).await?;
-    }
     let sql = format!(
         "UPDATE messages SET metadata = {metadata}, content = COALESCE($2, content), updated_at = $3 \
          WHERE id = $1 RETURNING {}",
-        *sql::MESSAGE_WHOLE
+        sql::MESSAGE
     );
     let mut query = sqlx::query_as(&sql)
         .bind(id)
@@ -78,7 +75,7 @@ async fn merge_by_rewrite(
 ) -> Result<Message, StoreError> {
     let mut current: Message = sqlx::query_as(&format!(
         "SELECT {} FROM messages WHERE id = $1",
-        *sql::MESSAGE_WHOLE
+        sql::MESSAGE
     ))
     .bind(id)
     .fetch_optional(&mut *conn)
@@ -94,8 +91,6 @@ async fn merge_by_rewrite(
         current.content = content.to_owned();
     }
     current.updated_at = Timestamp::now();
-    // The row takes the whole text back, so the parts go.
-    drop_parts(conn, id).await?;
     sqlx::query("UPDATE messages SET metadata = $2, content = $3, updated_at = $4 WHERE id = $1")
         .bind(id)
         .bind(Json(&current.metadata))
@@ -104,13 +99,4 @@ async fn merge_by_rewrite(
         .execute(&mut *conn)
         .await?;
     Ok(current)
-}
-
-/// Removes message `id`'s streamed parts: its `content` is about to be its whole text.
-async fn drop_parts(conn: &mut Conn, id: &str) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM message_parts WHERE message_id = $1")
-        .bind(id)
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
 }

@@ -252,17 +252,13 @@ fn now_plus(ms: &str) -> String {
 /// What a webhook claim adds to its row pick: nothing, SQLite runs one write at a time.
 const CLAIM_LOCK: &str = "";
 
-/// A message's streamed parts joined in order (`group_concat` keeps no order without one).
-const PARTS_IN_ORDER: &str = "group_concat(message_parts.content, '' ORDER BY n)";
-
-/// An append: `touch` (which returns the row) and `add_part`, then `progress` (the
-/// session's events applied up to `$4`) when given; statements of one batch, so one
-/// commit.
-fn append(touch: &str, add_part: &str, progress: Option<&str>) -> String {
-    match progress {
-        Some(progress) => format!("{touch}; {add_part}; {progress}"),
-        None => format!("{touch}; {add_part}"),
-    }
+/// `append` (an `UPDATE messages … WHERE id = $1`) that also records its session's events
+/// applied up to `$4`: a second statement in the same batch, so the same commit.
+fn with_position(append: &str) -> String {
+    format!(
+        "{append}; UPDATE sessions SET last_event_seq = $4 \
+         WHERE id = (SELECT session_id FROM messages WHERE id = $1)"
+    )
 }
 
 /// Records how far events are applied.
