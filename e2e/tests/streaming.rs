@@ -96,10 +96,11 @@ fn transcript_of(event: &Value) -> Option<&str> {
         .flatten()
 }
 
+/// One socket watches with a frame (`none`), one from its connect (`one`, `?watch=`).
 #[tokio::test]
 async fn a_socket_that_watches_one_transcript_gets_it_whole_and_every_board_event() {
     let kandev = Kandev::start_default().await;
-    let (every, one, none) = (kandev.ws().await, kandev.ws().await, kandev.ws().await);
+    let (every, none) = (kandev.ws().await, kandev.ws().await);
     let mut sids = Vec::new();
     for n in 1..=2 {
         let task = kandev.create_task(&format!("e2e: watched {n}")).await;
@@ -108,7 +109,7 @@ async fn a_socket_that_watches_one_transcript_gets_it_whole_and_every_board_even
         sids.push(session["id"].as_str().expect("session id").to_owned());
     }
     let (watched, other) = (sids[0].as_str(), sids[1].as_str());
-    one.watch(Some(&[watched]), DEADLINE).await;
+    let one = kandev.ws_watching(&[watched]).await;
     none.watch(Some(&[]), DEADLINE).await;
     for sid in &sids {
         kandev.wait_session_state(sid, "IDLE").await;
@@ -139,6 +140,11 @@ async fn a_socket_that_watches_one_transcript_gets_it_whole_and_every_board_even
             .count()
     };
     assert!(of(&every, watched) > 0 && of(&every, other) > 0);
+    assert_eq!(
+        one.events().first(),
+        Some(&serde_json::json!({"type": "watching", "data": {"sessions": [watched]}})),
+        "a watch from the connect is acknowledged first"
+    );
     assert_eq!(
         of(&one, watched),
         of(&every, watched),
@@ -187,4 +193,42 @@ async fn a_socket_that_watches_one_transcript_gets_it_whole_and_every_board_even
         "{error}"
     );
     none.watch(None, DEADLINE).await;
+}
+
+#[tokio::test]
+async fn a_socket_that_watches_none_from_its_connect_gets_no_transcript_and_a_bad_watch_is_refused()
+{
+    let kandev = Kandev::start_default().await;
+    let (_, session) = kandev.task_with_session("mock", "/e2e:e2e-stream").await;
+    let sid = session["id"].as_str().expect("session id").to_owned();
+    // Connected while the session streams: not one of its events reaches it.
+    let none = kandev.ws_watching(&[]).await;
+    kandev.wait_session_state(&sid, "IDLE").await;
+    let barrier = kandev.create_task("e2e: barrier").await;
+    none.wait_for_type("task.created", DEADLINE, |d| d["id"] == barrier["id"])
+        .await;
+    let events = none.events();
+    assert_eq!(
+        events.first(),
+        Some(&serde_json::json!({"type": "watching", "data": {"sessions": []}}))
+    );
+    let transcripts: Vec<&Value> = events
+        .iter()
+        .filter(|e| transcript_of(e).is_some())
+        .collect();
+    assert!(transcripts.is_empty(), "{transcripts:?}");
+
+    let ids: Vec<String> = (0..=64).map(|i| format!("s{i}")).collect();
+    let refused = kandev
+        .api()
+        .get(&format!("/api/v1/ws?watch={}", ids.join(",")))
+        .await;
+    assert_eq!(refused.status, 400, "{refused}");
+    assert_eq!(refused.body["error"]["code"], "BAD_REQUEST", "{refused}");
+    assert!(
+        refused.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("at most 64")),
+        "{refused}"
+    );
 }

@@ -397,6 +397,12 @@ impl Kandev {
         OperatorWs::connect(self.addr).await
     }
 
+    /// A new operator WebSocket that follows only these sessions' transcripts from its
+    /// first event (`?watch=`).
+    pub async fn ws_watching(&self, sessions: &[&str]) -> OperatorWs {
+        OperatorWs::connect_watching(self.addr, sessions).await
+    }
+
     /// The local agentctl processes kandev started, `(pid, command line)`.
     pub fn agentctls(&self) -> Vec<(u32, String)> {
         descendants(self.pid())

@@ -30,7 +30,24 @@ impl OperatorWs {
     /// # Panics
     /// When the handshake fails.
     pub async fn connect(addr: SocketAddr) -> Self {
-        let url = format!("ws://{addr}/api/v1/ws");
+        Self::open(format!("ws://{addr}/api/v1/ws")).await
+    }
+
+    /// Connects to `ws://addr/api/v1/ws?watch=…`, following only these sessions'
+    /// transcripts from the first event (which is the `watching` acknowledgement).
+    ///
+    /// # Panics
+    /// When the handshake fails.
+    pub async fn connect_watching(addr: SocketAddr, sessions: &[&str]) -> Self {
+        Self::open(format!(
+            "ws://{addr}/api/v1/ws?watch={}",
+            sessions.join(",")
+        ))
+        .await
+    }
+
+    /// Connects to `url`.
+    async fn open(url: String) -> Self {
         let (socket, _) = tokio_tungstenite::connect_async(url.as_str())
             .await
             .unwrap_or_else(|err| panic!("operator WebSocket {url}: {err}"));

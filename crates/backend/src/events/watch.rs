@@ -13,6 +13,10 @@
 //! `watching` event of the same `data`: from that event on, the socket gets every
 //! transcript event of what it watches, so a client that reads a transcript after it
 //! misses none of it.
+//!
+//! A client may also name them when it connects, `GET /api/v1/ws?watch=<id>,<id>`
+//! (`?watch=` for none): that watch holds from the socket's first event, which is its
+//! `watching` acknowledgement, so not one transcript event of another session reaches it.
 
 use std::collections::HashSet;
 
@@ -54,8 +58,8 @@ pub enum FrameError {
         "not a frame this socket reads ({0}); send {{\"type\": \"watch\", \"data\": {{\"sessions\": [...]}}}}"
     )]
     Unreadable(String),
-    /// A `watch` frame naming too many sessions.
-    #[error("a watch frame names {0} sessions; at most {MOST_WATCHED}")]
+    /// A watch naming too many sessions.
+    #[error("a watch names {0} sessions; at most {MOST_WATCHED}")]
     TooMany(usize),
 }
 
@@ -77,6 +81,20 @@ impl Watch {
             Some(ids) if ids.len() > MOST_WATCHED => Err(FrameError::TooMany(ids.len())),
             Some(ids) => Ok(Self::Sessions(ids.into_iter().collect())),
         }
+    }
+
+    /// The watch of a socket's `watch` query parameter: session ids separated by commas,
+    /// none when it is empty.
+    pub fn from_query(ids: &str) -> Result<Self, FrameError> {
+        let ids: Vec<&str> = ids
+            .split(',')
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .collect();
+        if ids.len() > MOST_WATCHED {
+            return Err(FrameError::TooMany(ids.len()));
+        }
+        Ok(Self::Sessions(ids.into_iter().map(str::to_owned).collect()))
     }
 
     /// The `watching` event that acknowledges this watch.
@@ -164,6 +182,25 @@ mod tests {
             Watch::Every.acknowledgement(),
             json!({"type": "watching", "data": {"sessions": null}})
         );
+    }
+
+    #[test]
+    fn a_query_names_sessions_by_commas_and_an_empty_one_none() {
+        let frame = Watch::parse(r#"{"type":"watch","data":{"sessions":["a","b"]}}"#)
+            .expect("a watch frame");
+        assert_eq!(Watch::from_query("a,b"), Ok(frame.clone()));
+        assert_eq!(Watch::from_query(" b , a ,"), Ok(frame));
+        assert_eq!(
+            Watch::from_query(""),
+            Ok(Watch::Sessions(HashSet::new())),
+            "an empty watch follows no transcript, not every one"
+        );
+        let ids: Vec<String> = (0..=MOST_WATCHED).map(|i| format!("s{i}")).collect();
+        assert_eq!(
+            Watch::from_query(&ids.join(",")),
+            Err(FrameError::TooMany(MOST_WATCHED + 1))
+        );
+        assert!(Watch::from_query(&ids[1..].join(",")).is_ok());
     }
 
     #[test]

@@ -1,19 +1,23 @@
 //! `GET /api/v1/ws`: the operator event stream, `{"type", "data"}` JSON text frames,
-//! so a UI never polls. A client may send one kind of frame, `watch`, to say which
-//! sessions' transcripts it follows ([`Watch`]). The guard has checked the upgrade's
-//! `Host` and `Origin` and, with auth on, its Bearer token or session cookie before this
-//! handler runs.
+//! so a UI never polls. A client says which sessions' transcripts it follows
+//! ([`Watch`]) with `?watch=` when it connects or with a `watch` frame, the one kind of
+//! frame it may send. The guard has checked the upgrade's `Host` and `Origin` and, with
+//! auth on, its Bearer token or session cookie before this handler runs.
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
-use axum::response::Response;
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::SinkExt;
+use serde::Deserialize;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::auth::Operator;
 use crate::events::watch::{FrameError, Watch};
+use crate::http::error::AppError;
 use crate::state::AppState;
 
 /// The socket's read buffer. An operator sends next to nothing here, and tungstenite
@@ -37,27 +41,57 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/ws", get(upgrade))
 }
 
+/// The query of the upgrade: `watch`, the transcripts to follow from the first event.
+#[derive(Debug, Deserialize)]
+struct Connect {
+    watch: Option<String>,
+}
+
 async fn upgrade(
     State(state): State<AppState>,
     operator: Operator,
-    ws: WebSocketUpgrade,
-) -> Response {
+    query: Result<Query<Connect>, QueryRejection>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, AppError> {
+    // The watch first: its error says more than a missing upgrade header would.
+    let Query(connect) = query?;
+    let watch = connect
+        .watch
+        .as_deref()
+        .map(Watch::from_query)
+        .transpose()
+        .map_err(|err| AppError::BadRequest(err.to_string()))?;
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(rejection) => return Ok(rejection.into_response()),
+    };
     tracing::debug!(operator = %operator.name, "operator event stream opened");
     // Subscribe before the upgrade completes, so nothing published after the
     // handshake response can be missed.
     let events = state.hub.subscribe();
     let drain = state.drain.clone();
-    ws.read_buffer_size(READ_BUFFER_BYTES)
+    Ok(ws
+        .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(MOST_CLIENT_MESSAGE_BYTES)
-        .on_upgrade(move |socket| forward(socket, events, drain))
+        .on_upgrade(move |socket| forward(socket, events, drain, watch)))
 }
 
+/// Sends the socket its events through its watch, `asked` when it connected (and then
+/// acknowledged first) or every transcript, until the client goes or kandev drains.
 async fn forward(
     mut socket: WebSocket,
     mut events: tokio::sync::broadcast::Receiver<crate::events::OperatorEvent>,
     drain: crate::drain::Drain,
+    asked: Option<Watch>,
 ) {
     let mut watch = Watch::default();
+    if let Some(asked) = asked {
+        let ack = asked.acknowledgement().to_string();
+        watch = asked;
+        if socket.send(Message::Text(ack.into())).await.is_err() {
+            return;
+        }
+    }
     loop {
         tokio::select! {
             () = drain.closing() => {
