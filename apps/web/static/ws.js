@@ -2,8 +2,9 @@
 // with exponential backoff. Views subscribe to event types; on every (re)connect they are
 // told so they can refetch what they show, since events sent while offline are lost.
 // Transcript events (`message.*`) come only for the sessions a view watches
-// (`watchTranscript`): the server is told on every (re)connect and every change, and
-// acknowledges with a `watching` event, from which on it sends them all.
+// (`watchTranscript`): the server is told in the URL of every (re)connect (`?watch=`) and
+// by a `watch` frame at every change, and acknowledges each with a `watching` event, from
+// which on it sends them all.
 
 const listeners = new Map(); // type -> Set<fn(data, event)>
 const statusListeners = new Set(); // fn(connected: boolean)
@@ -12,6 +13,7 @@ let connected = false;
 let attempt = 0;
 let retryTimer = null;
 const watched = new Map(); // session id -> how many views watch its transcript
+let connectedWatch = ""; // the watch the current socket's URL carried
 
 const BASE_DELAY_MS = 250;
 const MAX_DELAY_MS = 10_000;
@@ -22,9 +24,14 @@ export function backoffDelay(n, random = Math.random) {
   return Math.round(base / 2 + (random() * base) / 2);
 }
 
-function wsUrl() {
+/** The watched sessions as the `watch` query parameter: ids separated by commas. */
+function watchParam() {
+  return [...watched.keys()].map(encodeURIComponent).join(",");
+}
+
+function wsUrl(watch) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  return `${scheme}//${location.host}/api/v1/ws`;
+  return `${scheme}//${location.host}/api/v1/ws?watch=${watch}`;
 }
 
 function setConnected(value) {
@@ -44,7 +51,7 @@ function dispatch(type, data, event) {
   }
 }
 
-/** Tell the server which transcripts to send (on every connect and every change). */
+/** Tell the server which transcripts to send (on every change). */
 function sendWatch() {
   if (!socket || socket.readyState !== WebSocket.OPEN) return;
   socket.send(JSON.stringify({ type: "watch", data: { sessions: [...watched.keys()] } }));
@@ -68,10 +75,12 @@ export function watchTranscript(sessionId) {
 /** Open the connection (idempotent). */
 export function connect() {
   if (socket) return;
-  socket = new WebSocket(wsUrl());
+  connectedWatch = watchParam();
+  socket = new WebSocket(wsUrl(connectedWatch));
   socket.addEventListener("open", () => {
     attempt = 0;
-    sendWatch();
+    // A view that started or stopped watching while the socket connected.
+    if (watchParam() !== connectedWatch) sendWatch();
     setConnected(true);
   });
   socket.addEventListener("message", (msg) => {

@@ -106,7 +106,7 @@ test("board: an event patches only its task's row; another row keeps its node, o
 async function idleSession(kandev, page, title, route) {
   const task = await kandev.api.createTask(title, "Browser test: streamed text");
   const session = await kandev.api.startSession(task.id);
-  if (route) await page.routeWebSocket(/\/api\/v1\/ws$/, route(session));
+  if (route) await page.routeWebSocket(/\/api\/v1\/ws(\?|$)/, route(session));
   await page.goto(`${kandev.url}/#/sessions/${encodeURIComponent(session.id)}`);
   await page.getByTestId("session-view").waitFor();
   await settled(page);
@@ -159,15 +159,16 @@ test("board: a page that shows no session gets no transcript events; a session p
     const session = await kandev.api.startSession(task.id);
     await page.goto(`${kandev.url}/#/`);
     await settled(page);
-    // Until its watch applies a socket follows every transcript (other tests' sessions of the
-    // shared stack may still stream): what counts is what comes after the acknowledgement.
-    const boardWatch = () => frames.findIndex((e) => e.type === "watching" && Array.isArray(e.data?.sessions) && e.data.sessions.length === 0);
-    await waitFor(() => boardWatch() >= 0, { message: "the board's watch acknowledged" });
+    // The board connects watching none (`?watch=`): its first frame is that watch's
+    // acknowledgement, and no transcript reaches it at all, even while other tests' sessions
+    // of the shared stack stream.
+    await waitFor(() => frames.length > 0, { message: "the board's first frame" });
+    assert.deepEqual(frames[0], { type: "watching", data: { sessions: [] } });
     const message = await streamed(kandev, session);
     // The turn's end reaches the board after every message of it: a barrier.
     const states = () => frames.filter((e) => e.type === "session.updated" && e.data?.id === session.id).map((e) => e.data.state);
     await waitFor(() => states().includes("RUNNING") && states().at(-1) === "IDLE", { message: "the turn's end on the board" });
-    const onBoard = frames.slice(boardWatch()).filter((e) => e.type?.startsWith("message."));
+    const onBoard = frames.filter((e) => e.type?.startsWith("message."));
     assert.deepEqual(onBoard.map((e) => `${e.type} ${e.data?.session_id}`), [], "the board follows no transcript");
     assert.deepEqual(frames.filter((e) => e.type === "watching").at(-1)?.data, { sessions: [] });
 
