@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -58,14 +58,21 @@ pub async fn clarifications_created(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Follows {
     /// The board only, as the web UI's board and needs-you pages do: it watches no
-    /// session's transcript (`{"type": "watch", "data": {"sessions": []}}`).
+    /// session's transcript from its connect (`?watch=`).
     Board,
-    /// The board and every session's transcript (a socket that sends no `watch`).
+    /// The board and every session's transcript (a socket that names no watch).
     EveryTranscript,
 }
 
-/// The `watch` frame of a socket that follows the board only.
-const BOARD_ONLY: &str = r#"{"type":"watch","data":{"sessions":[]}}"#;
+impl Follows {
+    /// The event stream's path for a socket that follows this.
+    fn path(self) -> &'static str {
+        match self {
+            Self::Board => "/api/v1/ws?watch=",
+            Self::EveryTranscript => "/api/v1/ws",
+        }
+    }
+}
 
 /// Reads an operator WebSocket in a task of its own, handing each text frame and when it
 /// was read (wall-clock ns) to `on_frame`, until the socket closes or `on_frame` says stop.
@@ -74,13 +81,7 @@ async fn on_frames(
     follows: Follows,
     mut on_frame: impl FnMut(&str, u128) -> bool + Send + 'static,
 ) -> Result<(), String> {
-    let mut socket = connect_ws(addr).await?;
-    if follows == Follows::Board {
-        socket
-            .send(Message::text(BOARD_ONLY))
-            .await
-            .map_err(|err| format!("operator WebSocket watch: {err}"))?;
-    }
+    let socket = connect(addr, follows, None).await?;
     tokio::spawn(async move {
         let (_write, mut read) = socket.split();
         while let Some(Ok(message)) = read.next().await {
@@ -113,23 +114,26 @@ async fn on_created(
     .await
 }
 
-/// An operator WebSocket on `addr`'s event stream, authenticated as the bench operator.
-pub async fn connect_ws(
-    addr: SocketAddr,
-) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>, String>
-{
-    connect_ws_with(addr, None).await
-}
-
-/// [`connect_ws`] on a socket whose kernel receive buffer is `recv_buffer` bytes, when
-/// given: a reader that stops reading then holds back kandev's writes at once, instead
-/// of after the megabytes a tuned buffer takes.
+/// An operator WebSocket on `addr`'s event stream following every transcript,
+/// authenticated as the bench operator, on a socket whose kernel receive buffer is
+/// `recv_buffer` bytes, when given: a reader that stops reading then holds back kandev's
+/// writes at once, instead of after the megabytes a tuned buffer takes.
 pub async fn connect_ws_with(
     addr: SocketAddr,
     recv_buffer: Option<u32>,
 ) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>, String>
 {
-    let url = format!("ws://{addr}/api/v1/ws");
+    connect(addr, Follows::EveryTranscript, recv_buffer).await
+}
+
+/// [`connect_ws_with`] on a socket that `follows` the board or every transcript.
+async fn connect(
+    addr: SocketAddr,
+    follows: Follows,
+    recv_buffer: Option<u32>,
+) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>, String>
+{
+    let url = format!("ws://{addr}{}", follows.path());
     let mut request = url
         .as_str()
         .into_client_request()

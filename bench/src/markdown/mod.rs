@@ -40,7 +40,7 @@ impl Report {
             Ok(st) => {
                 let _ = writeln!(
                     md,
-                    "Databases under `{}` ({}): a 4 KiB write + `fdatasync` takes p50 {:.3} ms, p99 {:.3} ms there. One SQLite statement (`SELECT 1`) through sqlx, which runs each connection on a thread of its own, takes p50 {:.3} ms back to back and {:.3} ms after a {} ms pause (threads woken from idle, as one question at a time wakes them at every hop). kandev runs as deployed: operator auth on (every request and WebSocket carries a token), `info` logs. Operator sockets follow the board, as the web UI's board does (a `watch` of no session's transcript); the streaming scenario's one socket that times the last chunks follows every transcript.\n",
+                    "Databases under `{}` ({}): a 4 KiB write + `fdatasync` takes p50 {:.3} ms, p99 {:.3} ms there. One SQLite statement (`SELECT 1`) through sqlx, which runs each connection on a thread of its own, takes p50 {:.3} ms back to back and {:.3} ms after a {} ms pause (threads woken from idle, as one question at a time wakes them at every hop). kandev runs as deployed: operator auth on (every request and WebSocket carries a token), `info` logs. Operator sockets follow the board, as the web UI's board does (they connect with `?watch=`, no session's transcript); the streaming scenario's one socket that times the last chunks follows every transcript.\n",
                     st.dir.display(),
                     st.fs_type,
                     st.fsync.p50,
