@@ -84,14 +84,13 @@ async fn forward(
     drain: crate::drain::Drain,
     asked: Option<Watch>,
 ) {
-    let mut watch = Watch::default();
-    if let Some(asked) = asked {
+    if let Some(asked) = &asked {
         let ack = asked.acknowledgement().to_string();
-        watch = asked;
         if socket.send(Message::Text(ack.into())).await.is_err() {
             return;
         }
     }
+    let mut watch = asked.unwrap_or_default();
     loop {
         tokio::select! {
             () = drain.closing() => {
